@@ -1,0 +1,456 @@
+"""BertTokenizer: text to WordPiece ids, with BERT's [CLS] A [SEP] B [SEP] input format and truncation.
+
+The splitting of text into word pieces is not the lesson here, so it is done by the `tokenizers`
+library (Rust, parallel over a batch), configured to reproduce Google's BERT `tokenization.py` and
+Hugging Face's pure-Python `BertTokenizer`:
+
+1. normalize: drop control characters, turn every kind of whitespace into a space, put spaces around
+   CJK ideographs, lower-case, strip accents or else NFC-compose them (`BertNormalizer`);
+2. pre-tokenize: split on whitespace and around every punctuation character (`BertPreTokenizer`);
+3. WordPiece: greedy longest-match-first against vocab.txt, continuation pieces prefixed "##"; a word
+   with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
+
+What is written out here is what BERT adds on top (BERT paper §3, Figure 2): the [CLS] and [SEP]
+tokens, segment (token type) ids 0 for "[CLS] A [SEP]" and 1 for "B [SEP]", truncation to the model's
+window, and padding a batch to one rectangle with an attention mask.
+
+Truncation strategies, applied to word pieces (special tokens are counted in `max_length`):
+
+    head       keep the first pieces (BERT's and Hugging Face's default)
+    tail       keep the last pieces
+    head+tail  keep the first and the last pieces (Sun et al. 2019, "How to Fine-Tune BERT for Text
+               Classification?" §5.3.1: the first 128 and last 382 of a 512-token window were best on
+               IMDb). `head_tail_truncate` scales the head to other windows: see its docstring.
+
+A pair is cut like Hugging Face's "longest_first": one piece at a time from the longer segment (B on
+a tie), so both segments keep as much as they can; each segment is then cut with the chosen strategy.
+
+Read next: embeddings.py (ids to vectors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple, Sequence, TypeVar
+
+import torch
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+from minbert.atomic import atomic_write_text
+
+T = TypeVar("T")
+
+TRUNCATION_STRATEGIES = ("head", "tail", "head+tail")
+PADDING_STRATEGIES = ("longest", "max_length")
+
+# The window Sun et al. (2019) split into 128 head + 382 tail pieces: 512 minus [CLS] and [SEP].
+SUN_ET_AL_BUDGET = 510
+
+# BERT's input is at most 512 tokens: bert-base has 512 position embeddings (BERT paper §A.2).
+DEFAULT_MODEL_MAX_LENGTH = 512
+
+# Hugging Face writes int(1e30) as model_max_length when a checkpoint does not say; treat it as unset.
+_UNSET_MODEL_MAX_LENGTH = 10**6
+
+CLS, SEP, PAD, MASK, UNK = "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
+# Google's BERT splits the CJK Extension E block from U+2B820; `tokenizers`' BertNormalizer starts it
+# at U+2B920 (a typo carried since its first release), so these 256 ideographs are split here instead.
+_MISSING_CJK = Regex("[\U0002B820-\U0002B91F]")
+
+_CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+            (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+class Encoding(NamedTuple):
+    """One encoded example as lists of ints, each of length T <= max_length."""
+
+    input_ids: list[int]  # [CLS] A [SEP] (B [SEP])
+    token_type_ids: list[int]  # segment ids: 0 for [CLS] A [SEP], 1 for B [SEP]
+    attention_mask: list[int]  # all ones: padding only appears in a batch
+
+
+class BatchEncoding(NamedTuple):
+    """A padded batch: (B, T) torch.long tensors, or lists of B lists of T ints."""
+
+    input_ids: torch.Tensor | list[list[int]]  # (B, T), [PAD] after each example
+    token_type_ids: torch.Tensor | list[list[int]]  # (B, T), 0 on padding
+    attention_mask: torch.Tensor | list[list[int]]  # (B, T), 1 = token, 0 = padding
+
+
+def head_tail_truncate(pieces: Sequence[T], budget: int, head_tokens: int = 128) -> list[T]:
+    """Keep the first and last pieces of `pieces` so that at most `budget` remain (Sun et al. 2019).
+
+    `head_tokens` is the head size at the paper's budget of 510 pieces (a 512 window less [CLS] and
+    [SEP]); any other budget keeps the same proportion, rounded down: head = head_tokens * budget // 510,
+    and the tail gets the rest. So max_length=512 keeps 128 + 382 pieces (the paper's best), and
+    max_length=128 (budget 126) keeps 31 + 95. Scaling rather than clipping keeps the point of the
+    method (most of the window on the ending, where reviews state their verdict) in small windows,
+    where a clipped head of 128 would leave no tail at all. Pieces that fit are returned unchanged.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    if head_tokens < 0 or head_tokens > SUN_ET_AL_BUDGET:
+        raise ValueError(f"head_tokens must be in [0, {SUN_ET_AL_BUDGET}], got {head_tokens}")
+    if len(pieces) <= budget:
+        return list(pieces)
+    head = head_tokens * budget // SUN_ET_AL_BUDGET
+    tail = budget - head
+    return list(pieces[:head]) + list(pieces[len(pieces) - tail:])
+
+
+def truncate(pieces: Sequence[T], budget: int, strategy: str = "head", head_tokens: int = 128) -> list[T]:
+    """Cut `pieces` to at most `budget` with one of TRUNCATION_STRATEGIES (head, tail, head+tail)."""
+    _check_strategy(strategy)
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    if len(pieces) <= budget:
+        return list(pieces)
+    if strategy == "head":
+        return list(pieces[:budget])
+    if strategy == "tail":
+        return list(pieces[len(pieces) - budget:])
+    return head_tail_truncate(pieces, budget, head_tokens)
+
+
+def pair_budgets(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """How many pieces of A and of B survive "longest_first" truncation of the pair to `budget`.
+
+    Equal to removing one piece at a time from the longer segment, B on a tie (Hugging Face's rule),
+    in closed form: first shorten the longer one to the other's length, then take alternately.
+    """
+    excess = len_a + len_b - budget
+    if excess <= 0:
+        return len_a, len_b
+    cut = min(abs(len_a - len_b), excess)
+    if len_a > len_b:
+        len_a -= cut
+    else:
+        len_b -= cut
+    excess -= cut
+    # Now the two are equal (or nothing is left to cut): B loses the odd piece because it goes first.
+    return len_a - excess // 2, len_b - (excess + 1) // 2
+
+
+class BertTokenizer:
+    """WordPiece tokenizer for BERT, reading a vocab.txt (one token per line; line number = id)."""
+
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        lowercase: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+        max_input_chars_per_word: int = 100,
+    ) -> None:
+        """Build from the list of tokens (index = id). Prefer `from_vocab_file` or `from_pretrained`.
+
+        strip_accents=None follows `lowercase`, as in BERT: uncased models strip accents, cased ones
+        keep them. max_input_chars_per_word=100 is BERT's: longer "words" (URLs, DNA) become [UNK].
+        """
+        if isinstance(vocab, str):
+            raise TypeError("vocab must be a list of tokens: for a file use BertTokenizer.from_vocab_file")
+        if strip_accents is not None and not isinstance(strip_accents, bool):
+            raise TypeError(f"strip_accents must be None, True or False, got {strip_accents!r}")
+        self._id_to_token = list(vocab)
+        # Later lines win on a duplicate token, as in Hugging Face's load_vocab.
+        self._token_to_id = {token: i for i, token in enumerate(self._id_to_token)}
+        missing = [t for t in SPECIAL_TOKENS if t not in self._token_to_id]
+        if missing:
+            raise ValueError(f"the vocabulary has no {', '.join(missing)} token(s); BERT needs all of "
+                             f"{', '.join(SPECIAL_TOKENS)}")
+        self.lowercase = bool(lowercase)
+        self.strip_accents = strip_accents
+        self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
+        self.model_max_length = int(model_max_length)
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.cls_id = self._token_to_id[CLS]
+        self.sep_id = self._token_to_id[SEP]
+        self.pad_id = self._token_to_id[PAD]
+        self.mask_id = self._token_to_id[MASK]
+        self.unk_id = self._token_to_id[UNK]
+        self._special_ids = {self.cls_id, self.sep_id, self.pad_id, self.mask_id, self.unk_id}
+        self._backend = self._build_backend()
+
+    def _build_backend(self) -> Tokenizer:
+        backend = Tokenizer(models.WordPiece(
+            self._token_to_id, unk_token=UNK, continuing_subword_prefix="##",
+            max_input_chars_per_word=self.max_input_chars_per_word))
+        strips = self.lowercase if self.strip_accents is None else self.strip_accents
+        if strips:
+            # Stripping decomposes (NFD) and drops the marks, so composing first would change nothing.
+            backend.normalizer = normalizers.BertNormalizer(
+                clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
+                strip_accents=True, lowercase=self.lowercase)
+        else:
+            # Hugging Face's BertTokenizer NFC-composes before splitting (Google's BERT does not), so
+            # "e" + U+0301 finds the vocabulary's "é"; `tokenizers` only does it if asked.
+            backend.normalizer = normalizers.Sequence([
+                normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
+                                           strip_accents=False, lowercase=False),
+                normalizers.NFC(),
+                *([normalizers.Lowercase()] if self.lowercase else []),
+            ])
+        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        if self.tokenize_chinese_chars:
+            backend.pre_tokenizer = pre_tokenizers.Sequence([
+                backend.pre_tokenizer, pre_tokenizers.Split(_MISSING_CJK, behavior="isolated")])
+        # Special tokens typed in the text ("[MASK]") map to their ids, as in Hugging Face's tokenizers.
+        backend.add_special_tokens(list(SPECIAL_TOKENS))
+        return backend
+
+    # ---------------------------------------------------------------- construction and saving
+
+    @classmethod
+    def from_vocab_file(
+        cls,
+        path: str | os.PathLike,
+        lowercase: bool = True,
+        strip_accents: bool | None = None,
+        tokenize_chinese_chars: bool = True,
+        model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+    ) -> "BertTokenizer":
+        """Read a vocab.txt: one token per line, the line number (from 0) being its id."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no vocabulary file at {path}")
+        text = path.read_text(encoding="utf-8")
+        # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        # A vocab.txt saved on Windows ends lines in "\r\n"; the "\r" is not part of the token.
+        return cls([line.rstrip("\r") for line in lines], lowercase=lowercase, strip_accents=strip_accents,
+                   tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | os.PathLike) -> "BertTokenizer":
+        """Read a Hugging Face model directory: vocab.txt, and tokenizer_config.json if present."""
+        model_dir = Path(model_dir)
+        config_path = model_dir / "tokenizer_config.json"
+        config = {}
+        if config_path.is_file():
+            try:
+                config = json.loads(config_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{config_path} is not valid JSON: {error}") from None
+        for key, expected in [("unk_token", UNK), ("sep_token", SEP), ("pad_token", PAD), ("cls_token", CLS),
+                              ("mask_token", MASK)]:
+            value = config.get(key, expected)
+            value = value.get("content") if isinstance(value, dict) else value
+            if value != expected:
+                raise ValueError(f"{config_path}: {key} is {value!r}; this tokenizer supports only "
+                                 f"{expected!r}")
+        if config.get("do_basic_tokenize", True) is False or config.get("never_split"):
+            raise ValueError(f"{config_path}: do_basic_tokenize=false and never_split are not supported")
+        max_length = config.get("model_max_length") or DEFAULT_MODEL_MAX_LENGTH
+        if max_length >= _UNSET_MODEL_MAX_LENGTH:
+            max_length = DEFAULT_MODEL_MAX_LENGTH
+        return cls.from_vocab_file(
+            model_dir / "vocab.txt",
+            lowercase=config.get("do_lower_case", True),
+            strip_accents=config.get("strip_accents"),
+            tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
+            model_max_length=int(max_length),
+        )
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`; return it."""
+        directory = Path(directory)
+        atomic_write_text(directory / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": self.lowercase,
+            "strip_accents": self.strip_accents,
+            "tokenize_chinese_chars": self.tokenize_chinese_chars,
+            "model_max_length": self.model_max_length,
+            "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
+        }
+        atomic_write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+        return directory
+
+    # ---------------------------------------------------------------- tokens and ids
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids (lines of vocab.txt): the size of the word embedding matrix."""
+        return len(self._id_to_token)
+
+    @property
+    def backend(self) -> Tokenizer:
+        """The underlying `tokenizers.Tokenizer` (normalizer, pre-tokenizer, WordPiece; no [CLS]/[SEP])."""
+        return self._backend
+
+    def tokenize(self, text: str) -> list[str]:
+        """Split `text` into word pieces, without [CLS]/[SEP]: "unaffable" -> ["una", "##ffa", "##ble"]."""
+        _check_text(text, "text")
+        return self._backend.encode(text, add_special_tokens=False).tokens
+
+    def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
+        """Look up each token; tokens not in the vocabulary map to [UNK]'s id."""
+        if isinstance(tokens, str):
+            raise TypeError("convert_tokens_to_ids takes a list of tokens, got a str; wrap it: [token]")
+        return [self._token_to_id.get(token, self.unk_id) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
+        """The token of each id; an id outside [0, vocab_size) is a ValueError."""
+        return [self._id_to_token[i] for i in self._check_ids(ids)]
+
+    def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+        """Join word pieces back into text: "##" pieces glued on, then Hugging Face's space clean-up.
+
+        Lower-casing, stripped accents and [UNK] cannot be undone, so this is not the input text.
+        skip_special_tokens drops all five special tokens, [UNK] and [MASK] included (as Hugging Face).
+        """
+        tokens = [self._id_to_token[i] for i in self._check_ids(ids)
+                  if not (skip_special_tokens and i in self._special_ids)]
+        text = " ".join(tokens).replace(" ##", "").strip()
+        # Hugging Face's clean_up_tokenization, so decoded text reads like the original: "don't", "end."
+        for spaced, joined in _CLEANUP:
+            text = text.replace(spaced, joined)
+        return text
+
+    def _check_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1:
+                raise ValueError(f"expected a 1-D tensor of ids, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
+        return ids
+
+    # ---------------------------------------------------------------- model inputs
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        *,
+        max_length: int | None = None,
+        truncation: str = "head",
+        head_tokens: int = 128,
+    ) -> Encoding:
+        """Encode one text, or one pair, as "[CLS] A [SEP]" or "[CLS] A [SEP] B [SEP]".
+
+        max_length counts the special tokens and defaults to `model_max_length` (512 for BERT);
+        truncation is one of TRUNCATION_STRATEGIES, head_tokens as in `head_tail_truncate`.
+        """
+        _check_text(text, "text")
+        if text_pair is not None:
+            _check_text(text_pair, "text_pair")
+        max_length = self._check_options(max_length, truncation, head_tokens, text_pair is not None)
+        texts = [text] if text_pair is None else [text, text_pair]
+        pieces = self._piece_ids(texts)
+        return self._build(pieces[0], pieces[1] if text_pair is not None else None, max_length, truncation,
+                           head_tokens)
+
+    def batch_encode(
+        self,
+        texts: Sequence[str],
+        text_pairs: Sequence[str] | None = None,
+        *,
+        max_length: int | None = None,
+        truncation: str = "head",
+        padding: str = "longest",
+        return_tensors: bool = True,
+        head_tokens: int = 128,
+    ) -> BatchEncoding:
+        """Encode a batch and pad it with [PAD] into (B, T) tensors (or lists, return_tensors=False).
+
+        padding="longest" pads to the longest example (T <= max_length), "max_length" to T = max_length.
+        Word pieces come from the `tokenizers` batch API in one call; truncation and the special tokens
+        are then added per example in Python, which costs little next to tokenizing.
+        """
+        texts = _check_texts(texts, "texts")
+        if text_pairs is not None:
+            text_pairs = _check_texts(text_pairs, "text_pairs")
+            if len(text_pairs) != len(texts):
+                raise ValueError(f"texts has {len(texts)} items but text_pairs has {len(text_pairs)}")
+        if padding not in PADDING_STRATEGIES:
+            raise ValueError(f"padding must be one of {PADDING_STRATEGIES}, got {padding!r}")
+        max_length = self._check_options(max_length, truncation, head_tokens, text_pairs is not None)
+        pieces = self._piece_ids(texts + (text_pairs or []))
+        n = len(texts)
+        examples = [
+            self._build(pieces[i], pieces[n + i] if text_pairs is not None else None, max_length, truncation,
+                        head_tokens)
+            for i in range(n)
+        ]
+        longest = max((len(e.input_ids) for e in examples), default=0)
+        width = max_length if padding == "max_length" else longest
+        input_ids = [e.input_ids + [self.pad_id] * (width - len(e.input_ids)) for e in examples]
+        token_type_ids = [e.token_type_ids + [0] * (width - len(e.token_type_ids)) for e in examples]
+        attention_mask = [e.attention_mask + [0] * (width - len(e.attention_mask)) for e in examples]
+        if not return_tensors:
+            return BatchEncoding(input_ids, token_type_ids, attention_mask)
+        # reshape keeps the (B, T) shape when B or T is 0, where torch.tensor([]) would give (0,).
+        return BatchEncoding(*(torch.tensor(rows, dtype=torch.long).reshape(n, width)  # (B, T)
+                               for rows in (input_ids, token_type_ids, attention_mask)))
+
+    def _piece_ids(self, texts: list[str]) -> list[list[int]]:
+        # encode_batch_fast skips computing character offsets, which we never use.
+        return [e.ids for e in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def _build(self, a: list[int], b: list[int] | None, max_length: int, truncation: str,
+               head_tokens: int) -> Encoding:
+        # BERT paper §3, Figure 2: [CLS] A [SEP] with segment 0, then B [SEP] with segment 1.
+        if b is None:
+            a = truncate(a, max_length - 2, truncation, head_tokens)
+            ids = [self.cls_id] + a + [self.sep_id]
+            return Encoding(ids, [0] * len(ids), [1] * len(ids))
+        keep_a, keep_b = pair_budgets(len(a), len(b), max_length - 3)
+        a = truncate(a, keep_a, truncation, head_tokens)
+        b = truncate(b, keep_b, truncation, head_tokens)
+        ids = [self.cls_id] + a + [self.sep_id] + b + [self.sep_id]
+        token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        return Encoding(ids, token_type_ids, [1] * len(ids))
+
+    def _check_options(self, max_length: int | None, truncation: str, head_tokens: int, pair: bool) -> int:
+        _check_strategy(truncation)
+        if max_length is None:
+            max_length = self.model_max_length
+        specials = 3 if pair else 2
+        if not isinstance(max_length, int) or isinstance(max_length, bool):
+            raise TypeError(f"max_length must be an int, got {type(max_length).__name__}")
+        if max_length < specials:
+            layout = "[CLS] A [SEP] B [SEP]" if pair else "[CLS] A [SEP]"
+            raise ValueError(f"max_length={max_length} is too small: {layout} needs {specials} "
+                             "special tokens")
+        if not 0 <= head_tokens <= SUN_ET_AL_BUDGET:
+            raise ValueError(f"head_tokens must be in [0, {SUN_ET_AL_BUDGET}], got {head_tokens}")
+        return max_length
+
+    def __repr__(self) -> str:
+        return (f"BertTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase}, "
+                f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars}, "
+                f"model_max_length={self.model_max_length})")
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in TRUNCATION_STRATEGIES:
+        raise ValueError(f"truncation must be one of {TRUNCATION_STRATEGIES}, got {strategy!r}")
+
+
+def _check_text(text: object, name: str) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+
+
+def _check_texts(texts: object, name: str) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{name} must be a list of str, got a single {type(texts).__name__}; "
+                        "use encode() for one text")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of str, got {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{name}[{i}] must be a str, got {type(text).__name__}")
+    return texts
