@@ -1,0 +1,22 @@
+"""The optimizer side of training: AdamW, learning-rate schedules, and BERT's parameter groups.
+
+Read next: adamw.py, then schedules.py, then param_groups.py.
+"""
+
+from optim.adamw import AdamW, adamw_update
+from optim.param_groups import describe_param_groups, make_param_groups, print_param_groups
+from optim.schedules import (
+    SCHEDULES,
+    constant_warmup,
+    cosine_warmup,
+    exponential_decay,
+    linear_warmup_decay,
+    slanted_triangular,
+)
+
+__all__ = [
+    "AdamW", "adamw_update",
+    "make_param_groups", "describe_param_groups", "print_param_groups",
+    "SCHEDULES", "linear_warmup_decay", "constant_warmup", "cosine_warmup", "slanted_triangular",
+    "exponential_decay",
+]

@@ -1,0 +1,268 @@
+"""AdamW: Adam with decoupled weight decay and bias correction, written out by hand.
+
+This is the optimizer every job in the project trains with. It is the same variant, with the same
+arguments and defaults, as `torch.optim.AdamW`, and the tests hold it to that reference to 1e-6
+relative after 1, 3 and 1,000 steps.
+
+The update, in the order it is applied to each parameter theta with gradient g (step t counts from 1;
+lr = gamma, weight_decay = lambda):
+
+    1. t     <- t + 1
+    2. theta <- theta * (1 - gamma * lambda)            decoupled weight decay, on the old weights
+    3. m     <- beta1 * m + (1 - beta1) * g             first moment (written as a lerp, as torch does)
+    4. v     <- beta2 * v + (1 - beta2) * g * g         second moment
+    5. v_max <- max(v_max, v)                           amsgrad only; v_max replaces v in step 7
+    6. c1 = 1 - beta1^t,   c2 = 1 - beta2^t             bias corrections
+    7. theta <- theta - (gamma / c1) * m / (sqrt(v) / sqrt(c2) + eps)
+
+Where things go, and where they come from:
+
+* Adam and its bias correction: Kingma & Ba 2015, "Adam: A Method for Stochastic Optimization",
+  Algorithm 1. eps is added to the bias-corrected root, sqrt(v / c2) + eps, as in Algorithm 1 and in
+  torch (not to the uncorrected sqrt(v), the "efficient" form at the end of the paper's section 2).
+* Decoupled weight decay: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization",
+  Algorithm 2 (line 12). The decay shrinks the weights directly instead of being added to the gradient
+  (which is Adam with L2, where the decay is rescaled by 1 / sqrt(v)). One difference from the paper:
+  the paper multiplies lambda by the schedule multiplier eta_t only, torch (and we) by the whole learning
+  rate gamma, so our weight_decay is the paper's lambda divided by the base learning rate.
+* AMSGrad: Reddi, Kale & Kumar 2018, "On the Convergence of Adam and Beyond". As in torch, the running
+  maximum is taken of the uncorrected v and the bias correction c2 is applied afterwards.
+* Google's original BERT optimizer (`AdamWeightDecayOptimizer` in google-research/bert optimization.py)
+  and the old `BertAdam` of pytorch-pretrained-bert leave out bias correction; Mosbach et al. 2021
+  ("On the Stability of Fine-tuning BERT") show why it matters on small data sets. We keep it.
+
+State: each parameter keeps `exp_avg` (m), `exp_avg_sq` (v), `max_exp_avg_sq` (amsgrad only) and
+`step`, the number of updates it has received, as a plain Python int. torch keeps `step` as a float32
+tensor; an int is exact at any length of training and reads plainly in a checkpoint. A state dict saved
+by `torch.optim.AdamW` loads here too: its tensor steps are turned into ints. Steps are counted per
+parameter because a parameter without a gradient is skipped and its clock does not advance.
+
+Two implementations of the same update: `adamw_update`, one parameter at a time (the exercise, and the
+reference), and `_adamw_foreach`, which applies each line to all tensors of a group at once with
+`torch._foreach_*` kernels (the default, for speed; tested equal to the readable path).
+
+Read next: schedules.py (how the learning rate changes during training).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def adamw_update(
+    param: Tensor,
+    grad: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    max_exp_avg_sq: Tensor | None,
+    step: int,
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
+    """One AdamW update of one parameter, in place (equations 2-7 of the module docstring).
+
+    param: the parameter's data (any shape); grad: its gradient (same shape).
+    exp_avg, exp_avg_sq: the running first and second moments m and v (same shape), updated in place.
+    max_exp_avg_sq: the running maximum of v for amsgrad (same shape), or None without amsgrad.
+    step: t, the number of this update, counting from 1 (the caller has already incremented it).
+    """
+    # Hints, in order. Work in place (the trailing-underscore methods): the state tensors are the
+    # optimizer's memory between steps. Use the operations named here, which are torch's: the tests hold
+    # you to torch.optim.AdamW within 1e-6 relative, and in float32 an algebraically equal rewrite
+    # (mul_ + add_ for lerp_) can miss that where beta1 * m and (1 - beta1) * grad nearly cancel.
+    # 1. Decoupled weight decay: multiply param by (1 - lr * weight_decay), before anything else.
+    # 2. First moment: m <- beta1 * m + (1 - beta1) * grad, written exp_avg.lerp_(grad, 1 - beta1).
+    # 3. Second moment: v <- beta2 * v + (1 - beta2) * grad * grad, as exp_avg_sq.mul_(...).addcmul_(...).
+    # 4. amsgrad (max_exp_avg_sq is not None): keep max_exp_avg_sq = max(max_exp_avg_sq, v) element-wise
+    #    (torch.maximum with out=) and use it instead of v below.
+    # 5. Bias corrections c1 = 1 - beta1 ** step and c2 = 1 - beta2 ** step (Python floats).
+    # 6. denom = sqrt(v) / c2 ** 0.5 + eps; then param <- param - (lr / c1) * m / denom (param.addcdiv_).
+    # BEGIN SOLUTION
+    param.mul_(1 - lr * weight_decay)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    if max_exp_avg_sq is not None:
+        torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+        exp_avg_sq = max_exp_avg_sq
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    step_size = lr / bias_correction1
+    # `** 0.5` rather than math.sqrt: torch writes it so, and we want its results bit for bit.
+    denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-step_size)
+    # END SOLUTION
+
+
+def _adamw_foreach(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    max_exp_avg_sqs: list[Tensor] | None,
+    steps: list[int],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
+    """The same update as `adamw_update` for many parameters, one `torch._foreach_*` kernel per line.
+
+    Mirrors the non-capturable branch of torch's `_multi_tensor_adam` (torch/optim/adam.py), so each
+    tensor sees the same operations in the same order as in the readable path. The caller passes
+    tensors of one device and dtype (foreach kernels need that).
+    """
+    if weight_decay != 0:
+        torch._foreach_mul_(params, 1 - lr * weight_decay)
+    torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+    torch._foreach_mul_(exp_avg_sqs, beta2)
+    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+    if max_exp_avg_sqs is not None:
+        torch._foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs)
+        exp_avg_sqs = max_exp_avg_sqs
+    denoms = torch._foreach_sqrt(exp_avg_sqs)
+    if all(s == steps[0] for s in steps):
+        # The usual case (every parameter got a gradient every step): one scalar for all tensors.
+        bias_correction1 = 1 - beta1 ** steps[0]
+        torch._foreach_div_(denoms, (1 - beta2 ** steps[0]) ** 0.5)
+        torch._foreach_add_(denoms, eps)
+        torch._foreach_addcdiv_(params, exp_avgs, denoms, -(lr / bias_correction1))
+    else:
+        torch._foreach_div_(denoms, [(1 - beta2**s) ** 0.5 for s in steps])
+        torch._foreach_add_(denoms, eps)
+        torch._foreach_addcdiv_(params, exp_avgs, denoms, [-(lr / (1 - beta1**s)) for s in steps])
+
+
+def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_decay: Any, amsgrad: Any,
+                           foreach: Any) -> None:
+    """Raise ValueError naming the first invalid hyper-parameter, its value and the allowed values."""
+
+    def is_number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if not is_number(lr) or not lr >= 0:
+        raise ValueError(f"{where}: lr must be a number >= 0, got {lr!r}")
+    if (not isinstance(betas, (tuple, list)) or len(betas) != 2
+            or not all(is_number(b) and 0.0 <= b < 1.0 for b in betas)):
+        raise ValueError(f"{where}: betas must be two numbers (beta1, beta2), each in [0, 1), got {betas!r}")
+    if not is_number(eps) or not eps > 0:
+        raise ValueError(f"{where}: eps must be a number > 0 (it keeps the denominator away from zero), "
+                         f"got {eps!r}")
+    if not is_number(weight_decay) or not weight_decay >= 0:
+        raise ValueError(f"{where}: weight_decay must be a number >= 0, got {weight_decay!r}")
+    if not isinstance(amsgrad, bool):
+        raise ValueError(f"{where}: amsgrad must be True or False, got {amsgrad!r}")
+    if foreach not in (None, True, False):
+        raise ValueError(f"{where}: foreach must be None (vectorised), True (vectorised) or False "
+                         f"(readable per-parameter loop), got {foreach!r}")
+
+
+class AdamW(torch.optim.Optimizer):
+    """AdamW with decoupled weight decay and bias correction; see the module docstring for the update.
+
+    Arguments and defaults are those of `torch.optim.AdamW`:
+        params: parameters, or a list of group dicts that may override any hyper-parameter below.
+        lr: learning rate gamma (>= 0).
+        betas: (beta1, beta2), decay rates of the first and second moment averages, each in [0, 1).
+        eps: added to the bias-corrected root of the second moment (> 0).
+        weight_decay: lambda, decoupled: each step multiplies the weights by (1 - lr * weight_decay).
+        amsgrad: normalise by the running maximum of the second moment (Reddi et al. 2018).
+        foreach: which implementation runs: None or True, the vectorised `torch._foreach_*` path;
+            False, the readable per-parameter `adamw_update`. Both give the same numbers.
+
+    Works with `torch.optim.lr_scheduler` (it changes each group's "lr"), and `state_dict()` /
+    `load_state_dict()` resume training bit for bit.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+    ) -> None:
+        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        foreach=foreach)
+        super().__init__(params, defaults)  # calls add_param_group for each group, which checks it
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group (see torch.optim.Optimizer), checking its hyper-parameters after defaults fill in."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        _check_hyperparameters(f"AdamW param group {len(self.param_groups) - 1}", group["lr"],
+                               group["betas"], group["eps"], group["weight_decay"], group["amsgrad"],
+                               group["foreach"])
+        for p in group["params"]:
+            if not p.is_floating_point():
+                raise ValueError(f"AdamW param group {len(self.param_groups) - 1}: parameters must be "
+                                 f"real floating point, got one of dtype {p.dtype} and shape "
+                                 f"{tuple(p.shape)}")
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Called by load_state_dict (and unpickling): accept torch.optim.AdamW's tensor `step`s too."""
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("amsgrad", False)
+        for param_state in self.state.values():
+            if isinstance(param_state.get("step"), Tensor):
+                param_state["step"] = int(param_state["step"].item())
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
+        """Update every parameter that has a gradient; return closure()'s loss if a closure is given."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                         weight_decay=group["weight_decay"])
+            amsgrad = group["amsgrad"]
+            # Per (device, dtype): the foreach kernels need tensors of one device and dtype.
+            buckets: dict[tuple[torch.device, torch.dtype], tuple[list, ...]] = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue  # frozen, or unused this step: no update, and its step count does not advance
+                if p.grad.is_sparse:
+                    raise RuntimeError(
+                        f"AdamW does not support sparse gradients (got one for a parameter of shape "
+                        f"{tuple(p.shape)}); build the embedding with sparse=False, or use "
+                        "torch.optim.SparseAdam for it"
+                    )
+                state = self.state[p]
+                if len(state) == 0:  # lazy initialisation: m = v = 0 (Kingma & Ba, Algorithm 1)
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["step"] += 1
+                if group["foreach"] is False:
+                    adamw_update(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                                 state["max_exp_avg_sq"] if amsgrad else None, state["step"], **hyper)
+                    continue
+                bucket = buckets.setdefault((p.device, p.dtype), ([], [], [], [], [], []))
+                for lst, item in zip(bucket, (p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                                              state.get("max_exp_avg_sq"), state["step"])):
+                    lst.append(item)
+            for params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in buckets.values():
+                _adamw_foreach(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs if amsgrad else None,
+                               steps, **hyper)
+        return loss
