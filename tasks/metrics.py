@@ -1,0 +1,83 @@
+"""Evaluation metrics: accuracy, F1, Matthews correlation, Pearson and Spearman correlation.
+
+Plain NumPy, so a student can check each against its textbook definition; tests compare them with
+hand-worked examples and with SciPy/scikit-learn formulas.
+
+Read next: heads.py.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+ArrayLike = Sequence[float] | np.ndarray
+
+
+def _pair(predictions: ArrayLike, gold: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    p, g = np.asarray(predictions), np.asarray(gold)
+    if p.shape != g.shape:
+        raise ValueError(f"predictions have shape {p.shape} but gold labels {g.shape}")
+    if p.size == 0:
+        raise ValueError("cannot score an empty set of predictions")
+    return p, g
+
+
+def accuracy(predictions: ArrayLike, gold: ArrayLike) -> float:
+    """Fraction of predictions equal to the gold label."""
+    p, g = _pair(predictions, gold)
+    return float((p == g).mean())
+
+
+def f1_binary(predictions: ArrayLike, gold: ArrayLike, positive: int = 1) -> float:
+    """F1 of the positive class: 2 P R / (P + R); 0 when there are no true positives."""
+    p, g = _pair(predictions, gold)
+    tp = float(np.sum((p == positive) & (g == positive)))
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / np.sum(p == positive), tp / np.sum(g == positive)
+    return float(2 * precision * recall / (precision + recall))
+
+
+def matthews_corrcoef(predictions: ArrayLike, gold: ArrayLike) -> float:
+    """Matthews correlation for binary labels (GLUE's CoLA metric); 0 when a margin is empty."""
+    p, g = _pair(predictions, gold)
+    tp = float(np.sum((p == 1) & (g == 1)))
+    tn = float(np.sum((p == 0) & (g == 0)))
+    fp = float(np.sum((p == 1) & (g == 0)))
+    fn = float(np.sum((p == 0) & (g == 1)))
+    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return float((tp * tn - fp * fn) / denominator) if denominator else 0.0
+
+
+def pearson(predictions: ArrayLike, gold: ArrayLike) -> float:
+    """Pearson's r; 0 when either side is constant (r is undefined there)."""
+    p, g = _pair(predictions, gold)
+    p, g = p.astype(np.float64) - p.mean(), g.astype(np.float64) - g.mean()
+    denominator = np.sqrt((p * p).sum() * (g * g).sum())
+    return float((p * g).sum() / denominator) if denominator else 0.0
+
+
+def rank_with_ties(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, tied values sharing the mean of their ranks (as Spearman's rho requires)."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.arange(1, len(values) + 1)
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return sums[inverse] / counts[inverse]
+
+
+def spearman(predictions: ArrayLike, gold: ArrayLike) -> float:
+    """Spearman's rho: Pearson's r of the ranks."""
+    p, g = _pair(predictions, gold)
+    return pearson(rank_with_ties(p), rank_with_ties(g))
+
+
+def confusion_matrix(predictions: ArrayLike, gold: ArrayLike, num_classes: int) -> np.ndarray:
+    """(num_classes, num_classes) counts; row = gold class, column = predicted class."""
+    p, g = _pair(predictions, gold)
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (g.astype(int), p.astype(int)), 1)
+    return matrix

@@ -1,0 +1,271 @@
+"""The main job: one encoder fine-tuned on sentiment (SST), paraphrase (Quora) and similarity (STS).
+
+    python -m tasks.multitask                      # the embedded all-MiniLM-L6-v2, default settings
+    python -m tasks.multitask --model bert-base-uncased --epochs 3 --lr 2e-5
+    python -m tasks.multitask --paraphrase-head cross --similarity-head cross
+
+Heads (Reimers & Gurevych 2019, "Sentence-BERT", for the pairs):
+- sentiment: pooled sentence vector -> dropout -> linear over 5 classes, cross-entropy;
+- paraphrase: "cosine" (default): mean-pooled u, v -> s cos(u, v) + b -> binary cross-entropy;
+  "softmax": SBERT's classifier over (u, v, |u - v|); "cross": one [CLS] A [SEP] B [SEP] input;
+- similarity: "cosine" (default): cos(u, v) trained against score / 5 with --similarity-loss
+  (cosine-mse = SBERT's CosineSimilarityLoss, cosine-embedding, or cosent); "cross": a cross-encoder
+  trained with binary cross-entropy on score / 5 (SBERT's CrossEncoder recipe). Predictions on 0..5.
+
+The best epoch is chosen by the course's overall score (SST acc + Quora acc + (STS r + 1) / 2) / 3. The
+run directory holds config.json, metrics.jsonl, loss_and_dev.png, best/ (Hugging Face-format encoder,
+heads.safetensors, heads.json) and predictions/{sst,para,sts}-{dev,test}-output.csv in the course format.
+
+Read next: ../pretrain/ (further pre-training before this job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.model import BertModel
+from minbert.tokenizer import BertTokenizer
+from tasks import metrics
+from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data import read_split, resolve_data_dir, task_files
+from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
+                         pool)
+from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_pairs, encode_texts,
+                       load_checkpoint, load_encoder, save_checkpoint, write_predictions)
+from tasks.sentiment import SentimentTask
+from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+
+PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
+SIMILARITY_HEADS = ("cosine", "cross")
+EVAL_BATCH_SIZE = 128
+
+
+class MultitaskBERT(nn.Module):
+    """One encoder, three heads; `predict_*` mirror the course's MultitaskBERT methods."""
+
+    def __init__(self, bert: BertModel, dropout: float = 0.1, sentiment_pooling: str = "mean",
+                 pair_pooling: str = "mean", paraphrase_head: str = "cosine", similarity_head: str = "cosine",
+                 num_sentiment_classes: int = 5) -> None:
+        super().__init__()
+        hidden = bert.config.hidden_size
+        self.bert = bert
+        self.pair_pooling = pair_pooling
+        self.paraphrase_kind, self.similarity_kind = paraphrase_head, similarity_head
+        self.sentiment = SentenceClassifier(hidden, num_sentiment_classes, dropout, sentiment_pooling)
+        self.paraphrase = {"cosine": lambda: CosinePairHead(learn_scale=True),
+                           "softmax": lambda: SoftmaxPairHead(hidden, 2),
+                           "cross": lambda: SentenceClassifier(hidden, 1, dropout, "cls")}[paraphrase_head]()
+        self.similarity = {"cosine": lambda: CosinePairHead(learn_scale=False),
+                           "cross": lambda: SentenceClassifier(hidden, 1, dropout, "cls")}[similarity_head]()
+
+    def encode(self, tokens: TokenBatch):
+        return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
+
+    def embed_pair(self, pair: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """pair: the first sentences stacked over the second ones, (2B, T). Returns u, v: (B, C) each.
+
+        One encoder call for both sides: twice the batch, half the calls.
+        """
+        embeddings = pool(self.encode(pair), pair.attention_mask, self.pair_pooling)  # (2B, C)
+        return embeddings.chunk(2)
+
+    def predict_sentiment(self, tokens: TokenBatch) -> torch.Tensor:
+        """Logits (B, 5)."""
+        return self.sentiment(self.encode(tokens), tokens.attention_mask)
+
+    def predict_paraphrase(self, pair: TokenBatch) -> torch.Tensor:
+        """Logit of "duplicate" (B,), or logits (B, 2) for the softmax head."""
+        if self.paraphrase_kind == "cross":
+            return self.paraphrase(self.encode(pair), pair.attention_mask).squeeze(-1)
+        return self.paraphrase(*self.embed_pair(pair))
+
+    def predict_similarity(self, pair: TokenBatch) -> torch.Tensor:
+        """cos(u, v) (B,) for the cosine head, a logit (B,) for the cross-encoder."""
+        if self.similarity_kind == "cross":
+            return self.similarity(self.encode(pair), pair.attention_mask).squeeze(-1)
+        return self.similarity(*self.embed_pair(pair))
+
+
+class PairTask:
+    """Paraphrase (kind "paraphrase", labels 0/1) or similarity (kind "similarity", scores 0..5)."""
+
+    def __init__(self, name: str, kind: str, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
+                 batch_size: int, seed: int, max_length: int, cross: bool, similarity_loss: str = "cosine-mse",
+                 softmax: bool = False) -> None:
+        self.name, self.kind, self.cross, self.softmax = name, kind, cross, softmax
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.batch_size, self.seed = batch_size, seed
+        self.similarity_loss = SIMILARITY_LOSSES[similarity_loss]
+        self.train_inputs = self.encode(train)
+        self.train_labels = [e.label for e in train]
+        self.dev = dev
+        self.dev_inputs = self.encode(dev)
+
+    def encode(self, examples: Sequence) -> list:
+        """Per example: (ids, segments) of [CLS] A [SEP] B [SEP] (cross), or (ids of A, ids of B)."""
+        first, second = [e.sentence1 for e in examples], [e.sentence2 for e in examples]
+        if self.cross:
+            return list(zip(*encode_pairs(self.tokenizer, first, second, self.max_length)))
+        return list(zip(encode_texts(self.tokenizer, first, self.max_length),
+                        encode_texts(self.tokenizer, second, self.max_length)))
+
+    def collate(self, inputs: Sequence) -> TokenBatch:
+        if self.cross:
+            return pad_batch([ids for ids, _ in inputs], [seg for _, seg in inputs], self.tokenizer.pad_id)
+        # First sentences on top, second ones below, padded together: (2B, T).
+        return pad_batch([a for a, _ in inputs] + [b for _, b in inputs], pad_id=self.tokenizer.pad_id)
+
+    @staticmethod
+    def length(item) -> int:
+        return len(item[0]) if isinstance(item[1][0], int) and len(item[1]) == len(item[0]) else max(map(len, item))
+
+    def lengths(self, inputs: Sequence) -> list[int]:
+        return [len(a) if self.cross else max(len(a), len(b)) for a, b in inputs]
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        groups = bucketed_batches(self.lengths(self.train_inputs), self.batch_size, self.seed, epoch)
+        dtype = torch.long if self.softmax else torch.float
+        return [(self.collate([self.train_inputs[i] for i in g]),
+                 torch.tensor([self.train_labels[i] for i in g], dtype=dtype)) for g in groups]
+
+    def scores(self, model: nn.Module, tokens: TokenBatch) -> torch.Tensor:
+        if self.kind == "paraphrase":
+            return model.predict_paraphrase(tokens)
+        return model.predict_similarity(tokens)
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        tokens, labels = batch
+        device = device_of(model)
+        scores, labels = self.scores(model, tokens.to(device)), labels.to(device)
+        if self.kind == "paraphrase":
+            if self.softmax:
+                return F.cross_entropy(scores, labels)
+            return F.binary_cross_entropy_with_logits(scores.float(), labels)
+        if self.cross:  # SBERT's CrossEncoder: BCE against the score rescaled to [0, 1]
+            return F.binary_cross_entropy_with_logits(scores.float(), labels / 5.0)
+        return self.similarity_loss(scores.float(), labels)
+
+    def to_prediction(self, scores: torch.Tensor) -> list:
+        """Scores -> the course's predictions: 0/1 for paraphrase, 0..5 for similarity."""
+        if self.kind == "paraphrase":
+            return (scores.argmax(-1) if self.softmax else (scores > 0).long()).tolist()
+        values = 5 * torch.sigmoid(scores) if self.cross else (5 * scores).clamp(0, 5)
+        return [round(v, 4) for v in values.float().tolist()]
+
+    def predict(self, model: nn.Module, inputs: Sequence) -> list:
+        predictions: list = [None] * len(inputs)
+        for group in sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE):
+            tokens = self.collate([inputs[i] for i in group]).to(device_of(model))
+            for i, value in zip(group, self.to_prediction(self.scores(model, tokens))):
+                predictions[i] = value
+        return predictions
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        predictions, gold = self.predict(model, self.dev_inputs), [e.label for e in self.dev]
+        if self.kind == "paraphrase":
+            return {"accuracy": metrics.accuracy(predictions, gold)}
+        return {"pearson": metrics.pearson(predictions, gold), "spearman": metrics.spearman(predictions, gold)}
+
+    def write_outputs(self, model: nn.Module, test: Sequence | None, directory) -> None:
+        header = "Predicted_Is_Paraphrase" if self.kind == "paraphrase" else "Predicted_Similiary"  # course's spelling
+        write_predictions(directory / f"{self.name}-dev-output.csv", header, [e.id for e in self.dev],
+                          self.predict(model, self.dev_inputs))
+        if test is not None:
+            write_predictions(directory / f"{self.name}-test-output.csv", header, [e.id for e in test],
+                              self.predict(model, self.encode(test)))
+
+
+def overall_score(dev: dict[str, dict[str, float]]) -> float:
+    """The course's leaderboard score: (SST acc + Quora acc + (STS Pearson + 1) / 2) / 3."""
+    return (dev["sst"]["accuracy"] + dev["para"]["accuracy"] + (dev["sts"]["pearson"] + 1) / 2) / 3
+
+
+COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix -> dataset
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.multitask", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    h = parser.add_argument_group("heads")
+    h.add_argument("--sentiment-pooling", choices=POOLINGS, default="mean", help="sentence vector for SST")
+    h.add_argument("--pair-pooling", choices=("cls", "mean", "max"), default="mean",
+                   help="sentence vectors u, v for the bi-encoder pair heads (SBERT: mean)")
+    h.add_argument("--paraphrase-head", choices=PARAPHRASE_HEADS, default="cosine", help="see above")
+    h.add_argument("--similarity-head", choices=SIMILARITY_HEADS, default="cosine", help="see above")
+    h.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse",
+                   help="loss of the cosine similarity head")
+    add_job_arguments(parser, "multitask")
+    add_train_arguments(parser)
+    return parser
+
+
+def check_flags(args) -> None:
+    """Contradictory flags are errors, never silently ignored."""
+    if args.similarity_head == "cross" and args.similarity_loss != "cosine-mse":
+        raise SystemExit("error: --similarity-loss applies to the cosine similarity head only; "
+                         "drop it or use --similarity-head cosine")
+    if args.option == "pretrain" and args.layerwise_decay != 1.0:
+        raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain freezes it")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_flags(args)
+    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+    torch.manual_seed(config.seed)
+    run = RunDir(args.out or default_run_dir("multitask"))
+    source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
+    print(f"data: {source.description}", file=sys.stderr)
+    run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+    data = {}
+    for prefix, dataset in COURSE_TASKS.items():
+        for split in ("train", "dev", "test"):
+            if split == "test" and not (source.path / task_files([dataset], ["test"])[0]).is_file():
+                print(f"note: no {dataset} test file in {source.path}; no {prefix} test predictions",
+                      file=sys.stderr)
+                data[prefix, split] = None
+                continue
+            result = read_split(source.path, dataset, split, strict=args.strict)
+            print(result.report(), file=sys.stderr)
+            data[prefix, split] = list(result.examples[:args.limit] if args.limit else result.examples)
+
+    bert, tokenizer, model_dir = load_encoder(args.model)
+    model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
+                          args.paraphrase_head, args.similarity_head)
+    if config.freeze_encoder:
+        freeze(model.bert)
+    common = dict(tokenizer=tokenizer, batch_size=config.batch_size, seed=config.seed, max_length=args.max_length)
+    tasks = [
+        SentimentTask("sst", train=data["sst", "train"], dev=data["sst", "dev"], **common),
+        PairTask("para", "paraphrase", train=data["para", "train"], dev=data["para", "dev"],
+                 cross=args.paraphrase_head == "cross", softmax=args.paraphrase_head == "softmax", **common),
+        PairTask("sts", "similarity", train=data["sts", "train"], dev=data["sts", "dev"],
+                 cross=args.similarity_head == "cross", similarity_loss=args.similarity_loss, **common),
+    ]
+    settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
+                **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
+                                                 "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
+    state = train(model, tasks, config, run, overall_score,
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+
+    load_checkpoint(model, run.best)
+    model.eval()
+    with torch.no_grad():
+        for task in tasks:
+            task.write_outputs(model, data[task.name, "test"], run.predictions)
+    best = state.history[state.best_epoch - 1] if state.best_epoch > 0 else None
+    print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
+          f"outputs in {run.path}", file=sys.stderr)
+    if source.is_sample:
+        print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Single-sentence sentiment classification on SST (5 classes) or CFIMDB (2 classes).
+
+The course's `classifier.py`, on the shared training loop:
+
+    python -m tasks.sentiment --task sst --option finetune --epochs 3
+    python -m tasks.sentiment --task cfimdb --option pretrain --lr 1e-3
+
+It writes into its run directory: config.json, metrics.jsonl, loss_and_dev.png, best/ (the encoder in
+Hugging Face format plus the head), and predictions/{task}-{dev,test}-output.csv in the course's format.
+`SentimentTask` is reused by the multitask job.
+
+Read next: multitask.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.model import BertModel
+from minbert.tokenizer import BertTokenizer
+from tasks import metrics
+from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data import read_split, resolve_data_dir, task_files
+from tasks.heads import POOLINGS, SentenceClassifier
+from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_texts, load_checkpoint,
+                       load_encoder, save_checkpoint, write_predictions)
+from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+
+NUM_CLASSES = {"sst": 5, "cfimdb": 2}
+EVAL_BATCH_SIZE = 128
+
+
+class SentimentModel(nn.Module):
+    """BERT encoder + a sentence classifier head (the course's BertSentimentClassifier)."""
+
+    def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str) -> None:
+        super().__init__()
+        self.bert = bert
+        self.sentiment = SentenceClassifier(bert.config.hidden_size, num_classes, dropout, pooling)
+
+    def predict_sentiment(self, tokens: TokenBatch) -> torch.Tensor:
+        """tokens: (B, T) batch. Returns logits (B, K)."""
+        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
+        return self.sentiment(output, tokens.attention_mask)
+
+
+class SentimentTask:
+    """Sentence classification: cross-entropy training, accuracy on dev."""
+
+    def __init__(self, name: str, tokenizer: BertTokenizer, train: Sequence, dev: Sequence, batch_size: int,
+                 seed: int, max_length: int) -> None:
+        self.name = name
+        self.pad_id = tokenizer.pad_id
+        self.batch_size, self.seed = batch_size, seed
+        self.train_ids = encode_texts(tokenizer, [e.sentence for e in train], max_length)
+        self.train_labels = [e.label for e in train]
+        self.dev = dev
+        self.dev_ids = encode_texts(tokenizer, [e.sentence for e in dev], max_length)
+        self.max_length = max_length
+        self.tokenizer = tokenizer
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        groups = bucketed_batches([len(ids) for ids in self.train_ids], self.batch_size, self.seed, epoch)
+        return [(pad_batch([self.train_ids[i] for i in g], pad_id=self.pad_id),
+                 torch.tensor([self.train_labels[i] for i in g])) for g in groups]
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        tokens, labels = batch
+        device = device_of(model)
+        return F.cross_entropy(model.predict_sentiment(tokens.to(device)), labels.to(device))
+
+    def predict(self, model: nn.Module, encoded: Sequence[Sequence[int]]) -> list[int]:
+        """Predicted class per sentence, in the input's order (batches sorted by length for speed)."""
+        predictions = [0] * len(encoded)
+        for group in sorted_batches([len(ids) for ids in encoded], EVAL_BATCH_SIZE):
+            tokens = pad_batch([encoded[i] for i in group], pad_id=self.pad_id).to(device_of(model))
+            for i, label in zip(group, model.predict_sentiment(tokens).argmax(-1).tolist()):
+                predictions[i] = label
+        return predictions
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        predictions = self.predict(model, self.dev_ids)
+        return {"accuracy": metrics.accuracy(predictions, [e.label for e in self.dev])}
+
+    def write_outputs(self, model: nn.Module, test: Sequence, directory: Path) -> None:
+        """Dev and test predictions in the course's format."""
+        write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Sentiment",
+                          [e.id for e in self.dev], self.predict(model, self.dev_ids))
+        if test is not None:
+            test_ids = encode_texts(self.tokenizer, [e.sentence for e in test], self.max_length)
+            write_predictions(directory / f"{self.name}-test-output.csv", "Predicted_Sentiment",
+                              [e.id for e in test], self.predict(model, test_ids))
+
+
+def read_task_data(data_dir, task: str, strict: bool, limit: int, need_test: bool = True):
+    """train, dev and (when present) test examples of one course task, reports printed."""
+    source = resolve_data_dir(data_dir, task_files([task], ("train", "dev")))
+    print(f"data: {source.description}", file=sys.stderr)
+    splits = {}
+    for split in ("train", "dev", "test"):
+        if split == "test" and not (need_test and (source.path / task_files([task], ["test"])[0]).is_file()):
+            print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
+            splits[split] = None
+            continue
+        result = read_split(source.path, task, split, strict=strict)
+        print(result.report(), file=sys.stderr)
+        splits[split] = list(result.examples[:limit] if limit else result.examples)
+    return source, splits
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.sentiment", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--task", choices=sorted(NUM_CLASSES), default="sst", help="which dataset")
+    parser.add_argument("--pooling", choices=POOLINGS, default="mean",
+                        help="sentence vector for the classifier: [CLS], mean or max of the tokens, or the "
+                             "pooler's tanh layer")
+    add_job_arguments(parser, "sentiment")
+    add_train_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+    torch.manual_seed(config.seed)
+    run = RunDir(args.out or default_run_dir("sentiment"))
+    source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
+    run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+    bert, tokenizer, model_dir = load_encoder(args.model)
+    model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
+    if config.freeze_encoder:
+        freeze(model.bert)
+    task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
+                         args.max_length)
+    settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
+                "num_classes": NUM_CLASSES[args.task], "data": source.description}
+    state = train(model, [task], config, run,
+                  overall_score=lambda dev: dev[args.task]["accuracy"],
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+    load_checkpoint(model, run.best)
+    model.eval()
+    with torch.no_grad():
+        task.write_outputs(model, data["test"], run.predictions)
+    print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Smoke runs of the fine-tuning jobs on a tiny model and the bundled demo sample: every artefact is
+written, the predictions parse back in the course's format, and a stopped run resumes identically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from minbert.checkpoint import save_model
+from minbert.config import BertConfig
+from minbert.model import BertModel
+from minbert.tokenizer import BertTokenizer
+from tasks import multitask, sentiment
+from tasks.data import SAMPLE_DIR, read_split
+from tasks.job import read_predictions
+
+COURSE_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
+    """A randomly initialised tiny BERT with the real bert-base-uncased vocabulary, in HF format."""
+    directory = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.tiny(vocab_size=30522, max_position_embeddings=128))
+    save_model(model, directory, tokenizer=BertTokenizer.from_pretrained(embedded_model_dir))
+    return directory
+
+
+def small_run(tiny_model_dir, out, *extra):
+    return ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit", "24",
+            "--batch_size", "8", "--epochs", "1", "--max-length", "64", *extra]
+
+
+@pytest.fixture(scope="module")
+def multitask_run(tiny_model_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("multitask") / "run"
+    assert multitask.main(small_run(tiny_model_dir, out, "--max-steps", "2")) == 0
+    return out
+
+
+def test_multitask_smoke_run_writes_every_artefact(multitask_run):
+    out = multitask_run
+    for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt", "best/config.json",
+                 "best/model.safetensors", "best/vocab.txt", "best/heads.safetensors", "best/heads.json"):
+        assert (out / name).is_file(), name
+    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert set(record["dev"]) == {"sst", "para", "sts"} and record["global_step"] == 2
+    assert 0 <= record["overall"] <= 1
+    for prefix, dataset in multitask.COURSE_TASKS.items():
+        for split in ("dev", "test"):
+            header, rows = read_predictions(out / "predictions" / f"{prefix}-{split}-output.csv")
+            assert header == COURSE_HEADERS[prefix]
+            examples = read_split(SAMPLE_DIR, dataset, split).examples[:24]
+            assert [r[0] for r in rows] == [e.id for e in examples]
+            values = [float(r[1]) for r in rows]
+            if prefix == "sts":
+                assert all(0 <= v <= 5 for v in values)
+            else:
+                assert all(v == int(v) for v in values)
+    # The saved encoder is a Hugging Face checkpoint that transformers opens.
+    transformers = pytest.importorskip("transformers")
+    theirs = transformers.BertModel.from_pretrained(out / "best")
+    assert theirs.config.hidden_size == 32
+    assert "sentiment.classifier.weight" in load_file(out / "best" / "heads.safetensors")
+
+
+@pytest.mark.parametrize("heads", [["--paraphrase-head", "softmax", "--similarity-loss", "cosent"],
+                                   ["--paraphrase-head", "cross", "--similarity-head", "cross",
+                                    "--sampling", "proportional"],
+                                   ["--option", "pretrain", "--similarity-loss", "cosine-embedding",
+                                    "--sentiment-pooling", "cls"]])
+def test_multitask_head_options_run(tiny_model_dir, tmp_path, heads):
+    assert multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", *heads)) == 0
+    assert (tmp_path / "run" / "predictions" / "sts-dev-output.csv").is_file()
+
+
+def test_pretrain_option_keeps_the_encoder_frozen(tiny_model_dir, tmp_path):
+    multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", "--option", "pretrain"))
+    before = load_file(tiny_model_dir / "model.safetensors")
+    after = load_file(tmp_path / "run" / "best" / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("task", ["sst", "cfimdb"])
+def test_sentiment_smoke_run(tiny_model_dir, tmp_path, task):
+    out = tmp_path / "run"
+    assert sentiment.main(small_run(tiny_model_dir, out, "--task", task, "--max-steps", "2")) == 0
+    header, rows = read_predictions(out / "predictions" / f"{task}-dev-output.csv")
+    assert header == "Predicted_Sentiment" and len(rows) == 24
+    assert (out / "predictions" / f"{task}-test-output.csv").is_file()
+
+
+def test_stopped_run_resumes_identically(tiny_model_dir, tmp_path):
+    """Stop after 3 of 6 steps (mid-epoch 1), resume: final weights and dev metrics equal a straight run."""
+    common = ["--epochs", "2", "--seed", "5", "--hidden_dropout_prob", "0.3"]  # dropout: the RNG must resume
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    multitask.main(small_run(tiny_model_dir, straight, *common))
+    multitask.main(small_run(tiny_model_dir, stopped, *common, "--max-steps", "4"))
+    multitask.main(small_run(tiny_model_dir, stopped, *common, "--resume"))
+    a, b = (json.loads((d / "metrics.jsonl").read_text().splitlines()[-1]) for d in (straight, stopped))
+    assert a["dev"] == b["dev"] and a["global_step"] == b["global_step"]
+    last_a = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)["model"]
+    last_b = torch.load(stopped / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert all(torch.equal(last_a[k], last_b[k]) for k in last_a)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--similarity-head", "cross", "--similarity-loss", "cosent"], "--similarity-loss applies"),
+    (["--option", "pretrain", "--layerwise-decay", "0.9"], "--layerwise-decay needs a trainable encoder"),
+    (["--use_gpu"], "no CUDA device"),
+])
+def test_contradictory_flags_are_errors(tiny_model_dir, tmp_path, flags, message, capsys):
+    if "--use_gpu" in flags and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as error:
+        multitask.main(small_run(tiny_model_dir, tmp_path / "run", *flags))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["--epoch", "3"], "unrecognized arguments: --epoch"),  # no silent abbreviation of --epochs
+    (["--epochs", "3x"], "invalid int value: '3x'"),
+    (["--paraphrase-head", "dot"], "invalid choice: 'dot'"),
+])
+def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as error:
+        multitask.main(argv)
+    assert error.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_resume_without_checkpoint_says_so(tiny_model_dir, tmp_path):
+    with pytest.raises(SystemExit, match="there is no checkpoint"):
+        multitask.main(small_run(tiny_model_dir, tmp_path / "new", "--resume"))
+
+
+def test_multitask_notebook_runs_on_a_finished_run(multitask_run, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    repo = Path(__file__).resolve().parents[1]
+    notebook = nbformat.read(repo / "notebooks" / "multitask.ipynb", as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
+        "notebooks are committed without outputs"
+    monkeypatch.setenv("MINBERT_RUN", str(multitask_run))
+    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(repo)}}).execute()
+    pictures = [o for cell in notebook.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pictures) == 3  # curves, confusion matrix, scatter

@@ -1,0 +1,102 @@
+"""Task heads and their losses against values computed by hand, and pooling against its definition."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minbert.model import BertModelOutput
+from tasks.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, cosent_loss, cosine_embedding_loss,
+                         cosine_mse_loss, cosine_similarity, max_pool, mean_pool, pool)
+
+HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
+                       [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
+MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+
+
+def test_mean_pool_ignores_padding():
+    expected = torch.tensor([[2.0, 3.0], [11 / 3, -2 / 3]])  # row 0: mean of the first two tokens only
+    torch.testing.assert_close(mean_pool(HIDDEN, MASK), expected)
+
+
+def test_max_pool_ignores_padding():
+    torch.testing.assert_close(max_pool(HIDDEN, MASK), torch.tensor([[3.0, 4.0], [7.0, 6.0]]))
+
+
+def test_pool_choices():
+    output = BertModelOutput(HIDDEN, torch.tensor([[0.5, 0.5], [0.1, 0.2]]), None, None)
+    torch.testing.assert_close(pool(output, MASK, "cls"), HIDDEN[:, 0])
+    torch.testing.assert_close(pool(output, MASK, "pooler"), output.pooler_output)
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        pool(output, MASK, "median")
+
+
+def test_cosine_similarity_by_hand():
+    u = torch.tensor([[1.0, 0.0], [3.0, 4.0], [1.0, 1.0]])
+    v = torch.tensor([[0.0, 2.0], [6.0, 8.0], [-1.0, -1.0]])
+    torch.testing.assert_close(cosine_similarity(u, v), torch.tensor([0.0, 1.0, -1.0]))
+    torch.testing.assert_close(cosine_similarity(u, v), F.cosine_similarity(u, v))
+
+
+def test_cosine_pair_head_logit_is_scaled_cosine_plus_bias():
+    head = CosinePairHead(learn_scale=True, scale=10.0, bias=-7.5)
+    u, v = torch.tensor([[3.0, 4.0]]), torch.tensor([[4.0, 3.0]])  # cos = 24/25 = 0.96
+    torch.testing.assert_close(head(u, v), torch.tensor([10 * 0.96 - 7.5]))
+    assert CosinePairHead(learn_scale=False)(u, v).item() == pytest.approx(0.96)
+
+
+def test_paraphrase_bce_loss_by_hand():
+    head = CosinePairHead(scale=10.0, bias=-7.5)
+    u, v = torch.tensor([[3.0, 4.0], [1.0, 0.0]]), torch.tensor([[4.0, 3.0], [0.0, 1.0]])  # cos 0.96, 0
+    logits = head(u, v)  # 2.1, -7.5
+    loss = F.binary_cross_entropy_with_logits(logits, torch.tensor([1.0, 0.0]))
+    by_hand = (math.log(1 + math.exp(-2.1)) + math.log(1 + math.exp(-7.5))) / 2
+    assert loss.item() == pytest.approx(by_hand, rel=1e-5)  # float32 arithmetic
+
+
+def test_softmax_pair_head_reads_u_v_and_abs_difference():
+    head = SoftmaxPairHead(hidden_size=2, num_classes=2)
+    with torch.no_grad():
+        head.classifier.weight.zero_()
+        head.classifier.weight[1, 4:] = 1.0  # class 1 scores |u - v|
+        head.classifier.bias.zero_()
+    logits = head(torch.tensor([[1.0, 5.0]]), torch.tensor([[4.0, 1.0]]))
+    torch.testing.assert_close(logits, torch.tensor([[0.0, 3.0 + 4.0]]))
+
+
+def test_cosine_mse_loss_by_hand():
+    cosine, score = torch.tensor([0.9, 0.2]), torch.tensor([5.0, 2.0])  # targets 1.0, 0.4
+    assert cosine_mse_loss(cosine, score).item() == pytest.approx(((0.1) ** 2 + (0.2) ** 2) / 2)
+
+
+def test_cosine_embedding_loss_by_hand():
+    cosine, score = torch.tensor([0.9, 0.3, -0.2]), torch.tensor([4.0, 1.0, 0.5])
+    # similar pair pays 1 - 0.9; dissimilar pays max(0, 0.3) and max(0, -0.2) = 0
+    assert cosine_embedding_loss(cosine, score).item() == pytest.approx((0.1 + 0.3 + 0.0) / 3)
+    reference = torch.nn.CosineEmbeddingLoss()
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[0.6, 0.8], [0.0, 1.0]])
+    ours = cosine_embedding_loss(cosine_similarity(u, v), torch.tensor([5.0, 0.0]))
+    assert ours.item() == pytest.approx(reference(u, v, torch.tensor([1, -1])).item())
+
+
+def test_cosent_loss_by_hand():
+    cosine, score = torch.tensor([0.8, 0.5, 0.1]), torch.tensor([5.0, 3.0, 3.0])
+    # pairs with score_i > score_j: (0, 1) and (0, 2); ties contribute nothing
+    terms = [math.exp(20 * (0.5 - 0.8)), math.exp(20 * (0.1 - 0.8))]
+    assert cosent_loss(cosine, score).item() == pytest.approx(math.log(1 + sum(terms)), rel=1e-4)  # float32
+    assert cosent_loss(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 1.0])).item() == pytest.approx(0.0)
+
+
+def test_sentence_classifier_shapes_and_dropout_only_in_training():
+    head = SentenceClassifier(hidden_size=2, num_classes=5, dropout=0.5, pooling="mean")
+    output = BertModelOutput(HIDDEN, None, None, None)
+    head.eval()
+    logits = head(output, MASK)
+    assert logits.shape == (2, 5)
+    torch.testing.assert_close(logits, head.classifier(mean_pool(HIDDEN, MASK)))
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        SentenceClassifier(2, 5, 0.1, pooling="first")
