@@ -25,7 +25,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m minbert.demo
+	$(PY) -m tasks.multitask $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

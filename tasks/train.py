@@ -76,6 +76,7 @@ class TrainConfig:
     seed: int = 11711
     max_steps: int = 0
     checkpoint_every: int = 0
+    eval_first: bool = False
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -194,6 +195,9 @@ class RunDir:
         lines = self.metrics.read_text(encoding="utf-8") if self.metrics.exists() else ""
         atomic_write_text(self.metrics, lines + json.dumps(record, sort_keys=True) + "\n")
 
+    def rewrite_metrics(self, history: list[dict]) -> None:
+        atomic_write_text(self.metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in history))
+
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState) -> None:
@@ -268,6 +272,11 @@ def train(
     untrainable: set[str] = set()
     started = time.perf_counter()
 
+    if config.eval_first and state.global_step == 0 and not state.history:
+        record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
+                                     epoch_complete=True)
+        print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
+
     while state.epoch < config.epochs:
         steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
                            config.seed, state.epoch)
@@ -307,24 +316,17 @@ def train(
                 save_training_state(last, model, optimizer, scheduler, state)
         bar.close()
 
-        model.eval()
-        with torch.no_grad():
-            dev = {t.name: t.evaluate(model) for t in tasks}
-        score = overall_score(dev)
-        record = {"epoch": state.epoch + 1, "global_step": state.global_step,
-                  "epoch_complete": state.step_in_epoch == len(steps),
-                  "train_loss": {n: (sum(v) / len(v) if v else None) for n, v in losses.items()},
-                  "dev": dev, "overall": score, "elapsed_s": round(time.perf_counter() - started, 1)}
-        improved = score > state.best_score
-        if improved:
-            state.best_score, state.best_epoch = score, state.epoch + 1
+        record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
+                                     epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps))
+        if record["overall"] > state.best_score:
+            state.best_score, state.best_epoch = record["overall"], record["epoch"]
             save_best(model, run.best)
-        record["best"] = improved
-        state.history.append(record)
-        run.append_metrics(record)
-        print(f"epoch {state.epoch + 1}: overall {score:.4f} " + " ".join(
-            f"{task}.{metric}={value:.4f}" for task, metrics in dev.items() for metric, value in metrics.items())
-            + (" (best so far, saved)" if improved else ""), file=sys.stderr)
+            record["best"] = True
+            run.rewrite_metrics(state.history)
+        print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
+            f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
+            for metric, value in metrics.items()) + (" (best so far, saved)" if record["best"] else ""),
+            file=sys.stderr)
         if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
             state.epoch += 1
             state.step_in_epoch = 0
@@ -333,6 +335,23 @@ def train(
         if _done(state, config):
             break
     return state
+
+
+def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
+                        run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
+                        epoch_complete: bool) -> dict:
+    """Dev metrics of every task, appended to the history and to metrics.jsonl."""
+    model.eval()
+    with torch.no_grad():
+        dev = {t.name: t.evaluate(model) for t in tasks}
+    record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
+              "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name]) if losses.get(t.name) else None)
+                             for t in tasks},
+              "dev": dev, "overall": overall_score(dev), "best": False,
+              "elapsed_s": round(time.perf_counter() - started, 1)}
+    state.history.append(record)
+    run.append_metrics(record)
+    return record
 
 
 def _done(state: TrainState, config: TrainConfig) -> bool:
@@ -393,6 +412,8 @@ def add_train_arguments(parser) -> None:
                         "--epochs, so a stopped run continues exactly with --resume")
     g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
                    help="also save the resumable state every N steps (0: at the end of each epoch only)")
+    g.add_argument("--eval-first", action="store_true",
+                   help="evaluate on the dev sets before the first step (the zero-shot baseline; epoch 0)")
     g.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     g.add_argument("--use_gpu", "--use-gpu", dest="use_gpu", action="store_true",
                    help="train on CUDA (refused when no GPU is present)")
@@ -406,5 +427,6 @@ def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
         weight_decay=args.weight_decay, schedule=args.schedule, warmup=args.warmup,
         max_grad_norm=args.max_grad_norm, layerwise_decay=args.layerwise_decay, sampling=args.sampling,
         bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
-        checkpoint_every=args.checkpoint_every, device="cuda" if args.use_gpu else "cpu",
+        checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
+        device="cuda" if args.use_gpu else "cpu",
     )

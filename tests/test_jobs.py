@@ -39,7 +39,7 @@ def small_run(tiny_model_dir, out, *extra):
 @pytest.fixture(scope="module")
 def multitask_run(tiny_model_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("multitask") / "run"
-    assert multitask.main(small_run(tiny_model_dir, out, "--max-steps", "2")) == 0
+    assert multitask.main(small_run(tiny_model_dir, out, "--max-steps", "2", "--eval-first")) == 0
     return out
 
 
@@ -48,6 +48,8 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt", "best/config.json",
                  "best/model.safetensors", "best/vocab.txt", "best/heads.safetensors", "best/heads.json"):
         assert (out / name).is_file(), name
+    first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["epoch"] == 0 and first["global_step"] == 0  # --eval-first: the zero-shot baseline
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert set(record["dev"]) == {"sst", "para", "sts"} and record["global_step"] == 2
     assert 0 <= record["overall"] <= 1
