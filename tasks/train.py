@@ -61,8 +61,8 @@ class Task(Protocol):
 class TrainConfig:
     """Settings of the loop (every job exposes them as flags; see `add_train_arguments`)."""
 
-    epochs: int = 3
-    lr: float = 2e-5
+    epochs: int = 2
+    lr: float = 5e-5
     head_lr: float = 1e-3
     batch_size: int = 32
     weight_decay: float = 0.01
