@@ -1,0 +1,71 @@
+"""Build the Gradescope autograder archive: the grader, the staff tests, and the packages as stubs.
+
+    python -m grading.autograder OUT.zip     then upload OUT.zip as the assignment's autograder
+
+The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
+/autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg, the grader
+(grading/, without mutations.py, which quotes the solutions), tests/conftest.py and all of tests/graded
+(hidden tests included), and the packages with their solution regions stubbed out, so no solution is in
+the archive: a file a submission lacks is graded as the stub.
+
+Read next: docs/teaching.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import stat
+import sys
+import zipfile
+from pathlib import Path
+
+from grading.config import GRADED_TESTS, SUBMITTED_PACKAGES
+from grading.handout import repository_files
+from grading.regions import strip_regions
+
+STAFF_ROOT = Path(__file__).resolve().parents[1]
+GRADESCOPE = "grading/gradescope"
+
+
+def included(relative: str) -> bool:
+    if relative in ("setup.cfg", "pyproject.toml", "tests/conftest.py"):
+        return True
+    if relative.startswith(f"{GRADED_TESTS}/"):
+        return True
+    if relative.startswith("grading/"):
+        return relative != "grading/mutations.py" and not relative.startswith(f"{GRADESCOPE}/")
+    return relative.split("/", 1)[0] in SUBMITTED_PACKAGES and relative.endswith(".py")
+
+
+def build_archive(out: Path, staff: Path = STAFF_ROOT) -> list[str]:
+    """Write the archive; return the names it holds."""
+    names = []
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for script in ("setup.sh", "run_autograder"):
+            info = zipfile.ZipInfo(script)
+            info.external_attr = (stat.S_IFREG | 0o755) << 16
+            archive.writestr(info, (staff / GRADESCOPE / script).read_bytes())
+            names.append(script)
+        for relative in repository_files(staff):
+            if not included(relative):
+                continue
+            data = (staff / relative).read_bytes()
+            if relative.split("/", 1)[0] in SUBMITTED_PACKAGES:
+                data = strip_regions(data.decode("utf-8"), relative)[0].encode("utf-8")
+            archive.writestr(relative, data)
+            names.append(relative)
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grading.autograder", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, metavar="OUT.zip", help="the archive to write")
+    args = parser.parse_args(argv)
+    names = build_archive(args.out)
+    print(f"wrote {args.out} ({len(names)} files); upload it as the Gradescope autograder")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Build the student repository: solution regions become stubs, hidden tests and the grader stay behind.
+
+    python -m grading.handout OUT_DIR            write the handout (OUT_DIR must be empty or a handout)
+    python -m grading.handout OUT_DIR --no-check skip the slow checks (imports, tests failing as TODOs)
+
+What OUT_DIR gets: every file of this repository (tracked or not ignored by git) except grading/, the
+project's own tests (only tests/conftest.py and the visible graded tests in tests/graded/ go), the
+hidden tests (tests/graded/hidden/), docs/teaching.md and README.md, which is replaced by a student
+README listing every TODO with the tests that check it. In every Python file each region
+
+    # BEGIN SOLUTION
+    ...
+    # END SOLUTION
+
+becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation.
+
+It refuses unbalanced or nested markers (naming file and line), and then checks the result: no marker
+is left, every package module imports, and every graded test shipped to students fails with
+NotImplementedError (not with an import or attribute error, and none passes on the stubs).
+
+Read next: grade.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grading.config import (COMPONENTS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS, HANDOUT_EXCLUDE_FILES,
+                            HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES, todo_component)
+from grading.regions import Region, RegionError, has_marker, strip_regions
+from grading.runner import run_tests
+
+STAFF_ROOT = Path(__file__).resolve().parents[1]
+STAMP = ".minbert-handout"  # marks a folder this builder wrote, which it may overwrite
+
+
+class HandoutError(RuntimeError):
+    """The handout cannot be built or fails a check; the message says where."""
+
+
+@dataclass
+class Handout:
+    out: Path
+    files: list[str] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    tests_by_component: dict[str, list[str]] = field(default_factory=dict)
+
+
+def repository_files(root: Path) -> list[str]:
+    """The repository's files: git's tracked and untracked-but-not-ignored files, else a filtered walk."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                                capture_output=True, check=True).stdout.decode().split("\0")
+        files = [f for f in listed if f and (root / f).is_file()]
+        if files:
+            return sorted(files)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    skip = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "build", "dist"}
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if p.is_file() and not skip & set(p.relative_to(root).parts)
+                  and not any(part.endswith(".egg-info") for part in p.parts))
+
+
+def shipped(relative: str) -> bool:
+    """Whether a repository file goes into the handout."""
+    if relative in HANDOUT_EXCLUDE_FILES:
+        return False
+    if relative.startswith(f"{HIDDEN_TESTS}/"):
+        return False
+    if relative in HANDOUT_KEEP_TESTS or relative.startswith(f"{GRADED_TESTS}/"):
+        return True
+    return relative.split("/", 1)[0] not in HANDOUT_EXCLUDE_DIRS
+
+
+def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True) -> Handout:
+    """Write the handout into `out` and, with `check`, verify it (see the module docstring)."""
+    out = Path(out).resolve()
+    if out.exists() and any(out.iterdir()):
+        if not (out / STAMP).is_file():
+            raise HandoutError(f"{out} is not empty and is not a handout this builder wrote; give an empty "
+                               "or new folder")
+        shutil.rmtree(out)
+    if out == staff or staff in out.parents and out.relative_to(staff).parts[0] not in ("build", "runs"):
+        raise HandoutError(f"{out} lies inside the repository; write the handout elsewhere (or under build/)")
+    handout = Handout(out)
+    staged: dict[str, bytes] = {}
+    for relative in repository_files(staff):
+        if not shipped(relative):
+            continue
+        data = (staff / relative).read_bytes()
+        if relative.endswith(".py"):
+            text, regions = strip_regions(data.decode("utf-8"), relative)  # RegionError names file:line
+            handout.regions += regions
+            data = text.encode("utf-8")
+        staged[relative] = data
+    _check_todos(handout.regions)
+    for relative, data in staged.items():
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        handout.files.append(relative)
+    (out / STAMP).write_text("written by python -m grading.handout; may be overwritten by it\n")
+    from grading.grade import graded_tests  # the staff's graded tests, with their markers
+
+    tests = graded_tests(staff)
+    for test in tests:
+        if not test.hidden_from_handout:
+            handout.tests_by_component.setdefault(test.component, []).append(test.nodeid)
+    (out / "README.md").write_text(student_readme(handout, tests), encoding="utf-8")
+    handout.files.append("README.md")
+    if check:
+        check_handout(handout)
+    return handout
+
+
+def _check_todos(regions: list[Region]) -> None:
+    found = [r.todo for r in regions]
+    for region in regions:
+        try:
+            todo_component(region.todo)
+        except KeyError as error:
+            raise HandoutError(f"{region.path}:{region.begin}: {error.args[0]}") from None
+    expected = [t for todos in COMPONENTS.values() for t in todos]
+    missing = [t for t in expected if t not in found]
+    if missing:
+        raise HandoutError(f"grading/config.py lists TODOs with no solution region: {missing}")
+
+
+def student_readme(handout: Handout, tests) -> str:
+    points = {t.nodeid: t.points for t in tests}
+    hidden = {}
+    for test in tests:
+        if test.hidden_from_handout:
+            hidden[test.component] = hidden.get(test.component, 0) + test.points
+    lines = [
+        "# minbert: the student handout",
+        "",
+        "A from-scratch BERT in PyTorch with the interesting parts left for you. Each TODO is a function",
+        "body that raises `NotImplementedError(\"TODO: <file>::<function>\")`: replace that line with your",
+        "code. Signatures, docstrings, shape comments and numbered hints are there to guide you.",
+        "",
+        "Set up once (Python 3.10+): `make setup`",
+        "(or `python -m venv .venv && .venv/bin/pip install -e '.[test]'`).",
+        "Check one component: `.venv/bin/pytest tests/graded/test_graded_attention.py`;",
+        "all of them: `.venv/bin/pytest tests/graded`.",
+        "",
+        "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you. The autograder runs",
+        "these tests and some hidden ones per component; each test is worth the points shown. A test that",
+        "runs more than 30 seconds fails. Only your changes to `minbert/`, `optim/`, `tasks/` and",
+        "`pretrain/` count: the autograder uses its own copy of the tests.",
+        "",
+        "## TODOs, in the order to do them",
+        "",
+        "| # | TODO | component | checked by | points |",
+        "|---|---|---|---|---|",
+    ]
+    number = 0
+    for component, todos in COMPONENTS.items():
+        checks = handout.tests_by_component.get(component, [])
+        visible = sum(points[n] for n in checks)
+        for todo in todos:
+            number += 1
+            names = "<br>".join(f"`{n}`" for n in checks) or "(hidden tests only)"
+            score = f"{visible:g}" + (f" + {hidden[component]:g} hidden" if component in hidden else "")
+            lines.append(f"| {number} | `{todo}` | {component} | {names} | {score} |")
+    lines += ["", "Points are per component (a component with two TODOs shares its tests between them).", ""]
+    return "\n".join(lines)
+
+
+def check_handout(handout: Handout) -> None:
+    """No marker left; the packages import; every shipped graded test fails with NotImplementedError."""
+    out = handout.out
+    for relative in handout.files:
+        try:
+            text = (out / relative).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        if has_marker(text):
+            raise HandoutError(f"{relative}: a solution marker is left in the handout")
+    probe = ("import importlib, pkgutil, sys\n"
+             f"for name in {list(SUBMITTED_PACKAGES)!r}:\n"
+             "    try:\n        package = importlib.import_module(name)\n"
+             "    except ModuleNotFoundError:\n        continue\n"
+             "    assert package.__file__.startswith(sys.argv[1]), (name, package.__file__)\n"
+             "    for info in pkgutil.walk_packages(package.__path__, name + '.'):\n"
+             "        importlib.import_module(info.name)\n")
+    result = subprocess.run([sys.executable, "-c", probe, str(out)], cwd=out, capture_output=True,
+                            text=True, env=_env(out))
+    if result.returncode != 0:
+        raise HandoutError(f"the handout's packages do not import cleanly:\n{result.stderr[-4000:]}")
+    nodeids = [n for nodes in handout.tests_by_component.values() for n in nodes]
+    results = run_tests(out, nodeids, expect_modules_under=out)
+    problems = []
+    for nodeid in nodeids:
+        r = results[nodeid]
+        if r.outcome == "passed":
+            problems.append(f"{nodeid} passes on the handout: it checks nothing a student writes")
+        elif r.exc_type != "NotImplementedError" or not (r.exc_msg or "").startswith("TODO: "):
+            problems.append(f"{nodeid} fails with {r.exc_type or r.outcome} ({r.exc_msg or ''}), not with "
+                            f"the stub's NotImplementedError:\n{r.text[:1500]}")
+    if problems:
+        raise HandoutError("student-visible tests must fail on a TODO stub:\n" + "\n".join(problems))
+
+
+def _env(root: Path) -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(root)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grading.handout", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, metavar="OUT_DIR",
+                        help="where to write the student repository (empty, new, or a previous handout)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the checks that run Python (imports, tests failing on the stubs)")
+    args = parser.parse_args(argv)
+    try:
+        handout = build(args.out, check=not args.no_check)
+    except (HandoutError, RegionError) as error:
+        print(f"handout: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(handout.files)} files to {handout.out}; {len(handout.regions)} TODOs:")
+    for region in handout.regions:
+        print(f"  {region.todo}  ({todo_component(region.todo)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

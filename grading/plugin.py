@@ -1,0 +1,98 @@
+"""A pytest plugin that streams what happens to a JSON-lines file, for the grader's watcher.
+
+Loaded in the child pytest process (`-p _minbert_grading_plugin`, copied beside the staging tree so
+it imports nothing from the submission or the grader). Each event is one line written with os.write,
+so nothing is lost when the child dies abruptly (os._exit, a segfault, a kill for a time limit):
+
+    {"event": "collected", "items": [{"nodeid", "component", "points", "visibility", "doc"}, ...],
+     "modules": {"minbert": "/path/to/minbert/__init__.py", ...}}
+    {"event": "collect_error", "nodeid": ..., "text": ...}
+    {"event": "start", "nodeid": ...}
+    {"event": "report", "nodeid", "when", "outcome", "text", "exc_type", "duration"}
+    {"event": "finish", "nodeid": ...}
+
+The events file is named by $MINBERT_GRADING_EVENTS. Texts are cut to $MINBERT_GRADING_MAX_TEXT
+characters (head and tail kept), so a test that prints megabytes cannot flood the grader.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+_MAX = int(os.environ.get("MINBERT_GRADING_MAX_TEXT", "4000"))
+_PACKAGES = ("minbert", "optim", "tasks", "pretrain")
+
+
+def _cut(text: str, limit: int = _MAX) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{text[-half:]}"
+
+
+def _emit(event: dict) -> None:
+    path = os.environ.get("MINBERT_GRADING_EVENTS")
+    if not path:
+        return
+    line = (json.dumps(event) + "\n").encode("utf-8", "replace")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _marker_arg(item, name: str, default=None):
+    marker = item.get_closest_marker(name)
+    if marker is None or not marker.args:
+        return default
+    return marker.args[0]
+
+
+def pytest_collection_finish(session) -> None:
+    items = [{"nodeid": item.nodeid, "component": _marker_arg(item, "component"),
+              "points": _marker_arg(item, "points"), "visibility": _marker_arg(item, "visibility"),
+              "doc": ((getattr(item, "obj", None) and item.obj.__doc__) or "").strip().split("\n")[0]}
+             for item in session.items]
+    modules = {name: getattr(sys.modules[name], "__file__", None)
+               for name in _PACKAGES if name in sys.modules}
+    _emit({"event": "collected", "items": items, "modules": modules})
+
+
+def pytest_collectreport(report) -> None:
+    if report.failed:
+        _emit({"event": "collect_error", "nodeid": report.nodeid, "text": _cut(str(report.longrepr))})
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    _emit({"event": "start", "nodeid": nodeid})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    excinfo = call.excinfo
+    report._grading_exc = None if excinfo is None else excinfo.typename
+    report._grading_msg = None if excinfo is None else _cut(str(excinfo.value), 500)
+
+
+def pytest_runtest_logreport(report) -> None:
+    text = ""
+    if report.outcome != "passed":
+        text = str(report.longrepr) if report.longrepr is not None else ""
+        if report.capstdout:
+            text += "\n----- captured stdout -----\n" + _cut(report.capstdout, _MAX // 2)
+        if report.capstderr:
+            text += "\n----- captured stderr -----\n" + _cut(report.capstderr, _MAX // 2)
+    _emit({"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+           "text": _cut(text), "exc_type": getattr(report, "_grading_exc", None),
+           "exc_msg": getattr(report, "_grading_msg", None), "duration": report.duration})
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    _emit({"event": "finish", "nodeid": nodeid})

@@ -1,0 +1,43 @@
+"""Graded, hidden: BertLayer written out with exact (erf) GELU, gradients, and gradcheck."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from graded_helpers import TOL, additive, randomize, reference_attention
+
+import minbert.attention
+from minbert.layer import BertLayer
+
+pytestmark = [pytest.mark.component("layer"), pytest.mark.visibility("after_published")]
+
+
+@pytest.fixture(autouse=True)
+def _reference_kernel(monkeypatch):
+    monkeypatch.setitem(minbert.attention.ATTENTION_KERNELS, "eager", reference_attention)
+
+
+def norm(x, ln):
+    return F.layer_norm(x, (x.size(-1),), ln.weight, ln.bias, ln.eps)
+
+
+@pytest.mark.points(2)
+def test_layer_is_post_ln_with_exact_gelu(config, padding_mask):
+    layer = randomize(BertLayer(config), std=0.7).eval()
+    hidden, mask = torch.randn(3, 7, config.hidden_size), additive(padding_mask)
+    context = layer.attention.self(hidden, mask).context
+    a = layer.attention.output
+    attended = norm(hidden + F.linear(context, a.dense.weight, a.dense.bias), a.LayerNorm)
+    inner = F.gelu(F.linear(attended, layer.intermediate.dense.weight, layer.intermediate.dense.bias))
+    o = layer.output
+    expected = norm(attended + F.linear(inner, o.dense.weight, o.dense.bias), o.LayerNorm)
+    torch.testing.assert_close(layer(hidden, mask).hidden_states, expected, **TOL)
+
+
+@pytest.mark.points(1)
+def test_layer_gradcheck_float64(config):
+    layer = randomize(BertLayer(config)).double()
+    hidden = torch.randn(2, 5, config.hidden_size, dtype=torch.float64, requires_grad=True)
+    mask = additive(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float64)
+    assert torch.autograd.gradcheck(lambda h: layer(h, mask).hidden_states, (hidden,))

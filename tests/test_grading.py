@@ -1,0 +1,320 @@
+"""Tests for grading/: solution regions, the handout builder, the grader, and the graded tests' power.
+
+The expensive parts are shared: one handout build, one grading of the reference and of the handout, and
+the mutants graded two at a time (module-scoped fixtures). Each grading is one child pytest process.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from grading.config import COMPONENTS, SUBMITTED_PACKAGES
+from grading.grade import STAFF_ROOT, component_scores, grade, graded_tests
+from grading.grade import main as grade_main
+from grading.handout import HandoutError, build
+from grading.mutations import MUTATIONS, mutant
+from grading.regions import RegionError, strip_regions
+from grading.schema import SCHEMA, SchemaError, validate
+
+try:
+    import jsonschema  # installed with nbformat, a test dependency
+except ImportError:  # pragma: no cover - then our own validator alone checks the files
+    jsonschema = None
+
+
+def full_marks(results: dict) -> dict[str, bool]:
+    return {c: got == total for c, (got, total) in component_scores(results).items()}
+
+
+def check_schema(results: dict) -> None:
+    """Our validator, and the jsonschema package when it is installed."""
+    validate(results)
+    if jsonschema is not None:
+        jsonschema.validate(results, SCHEMA)
+
+
+# ----- regions ------------------------------------------------------------------------------------
+
+
+def test_region_becomes_a_stub_at_its_indentation_naming_file_and_function():
+    source = textwrap.dedent('''\
+        class A:
+            def f(self, x):
+                """Doc stays."""
+                # Hint stays.
+                # BEGIN SOLUTION
+                y = x + 1
+                # END SOLUTION
+                return y
+
+
+        def g():
+            # BEGIN SOLUTION
+            return 2
+            # END SOLUTION
+        ''')
+    stubbed, regions = strip_regions(source, "pkg/mod.py")
+    assert [r.todo for r in regions] == ["pkg/mod.py::A.f", "pkg/mod.py::g"]
+    assert '        raise NotImplementedError("TODO: pkg/mod.py::A.f")\n        return y\n' in stubbed
+    assert '    raise NotImplementedError("TODO: pkg/mod.py::g")\n' in stubbed
+    assert '"""Doc stays."""' in stubbed and "# Hint stays." in stubbed
+    assert "SOLUTION" not in stubbed and "x + 1" not in stubbed
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    # BEGIN SOLUTION\n    # BEGIN SOLUTION\n    pass\n    # END SOLUTION\n",
+     r"m\.py:3: nested # BEGIN SOLUTION \(the region opened at line 2"),
+    ("    pass\n    # END SOLUTION\n", r"m\.py:3: # END SOLUTION without a # BEGIN SOLUTION"),
+    ("    # BEGIN SOLUTION\n    pass\n", r"m\.py:2: # BEGIN SOLUTION is never closed"),
+    ("    #BEGIN SOLUTION\n    pass\n", r"m\.py:2: malformed solution marker"),
+])
+def test_bad_markers_are_refused_naming_file_and_line(body, message):
+    with pytest.raises(RegionError, match=message):
+        strip_regions("def f():\n" + body, "m.py")
+
+
+def test_region_outside_a_function_is_refused():
+    with pytest.raises(RegionError, match=r"m\.py:1: solution region is not inside a function"):
+        strip_regions("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n", "m.py")
+
+
+# ----- the handout ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("handout") / "student")
+
+
+def test_handout_stubs_every_todo_and_keeps_no_solution(handout):
+    todos = sorted(r.todo for r in handout.regions)
+    assert todos == sorted(t for ts in COMPONENTS.values() for t in ts)
+    out = handout.out
+    for todo in todos:
+        path, function = todo.split("::")
+        assert f'raise NotImplementedError("TODO: {todo}")' in (out / path).read_text()
+    assert "math.sqrt(query.size(-1))" not in (out / "minbert/attention.py").read_text()
+    for path in out.rglob("*.py"):
+        assert "BEGIN SOLUTION" not in path.read_text() and "END SOLUTION" not in path.read_text(), path
+
+
+def test_handout_leaves_out_hidden_tests_the_grader_and_project_tests(handout):
+    out = handout.out
+    assert not (out / "grading").exists() and not (out / "tests/graded/hidden").exists()
+    assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
+    assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
+    assert (out / "minbert/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
+
+
+def test_student_readme_lists_every_todo_with_its_tests(handout):
+    readme = (handout.out / "README.md").read_text()
+    for component, todos in COMPONENTS.items():
+        for todo in todos:
+            row = next(line for line in readme.splitlines() if f"`{todo}`" in line)
+            assert component in row and "tests/graded/test_graded_" in row, row
+    assert "hidden/" not in readme
+
+
+def test_handout_refuses_unbalanced_markers_naming_the_file(tmp_path):
+    staff = tmp_path / "staff"
+    (staff / "minbert").mkdir(parents=True)
+    (staff / "minbert" / "bad.py").write_text("def f():\n    # BEGIN SOLUTION\n    return 1\n")
+    with pytest.raises(RegionError, match=r"minbert/bad\.py:2: # BEGIN SOLUTION is never closed"):
+        build(tmp_path / "out", staff=staff, check=False)
+
+
+def test_handout_will_not_overwrite_a_folder_it_did_not_write(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(HandoutError, match="not empty"):
+        build(tmp_path, check=False)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+# ----- grading the reference and the handout ---------------------------------------------------------
+
+
+def test_every_graded_test_declares_component_and_points():
+    tests = graded_tests(STAFF_ROOT)
+    assert {t.component for t in tests} == set(COMPONENTS)
+    assert all(t.points > 0 for t in tests)
+    hidden = [t for t in tests if t.hidden_from_handout]
+    assert hidden and all(t.visibility == "after_published" for t in hidden)
+
+
+@pytest.fixture(scope="module")
+def reference_results():
+    return grade(STAFF_ROOT)
+
+
+def test_reference_gets_full_marks(reference_results):
+    check_schema(reference_results)
+    assert all(t["status"] == "passed" for t in reference_results["tests"]), \
+        [t["name"] + "\n" + t["output"] for t in reference_results["tests"] if t["status"] != "passed"]
+    assert reference_results["score"] == sum(t["max_score"] for t in reference_results["tests"]) > 0
+
+
+def test_handout_gets_zero_on_every_graded_test_and_a_valid_results_json(handout, tmp_path):
+    out = tmp_path / "results.json"
+    assert grade_main(["--submission", str(handout.out), "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    check_schema(results)
+    assert results["score"] == 0 and len(results["tests"]) == len(graded_tests(STAFF_ROOT))
+    assert all(t["status"] == "failed" and t["score"] == 0 for t in results["tests"])
+    assert any("NotImplementedError" in t["output"] for t in results["tests"])
+
+
+def test_schema_rejects_what_gradescope_would():
+    good = {"score": 1.0, "execution_time": 3, "output": "", "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": [{"name": "a", "number": "1.1", "score": 1.0, "max_score": 1.0, "status": "passed",
+                       "output": "", "visibility": "visible"}]}
+    validate(good)
+    for broken in ({**good, "tests": [{**good["tests"][0], "status": "ok"}]},
+                   {**good, "visibility": "students"}, {k: v for k, v in good.items() if k != "tests"},
+                   {**good, "execution_time": 2.5}):
+        with pytest.raises(SchemaError):
+            validate(broken)
+        if jsonschema is not None:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(broken, SCHEMA)
+
+
+def test_a_grader_failure_still_writes_a_valid_results_json(tmp_path):
+    out = tmp_path / "results.json"
+    grade_main(["--submission", str(tmp_path), "--staff", str(tmp_path / "nowhere"), "--out", str(out)])
+    results = json.loads(out.read_text())
+    check_schema(results)
+    assert results["score"] == 0 and "autograder failed" in results["output"]
+
+
+# ----- mutants: each realistic bug costs points in its component and nowhere else ---------------------
+
+
+@pytest.fixture(scope="module")
+def mutant_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mutants")
+
+    def run(mutation):
+        return mutation.name, grade(mutant(STAFF_ROOT, mutation, root / mutation.name))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(run, MUTATIONS))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
+def test_mutant_loses_points_in_its_component_only(mutation, mutant_results):
+    results = mutant_results[mutation.name]
+    check_schema(results)
+    marks = full_marks(results)
+    assert not marks[mutation.component], f"{mutation.description}: the {mutation.component} tests all pass"
+    broken_elsewhere = [c for c, full in marks.items() if not full and c != mutation.component]
+    assert not broken_elsewhere, f"{mutation.description} also cost points in {broken_elsewhere}"
+
+
+def test_every_component_has_a_mutant():
+    assert {m.component for m in MUTATIONS} == set(COMPONENTS)
+
+
+# ----- hostile submissions ------------------------------------------------------------------------------
+
+
+def _patch(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+@pytest.mark.slow
+def test_hangs_crashes_floods_and_edited_tests_are_contained(tmp_path, handout):
+    sub = tmp_path / "sub" / "my-repo"  # nested one level, as a zip upload often is
+    for package in SUBMITTED_PACKAGES:
+        if (STAFF_ROOT / package).is_dir():
+            shutil.copytree(STAFF_ROOT / package, sub / package, ignore=shutil.ignore_patterns("__pycache__"))
+    heads = sub / "tasks" / "heads.py"
+    # cosine: hangs on one input, ignoring pytest-timeout's alarm (the watcher must kill it)
+    _patch(heads, "    return (u * v).sum(dim=-1) /", "    if u.shape[0] == 4:\n        import signal\n"
+           "        signal.signal(signal.SIGALRM, signal.SIG_IGN)\n        while True:\n            pass\n"
+           "    return (u * v).sum(dim=-1) /")
+    # mean_pool: kills the interpreter on one input
+    _patch(heads, "    mask = attention_mask.unsqueeze(-1)", "    if hidden_states.shape == (2, 3, 2):\n"
+           "        import os\n        os._exit(3)\n    mask = attention_mask.unsqueeze(-1)")
+    # encoder: prints 5 MB on every call (and still computes the right thing)
+    _patch(sub / "minbert" / "model.py", "        for layer in self.layer:",
+           "        print('x' * 5_000_000)\n        for layer in self.layer:")
+    # attention: the handout's stub, with tests and pytest settings edited to pass anyway
+    shutil.copy(handout.out / "minbert" / "attention.py", sub / "minbert" / "attention.py")
+    (sub / "tests" / "graded").mkdir(parents=True)
+    (sub / "tests" / "graded" / "test_graded_attention.py").write_text("def test_anything():\n    pass\n")
+    (sub / "conftest.py").write_text("import pytest\n\n@pytest.hookimpl(tryfirst=True)\n"
+                                     "def pytest_runtest_call(item):\n    return True\n")
+    (sub / "setup.cfg").write_text("[tool:pytest]\naddopts = -p no:python\n")
+    (sub / "tasks" / "__init__.py").write_text("")
+    results = grade(tmp_path / "sub", time_limit=3.0,
+                    components=["attention", "encoder", "mean_pool", "cosine"])
+    check_schema(results)
+    scores = component_scores(results)
+    by_name = {t["name"].split(": ", 1)[1]: t for t in results["tests"]}
+    assert scores["attention"][0] == 0
+    assert scores["encoder"][0] == scores["encoder"][1]  # printing megabytes costs nothing
+    assert all(len(t["output"]) < 10_000 for t in results["tests"])
+    assert by_name["test_mean_pool_by_hand"]["status"] == "failed"
+    assert "crashed" in by_name["test_mean_pool_by_hand"]["output"]
+    assert by_name["test_padding_vectors_do_not_matter"]["status"] == "passed"  # the rest still ran
+    assert by_name["test_cosine_similarity_by_hand"]["status"] == "failed"
+    assert "time limit" in by_name["test_cosine_similarity_by_hand"]["output"]
+    assert by_name["test_cosine_similarity_matches_torch_and_ignores_scale"]["status"] == "passed"
+    assert "my-repo" in results["output"]
+
+
+@pytest.mark.slow
+def test_a_module_that_kills_the_interpreter_on_import_costs_only_the_tests_that_import_it(tmp_path):
+    for package in SUBMITTED_PACKAGES:
+        if (STAFF_ROOT / package).is_dir():
+            shutil.copytree(STAFF_ROOT / package, tmp_path / package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    heads = tmp_path / "tasks" / "heads.py"
+    heads.write_text("import os\nos._exit(7)\n" + heads.read_text())
+    results = grade(tmp_path, components=["adamw", "cosine"])
+    scores = component_scores(results)
+    assert scores["adamw"][0] == scores["adamw"][1] and scores["cosine"][0] == 0
+    assert all("crashed" in t["output"] for t in results["tests"] if t["tags"] == ["cosine"])
+
+
+# ----- the Gradescope autograder ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_autograder_archive_runs_like_gradescope_and_holds_no_solution(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import zipfile
+
+    from grading.autograder import build_archive
+
+    archive = tmp_path / "autograder.zip"
+    names = build_archive(archive)
+    assert {"setup.sh", "run_autograder", "grading/grade.py",
+            "tests/graded/hidden/test_hidden_layer.py"} <= set(names)
+    assert "grading/mutations.py" not in names and "tests/test_model.py" not in names
+    with zipfile.ZipFile(archive) as z:
+        assert "math.sqrt(query.size(-1))" not in z.read("minbert/attention.py").decode()
+        z.extractall(tmp_path / "source")
+        assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
+    for package in SUBMITTED_PACKAGES:  # the submission: the reference solution
+        if (STAFF_ROOT / package).is_dir():
+            shutil.copytree(STAFF_ROOT / package, tmp_path / "submission" / package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "AUTOGRADER_ROOT": str(tmp_path), "PYTHON": sys.executable}
+    subprocess.run(["bash", str(tmp_path / "source" / "run_autograder")], env=env, check=True,
+                   capture_output=True)
+    results = json.loads((tmp_path / "results" / "results.json").read_text())
+    check_schema(results)
+    assert results["tests"] and results["score"] == sum(t["max_score"] for t in results["tests"])
