@@ -121,10 +121,6 @@ class PairTask:
         # First sentences on top, second ones below, padded together: (2B, T).
         return pad_batch([a for a, _ in inputs] + [b for _, b in inputs], pad_id=self.tokenizer.pad_id)
 
-    @staticmethod
-    def length(item) -> int:
-        return len(item[0]) if isinstance(item[1][0], int) and len(item[1]) == len(item[0]) else max(map(len, item))
-
     def lengths(self, inputs: Sequence) -> list[int]:
         return [len(a) if self.cross else max(len(a), len(b)) for a, b in inputs]
 
@@ -259,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with torch.no_grad():
         for task in tasks:
             task.write_outputs(model, data[task.name, "test"], run.predictions)
-    best = state.history[state.best_epoch - 1] if state.best_epoch > 0 else None
+    best = next((r for r in reversed(state.history) if r["best"]), None)
     print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
           f"outputs in {run.path}", file=sys.stderr)
     if source.is_sample:
