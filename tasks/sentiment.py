@@ -27,10 +27,10 @@ from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
 from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import read_split, resolve_data_dir, task_files
+from tasks.data import resolve_data_dir, task_files
 from tasks.heads import POOLINGS, SentenceClassifier
 from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_texts, load_checkpoint,
-                       load_encoder, save_checkpoint, write_predictions)
+                       load_encoder, read_splits, save_checkpoint, write_predictions)
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
@@ -99,20 +99,11 @@ class SentimentTask:
                               [e.id for e in test], self.predict(model, test_ids))
 
 
-def read_task_data(data_dir, task: str, strict: bool, limit: int, need_test: bool = True):
-    """train, dev and (when present) test examples of one course task, reports printed."""
+def read_task_data(data_dir, task: str, strict: bool, limit: int):
+    """Where the data is, and the train, dev and (when present) test examples of one course task."""
     source = resolve_data_dir(data_dir, task_files([task], ("train", "dev")))
     print(f"data: {source.description}", file=sys.stderr)
-    splits = {}
-    for split in ("train", "dev", "test"):
-        if split == "test" and not (need_test and (source.path / task_files([task], ["test"])[0]).is_file()):
-            print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
-            splits[split] = None
-            continue
-        result = read_split(source.path, task, split, strict=strict)
-        print(result.report(), file=sys.stderr)
-        splits[split] = list(result.examples[:limit] if limit else result.examples)
-    return source, splits
+    return source, read_splits(source, task, strict, limit)
 
 
 def build_parser() -> argparse.ArgumentParser:
