@@ -26,7 +26,9 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "adamw": ("optim/adamw.py::adamw_update",),
     "mean_pool": ("tasks/heads.py::mean_pool",),
     "cosine": ("tasks/heads.py::cosine_similarity",),
-    # Later issues add: the MLM masking rule (pretrain/masking.py), label-embedding scores, R-precision.
+    "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
+                    "pretrain/masking.py::mask_tokens"),
+    # Later issues add: label-embedding scores, R-precision.
 }
 
 # The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.

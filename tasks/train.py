@@ -383,14 +383,13 @@ def plot_history(history: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def add_train_arguments(parser) -> None:
+def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the freshly initialised task heads") -> None:
     """The loop's flags, shared by every job (the course's names kept: --batch_size, --lr, --epochs...)."""
     d = TrainConfig()
     g = parser.add_argument_group("training")
     g.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training data")
     g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate of the encoder")
-    g.add_argument("--head-lr", type=float, default=d.head_lr,
-                   help="peak learning rate of the freshly initialised task heads")
+    g.add_argument("--head-lr", type=float, default=d.head_lr, help=head_lr_help)
     g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=d.batch_size,
                    help="examples per batch (per task, per step)")
     g.add_argument("--weight-decay", type=float, default=d.weight_decay,

@@ -43,6 +43,21 @@ def embedded_model_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
+    """A randomly initialised tiny BERT with the real bert-base-uncased vocabulary, in HF format."""
+    from minbert.checkpoint import save_model
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+    from minbert.tokenizer import BertTokenizer
+
+    directory = tmp_path_factory.mktemp("tiny-bert")
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.tiny(vocab_size=30522, max_position_embeddings=128))
+    save_model(model, directory, tokenizer=BertTokenizer.from_pretrained(embedded_model_dir))
+    return directory
+
+
 def pytest_configure(config):
     # Unit tests run tiny tensors, where intra-op threads only add overhead; and on a busy 2-core machine
     # two threads per process slow torch down by an order of magnitude. MINBERT_TEST_THREADS overrides.

@@ -10,25 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from minbert.checkpoint import save_model
-from minbert.config import BertConfig
-from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
 from tasks import multitask, sentiment
 from tasks.data import SAMPLE_DIR, read_split
 from tasks.job import read_predictions
 
 COURSE_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
-    """A randomly initialised tiny BERT with the real bert-base-uncased vocabulary, in HF format."""
-    directory = tmp_path_factory.mktemp("tiny-bert")
-    torch.manual_seed(0)
-    model = BertModel(BertConfig.tiny(vocab_size=30522, max_position_embeddings=128))
-    save_model(model, directory, tokenizer=BertTokenizer.from_pretrained(embedded_model_dir))
-    return directory
 
 
 def small_run(tiny_model_dir, out, *extra):
