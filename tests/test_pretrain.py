@@ -472,3 +472,15 @@ def test_corpus_of_one_document_is_a_clear_error(tiny_model_dir, tmp_path):
     path.write_text("Only one document. With two sentences.\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="nothing to train on"):
         pretrain_run.main(["--model", str(tiny_model_dir), "--text", str(path), "--out", str(tmp_path / "r")])
+
+
+@pytest.mark.data
+def test_shared_corpora_read_quickly_and_whole(data_dir):
+    from pretrain.corpus import NEWSGROUPS_ARCHIVE
+    posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
+    assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
+    assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)
+    args = pretrain_run.build_parser().parse_args(["--within", "multitask", "--data-dir", str(data_dir / "cs224n")])
+    documents, description = pretrain_run.read_corpus(args)
+    assert "sst train (8544 rows)" in description and "sts train (6040 rows)" in description
+    assert sum(len(d) == 2 for d in documents) > 22_000  # Quora and STS rows: two-sentence documents
