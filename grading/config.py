@@ -28,7 +28,8 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "cosine": ("tasks/heads.py::cosine_similarity",),
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
                     "pretrain/masking.py::mask_tokens"),
-    # Later issues add: label-embedding scores, R-precision.
+    "label_attention": ("minbert/label_attention.py::merge_label_scores",),
+    # Later issues add: R-precision.
 }
 
 # The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.

@@ -1,0 +1,224 @@
+"""Label-embedding attention (Wang et al. 2020): [CLS] also attends through learned class embeddings.
+
+The method (paper eq. 5-10). M classes get one learned embedding each, X_l (M x C), shared by all
+layers. In a layer that uses the method, every head h projects them with that layer's own query
+projection, Q_l = X_l W_Q^h (the query Linear, bias included, split into heads like the tokens'
+queries), and scores them against the keys of the tokens:
+
+    A_l = Q_l K^T / sqrt(D)                                       (M x T per head)
+
+The [CLS] query row of the ordinary scores S = Q K^T / sqrt(D) is then replaced, for every key except
+[CLS] itself, by the column-wise maximum over [S_cls; A_l]: [CLS] attends to a token as strongly as the
+best-matching class says it should, or as its own query says, whichever is larger. The [CLS] -> [CLS]
+score and every other query row stay as they were. The padding mask is added afterwards, so padding is
+never attended. A classifier C on the final [CLS] vector gives L_c; C also classifies each label
+embedding as its own class, L_label = -sum_m log softmax(C(x_m))_m, and L_final = L_c + lambda L_label
+with lambda = 3.
+
+Paper versus the authors' released code. We implement the paper; the differences:
+
+1. The code does not divide the label scores by sqrt(d). We do (eq. 6), so label and token scores are
+   on one scale and the max compares like with like.
+2. The code subtracts the padding mask from the label scores instead of adding it, so padding keys get
+   a huge label score, win the max, and [CLS] attends to [PAD]. We add it: padding never changes any
+   output (tests/test_label_attention.py checks this).
+3. The code uses the method in the last two of twelve layers only. Here the layers are a choice:
+   all layers by default (the paper), or `label_layers="last:k"` for the last k.
+4. The code averages L_label over the classes (`label_loss_reduction="mean"`) and passes the label
+   embeddings through the pretrained pooler before the classifier (`label_loss_path="pooler"`). The paper
+   sums over classes and feeds them to the classifier directly: our defaults ("sum", "direct").
+5. The code has no learning-rate warm-up; our jobs use the shared loop's warm-up.
+
+Label embeddings are new parameters; the rest loads from any BERT checkpoint. They can start random
+(N(0, 0.02^2), BERT's initialisation), from keyword embeddings (the mean word embedding of a few words
+per class), or from the class-averaged [CLS] vector of the pretrained model on training examples.
+
+Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
+
+Read next: ../tasks/classify.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.attention import BertSelfAttention, SelfAttentionOutput
+from minbert.layer import BertLayer, LayerOutput
+from minbert.model import BertModel, BertModelOutput, extended_attention_mask
+
+LABEL_LOSS_PATHS = ("direct", "pooler")
+LABEL_LOSS_REDUCTIONS = ("sum", "mean")
+LABEL_LOSS_WEIGHT = 3.0  # lambda, paper §4.2
+
+
+def label_scores(label_query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """A_l = Q_l K^T / sqrt(D). label_query: (1, H, M, D); key: (B, H, T, D). Returns (B, H, M, T)."""
+    return label_query @ key.transpose(-1, -2) / math.sqrt(key.size(-1))
+
+
+def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torch.Tensor:
+    """Replace the [CLS] row's scores to the other tokens by the column-wise max over [S_cls; A_l].
+
+    scores: (B, H, T, T) token scores S, before the mask; label_scores: (B, H, M, T) A_l.
+    Returns (B, H, T, T): S with row 0, columns 1..T-1, replaced; [CLS] -> [CLS] unchanged (eq. 7-8).
+    """
+    # Hints: 1. stack the [CLS] row S[..., 0, 1:] on top of A_l[..., 1:] and take the max over that
+    # stacked dimension; 2. rebuild row 0 from S[..., 0, :1] and the max; 3. put row 0 back on top of
+    # the other rows (build a new tensor with torch.cat rather than writing into `scores` in place).
+    # BEGIN SOLUTION
+    cls_row = scores[:, :, :1, 1:]  # (B, H, 1, T-1)
+    best = torch.cat([cls_row, label_scores[..., 1:]], dim=2).max(dim=2, keepdim=True).values  # (B, H, 1, T-1)
+    new_cls_row = torch.cat([scores[:, :, :1, :1], best], dim=-1)  # (B, H, 1, T)
+    return torch.cat([new_cls_row, scores[:, :, 1:]], dim=2)
+    # END SOLUTION
+
+
+def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, label_query: torch.Tensor,
+                    attention_mask: torch.Tensor, dropout_p: float = 0.0,
+                    return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Scaled dot-product attention whose [CLS] row also reads the label scores (eager only).
+
+    query, key, value: (B, H, T, D); label_query: (1, H, M, D); attention_mask: additive (B, 1, 1, T).
+    Returns the context (B, H, T, D) and, if asked, the probabilities (B, H, T, T).
+    """
+    scores = query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))  # (B, H, T, T)
+    scores = merge_label_scores(scores, label_scores(label_query, key))
+    probs = (scores + attention_mask).softmax(dim=-1)  # the mask after the max: padding stays unattended
+    context = F.dropout(probs, p=dropout_p) @ value  # (B, H, T, D)
+    return context, (probs if return_probs else None)
+
+
+def label_self_attention(attention: BertSelfAttention, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
+                         attention_mask: torch.Tensor, output_attentions: bool = False) -> SelfAttentionOutput:
+    """A BertSelfAttention's own projections, with label attention. label_embeddings: (M, C)."""
+    B, T, C = hidden_states.shape
+    H, D = attention.num_heads, attention.head_dim
+    M = label_embeddings.size(0)
+    query = attention.query(hidden_states).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    key = attention.key(hidden_states).view(B, T, H, D).transpose(1, 2)
+    value = attention.value(hidden_states).view(B, T, H, D).transpose(1, 2)
+    label_query = attention.query(label_embeddings).view(1, M, H, D).transpose(1, 2)  # (1, H, M, D)
+    dropout_p = attention.dropout_prob if attention.training else 0.0
+    context, probs = label_attention(query, key, value, label_query, attention_mask, dropout_p, output_attentions)
+    return SelfAttentionOutput(context.transpose(1, 2).reshape(B, T, C), probs)  # (B, T, C)
+
+
+def label_layer(layer: BertLayer, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
+                attention_mask: torch.Tensor, output_attentions: bool = False) -> LayerOutput:
+    """BertLayer.forward with label attention in place of its self-attention."""
+    context, probs = label_self_attention(layer.attention.self, hidden_states, label_embeddings, attention_mask,
+                                          output_attentions)
+    attention_output = layer.attention.output(context, hidden_states)
+    return LayerOutput(layer.output(layer.intermediate(attention_output), attention_output), probs)
+
+
+def parse_label_layers(spec: str | Sequence[int] | None, num_layers: int) -> tuple[int, ...]:
+    """Which layers use the method (0-based): None or "all"; "last:k"; or explicit indices."""
+    if spec is None or spec == "all":
+        return tuple(range(num_layers))
+    if isinstance(spec, str):
+        if not spec.startswith("last:") or not spec[5:].isdigit() or not 1 <= int(spec[5:]) <= num_layers:
+            raise ValueError(f"label layers must be 'all', 'last:k' with 1 <= k <= {num_layers}, or a list of "
+                             f"layer indices; got {spec!r}")
+        return tuple(range(num_layers - int(spec[5:]), num_layers))
+    layers = tuple(sorted(set(spec)))
+    if not layers or layers[0] < 0 or layers[-1] >= num_layers:
+        raise ValueError(f"label layers must be indices in 0..{num_layers - 1}, got {list(spec)}")
+    return layers
+
+
+class LabelAttentionBert(nn.Module):
+    """Our BertModel (its weights untouched) plus label embeddings used by the chosen layers."""
+
+    def __init__(self, bert: BertModel, num_labels: int, label_layers: str | Sequence[int] | None = "all") -> None:
+        super().__init__()
+        self.bert = bert
+        self.config = bert.config
+        self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
+        self.label_embeddings = nn.Parameter(torch.empty(num_labels, bert.config.hidden_size))
+        nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> BertModelOutput:
+        """As BertModel.forward: (B, T) ids, mask and segments."""
+        hidden_states = self.bert.embeddings(input_ids, token_type_ids)  # (B, T, C)
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
+        additive_mask = extended_attention_mask(attention_mask, hidden_states.dtype)
+        all_hidden, all_probs = [hidden_states], []
+        for index, layer in enumerate(self.bert.encoder.layer):
+            if index in self.label_layers:
+                hidden_states, probs = label_layer(layer, hidden_states, self.label_embeddings, additive_mask,
+                                                   output_attentions)
+            else:
+                hidden_states, probs = layer(hidden_states, additive_mask, output_attentions)
+            all_hidden.append(hidden_states)
+            all_probs.append(probs)
+        pooled = self.bert.pooler(hidden_states) if self.bert.pooler is not None else None
+        return BertModelOutput(hidden_states, pooled, tuple(all_hidden) if output_hidden_states else None,
+                               tuple(all_probs) if output_attentions else None)
+
+
+def label_loss(classifier: nn.Module, label_embeddings: torch.Tensor, path: str = "direct",
+               reduction: str = "sum", pooler: nn.Module | None = None) -> torch.Tensor:
+    """L_label: the classifier must put label embedding m in class m (paper eq. 9).
+
+    path "direct" feeds X_l to the classifier (the paper); "pooler" first applies the pretrained pooler's
+    tanh(W x + b) (the released code). reduction "sum" over classes (the paper) or "mean" (the code).
+    """
+    if path not in LABEL_LOSS_PATHS:
+        raise ValueError(f"label loss path must be one of {LABEL_LOSS_PATHS}, got {path!r}")
+    if reduction not in LABEL_LOSS_REDUCTIONS:
+        raise ValueError(f"label loss reduction must be one of {LABEL_LOSS_REDUCTIONS}, got {reduction!r}")
+    inputs = label_embeddings  # (M, C)
+    if path == "pooler":
+        if pooler is None:
+            raise ValueError("label loss path 'pooler' needs the model's pooler")
+        inputs = torch.tanh(pooler.dense(inputs))
+    logits = classifier(inputs)  # (M, M)
+    targets = torch.arange(label_embeddings.size(0), device=label_embeddings.device)
+    return F.cross_entropy(logits, targets, reduction=reduction)
+
+
+# ----- initialisations ---------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def init_from_keywords(model: LabelAttentionBert, tokenizer, keywords: Sequence[Sequence[str]]) -> None:
+    """Label m <- the mean word embedding of the pieces of its keywords (e.g. ["positive", "great"])."""
+    if len(keywords) != model.label_embeddings.size(0):
+        raise ValueError(f"{len(keywords)} keyword lists for {model.label_embeddings.size(0)} labels")
+    table = model.bert.embeddings.word_embeddings.weight
+    for m, words in enumerate(keywords):
+        ids = [i for word in words for i in tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))]
+        if not ids:
+            raise ValueError(f"label {m}: the keywords {list(words)} give no word pieces")
+        model.label_embeddings[m] = table[ids].mean(dim=0)
+
+
+@torch.no_grad()
+def init_from_class_means(model: LabelAttentionBert, batches, num_labels: int) -> None:
+    """Label m <- the mean final-layer [CLS] vector of the pretrained encoder over class m's examples.
+
+    batches: iterable of (input_ids, attention_mask, token_type_ids, labels), plain BERT (no label
+    attention yet, since the embeddings being computed are what label attention would read).
+    """
+    sums = torch.zeros_like(model.label_embeddings)
+    counts = torch.zeros(num_labels, device=sums.device)
+    was_training = model.training
+    model.eval()
+    for input_ids, attention_mask, token_type_ids, labels in batches:
+        cls = model.bert(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]  # (B, C)
+        sums.index_add_(0, labels, cls)
+        counts.index_add_(0, labels, torch.ones_like(labels, dtype=counts.dtype))
+    model.train(was_training)
+    if (counts == 0).any():
+        missing = (counts == 0).nonzero().flatten().tolist()
+        raise ValueError(f"no training examples for label(s) {missing}: cannot average their [CLS] vectors")
+    model.label_embeddings.copy_(sums / counts[:, None])

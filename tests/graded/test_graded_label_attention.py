@@ -1,0 +1,51 @@
+"""Graded: merge_label_scores, the heart of label-embedding attention (Wang et al. 2020, eq. 7-8).
+
+The [CLS] query row's scores to every other token become the maximum of its own score and every label's
+score for that token; the [CLS] -> [CLS] score and the other rows stay as they were.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minbert.label_attention import merge_label_scores
+
+pytestmark = pytest.mark.component("label_attention")
+
+
+@pytest.mark.points(2)
+def test_merge_by_hand():
+    scores = torch.tensor([[0.0, 1.0, 2.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None]  # (1, 1, 3, 3)
+    labels = torch.tensor([[9.0, 0.5, 3.0], [9.0, 4.0, -1.0]])[None, None]  # (1, 1, M=2, 3)
+    merged = merge_label_scores(scores, labels)
+    assert merged.shape == (1, 1, 3, 3)
+    torch.testing.assert_close(merged[0, 0], torch.tensor([[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]))
+
+
+@pytest.mark.points(1)
+def test_only_the_cls_row_beyond_cls_changes_and_the_input_is_kept():
+    scores, labels = torch.randn(2, 3, 6, 6), torch.randn(2, 3, 4, 6)
+    original = scores.clone()
+    merged = merge_label_scores(scores, labels)
+    torch.testing.assert_close(scores, original)
+    torch.testing.assert_close(merged[:, :, 1:], scores[:, :, 1:])
+    torch.testing.assert_close(merged[:, :, 0, 0], scores[:, :, 0, 0])
+    expected = torch.maximum(scores[:, :, 0, 1:], labels[..., 1:].max(dim=2).values)
+    torch.testing.assert_close(merged[:, :, 0, 1:], expected)
+
+
+@pytest.mark.points(1)
+def test_minus_infinity_labels_change_nothing():
+    scores = torch.randn(2, 2, 5, 5)
+    merged = merge_label_scores(scores, torch.full((2, 2, 3, 5), float("-inf")))
+    assert torch.equal(merged, scores)
+
+
+@pytest.mark.points(1)
+def test_gradient_reaches_only_the_winning_label():
+    scores = torch.zeros(1, 1, 3, 3, requires_grad=True)
+    labels = torch.tensor([[[[0.0, 2.0, -1.0], [0.0, 1.0, 3.0]]]], requires_grad=True)  # label 0 wins key 1, 1 key 2
+    merge_label_scores(scores, labels)[0, 0, 0].sum().backward()
+    torch.testing.assert_close(labels.grad[0, 0], torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    torch.testing.assert_close(scores.grad[0, 0, 0], torch.tensor([1.0, 0.0, 0.0]))
