@@ -387,7 +387,7 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
     """The loop's flags, shared by every job (the course's names kept: --batch_size, --lr, --epochs...)."""
     d = TrainConfig()
     g = parser.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training data")
+    g.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training data (default %(default)s)")
     g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate of the encoder")
     g.add_argument("--head-lr", type=float, default=d.head_lr, help=head_lr_help)
     g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=d.batch_size,
@@ -403,7 +403,7 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                    help="layer-wise lr decay xi (Sun et al. 2019): layer k-1 gets xi times layer k's rate")
     g.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling,
                    help="round-robin: one batch of every task per step, losses summed; proportional: one "
-                        "task per step, chosen in proportion to its remaining batches")
+                        "task per step, chosen in proportion to its remaining batches (default %(default)s)")
     g.add_argument("--bf16", action="store_true", help="bfloat16 autocast for forward and loss")
     g.add_argument("--seed", type=int, default=d.seed, help="random seed (data order, dropout, heads)")
     g.add_argument("--max-steps", type=int, default=d.max_steps,

@@ -1,0 +1,80 @@
+"""Which tasks pull against which: train the main job's model on a subset of its tasks and read STS.
+
+The multitask job trains SST, Quora and STS on one encoder. STS alone reaches a higher Pearson than STS
+trained together with the others; this script measures that gap, one subset of tasks at a time, with the
+multitask job's model, heads, loop and defaults (proportional sampling here, since a subset of one or two
+tasks is what is varied). Each run evaluates the tasks it trains, before training and after each epoch.
+
+    python -m bench.task_interference --tasks sts --epochs 2            # about 3.5 minutes on 2 cores
+    python -m bench.task_interference --tasks sts,para --epochs 1       # about 8 minutes
+    python -m bench.task_interference --tasks sts,sst --sst-pooling cls
+
+Quality figures, not timings: the numbers are dev metrics on the shared data ($MINBERT_DATA/cs224n).
+
+Read next: tasks/multitask.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+import torch
+
+from tasks.data import resolve_data_dir, task_files
+from tasks.heads import POOLINGS
+from tasks.job import DEFAULT_MODEL, load_encoder, read_splits
+from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, PairTask
+from tasks.sentiment import SentimentTask
+from tasks.train import SAMPLINGS, RunDir, TrainConfig, train
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.task_interference", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="sts", help="comma-separated subset of sst, para, sts")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--sampling", choices=SAMPLINGS, default="proportional")
+    parser.add_argument("--sst-pooling", choices=POOLINGS, default="mean")
+    parser.add_argument("--para-head", choices=PARAPHRASE_HEADS, default="cosine")
+    parser.add_argument("--similarity-loss", default="cosine-mse")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--data-dir", default=None)
+    args = parser.parse_args(argv)
+    names = args.tasks.split(",")
+    if not names or set(names) - set(COURSE_TASKS):
+        raise SystemExit(f"error: --tasks must name some of {sorted(COURSE_TASKS)}, got {args.tasks!r}")
+    config = TrainConfig(epochs=args.epochs, lr=args.lr, sampling=args.sampling, eval_first=True)
+    torch.manual_seed(config.seed)
+    source = resolve_data_dir(args.data_dir, task_files([COURSE_TASKS[n] for n in names], ("train", "dev")))
+    data = {n: read_splits(source, COURSE_TASKS[n], strict=False, limit=0) for n in names}
+    bert, tokenizer, _ = load_encoder(args.model)
+    model = MultitaskBERT(bert, sentiment_pooling=args.sst_pooling, paraphrase_head=args.para_head)
+    common = dict(tokenizer=tokenizer, batch_size=config.batch_size, seed=config.seed, max_length=128)
+    build = {
+        "sst": lambda d: SentimentTask("sst", train=d["train"], dev=d["dev"], **common),
+        "para": lambda d: PairTask("para", "paraphrase", train=d["train"], dev=d["dev"],
+                                   cross=args.para_head == "cross", softmax=args.para_head == "softmax", **common),
+        "sts": lambda d: PairTask("sts", "similarity", train=d["train"], dev=d["dev"], cross=False,
+                                  similarity_loss=args.similarity_loss, **common),
+    }
+    tasks = [build[n](data[n]) for n in names]
+
+    def score(dev):  # only picks the "best" epoch, and nothing is saved here
+        return sum(next(iter(metrics.values())) for metrics in dev.values())
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        state = train(model, tasks, config, RunDir(tmp), score, save_best=lambda m, d: None)
+    print(f"tasks {names}, {vars(args)}")
+    for record in state.history:
+        print(json.dumps({"epoch": record["epoch"], "elapsed_s": record["elapsed_s"], "dev": record["dev"]}))
+    print(f"wall time {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
