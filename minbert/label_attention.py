@@ -35,7 +35,7 @@ per class), or from the class-averaged [CLS] vector of the pretrained model on t
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
 
-Read next: ../tasks/classify.py.
+Read next: ../tasks/multitask.py (the job that will train this model, tasks/classify.py, is still to come).
 """
 
 from __future__ import annotations
