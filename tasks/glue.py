@@ -83,9 +83,7 @@ def read_glue(root: str | os.PathLike, task: str, split: str, strict: bool = Fal
         elif not all(fields[c].strip() for c in spec.text_columns):
             problem = "empty text"
         if problem:
-            if strict:
-                raise MalformedRowError(path, line, problem)
-            skipped.append(SkippedRow(path, line, problem))
+            _skip_row(path, line, problem, strict, skipped)
             continue
         label = spec.labels.index(fields[spec.label_column])
         texts = [fields[c].strip() for c in spec.text_columns]
@@ -120,9 +118,7 @@ def read_trec(path: str | os.PathLike, strict: bool = False) -> tuple[list[TrecE
         elif not question.strip():
             problem = "empty question"
         if problem:
-            if strict:
-                raise MalformedRowError(path, line, problem)
-            skipped.append(SkippedRow(path, line, problem))
+            _skip_row(path, line, problem, strict, skipped)
             continue
         examples.append(TrecExample(f"trec-{line}", question.strip(), coarse, label))
     if not examples:
@@ -160,6 +156,13 @@ def _read_text(path: Path, encoding: str) -> str:
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise DataFileError(f"{path}:{line}: not {encoding} (byte(s) {data[error.start:error.end].hex(' ')})") from None
+
+
+def _skip_row(path: Path, line: int, problem: str, strict: bool, skipped: list[SkippedRow]) -> None:
+    """A malformed row: fatal in strict mode, else reported and left out."""
+    if strict:
+        raise MalformedRowError(path, line, problem)
+    skipped.append(SkippedRow(path, line, problem))
 
 
 def _result(path: Path, examples: list, skipped: list) -> ReadResult:
