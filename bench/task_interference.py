@@ -26,8 +26,7 @@ import torch
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import POOLINGS
 from tasks.job import DEFAULT_MODEL, load_encoder, read_splits
-from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, PairTask
-from tasks.sentiment import SentimentTask
+from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, course_task
 from tasks.train import SAMPLINGS, RunDir, TrainConfig, train
 
 
@@ -53,15 +52,8 @@ def main(argv=None) -> int:
     data = {n: read_splits(source, COURSE_TASKS[n], strict=False, limit=0) for n in names}
     bert, tokenizer, _ = load_encoder(args.model)
     model = MultitaskBERT(bert, sentiment_pooling=args.sst_pooling, paraphrase_head=args.para_head)
-    common = dict(tokenizer=tokenizer, batch_size=config.batch_size, seed=config.seed, max_length=128)
-    build = {
-        "sst": lambda d: SentimentTask("sst", train=d["train"], dev=d["dev"], **common),
-        "para": lambda d: PairTask("para", "paraphrase", train=d["train"], dev=d["dev"],
-                                   cross=args.para_head == "cross", softmax=args.para_head == "softmax", **common),
-        "sts": lambda d: PairTask("sts", "similarity", train=d["train"], dev=d["dev"], cross=False,
-                                  similarity_loss=args.similarity_loss, **common),
-    }
-    tasks = [build[n](data[n]) for n in names]
+    tasks = [course_task(n, data[n], tokenizer, config, 128, paraphrase_head=args.para_head,
+                         similarity_loss=args.similarity_loss) for n in names]
 
     def score(dev):  # only picks the "best" epoch, and nothing is saved here
         return sum(next(iter(metrics.values())) for metrics in dev.values())

@@ -94,21 +94,22 @@ class BertSelfAttention(nn.Module):
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
                 output_attentions: bool = False) -> SelfAttentionOutput:
         """hidden_states: (B, T, C); attention_mask: additive (B, 1, 1, T), see model.py."""
-        B, T, C = hidden_states.shape
-        H, D = self.num_heads, self.head_dim
-
-        def split_heads(x: torch.Tensor) -> torch.Tensor:
-            return x.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-
-        query = split_heads(self.query(hidden_states))
-        key = split_heads(self.key(hidden_states))
-        value = split_heads(self.value(hidden_states))
+        query = self.split_heads(self.query(hidden_states))
+        key = self.split_heads(self.key(hidden_states))
+        value = self.split_heads(self.value(hidden_states))
         # Only the eager kernel can hand back the probabilities, so asking for them selects it.
         kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]
         dropout_p = self.dropout_prob if self.training else 0.0
         context, probs = kernel(query, key, value, attention_mask, dropout_p, output_attentions)
-        context = context.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
-        return SelfAttentionOutput(context, probs)
+        return SelfAttentionOutput(self.merge_heads(context), probs)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        B, _, T, _ = x.shape
+        return x.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)  # (B, H, T, D) -> (B, T, C)
 
 
 def check_kernel_name(name: str) -> str:

@@ -96,16 +96,13 @@ def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 def label_self_attention(attention: BertSelfAttention, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
                          attention_mask: torch.Tensor, output_attentions: bool = False) -> SelfAttentionOutput:
     """A BertSelfAttention's own projections, with label attention. label_embeddings: (M, C)."""
-    B, T, C = hidden_states.shape
-    H, D = attention.num_heads, attention.head_dim
-    M = label_embeddings.size(0)
-    query = attention.query(hidden_states).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-    key = attention.key(hidden_states).view(B, T, H, D).transpose(1, 2)
-    value = attention.value(hidden_states).view(B, T, H, D).transpose(1, 2)
-    label_query = attention.query(label_embeddings).view(1, M, H, D).transpose(1, 2)  # (1, H, M, D)
+    query = attention.split_heads(attention.query(hidden_states))  # (B, H, T, D)
+    key = attention.split_heads(attention.key(hidden_states))
+    value = attention.split_heads(attention.value(hidden_states))
+    label_query = attention.split_heads(attention.query(label_embeddings)[None])  # (M, C) -> (1, H, M, D)
     dropout_p = attention.dropout_prob if attention.training else 0.0
     context, probs = label_attention(query, key, value, label_query, attention_mask, dropout_p, output_attentions)
-    return SelfAttentionOutput(context.transpose(1, 2).reshape(B, T, C), probs)  # (B, T, C)
+    return SelfAttentionOutput(attention.merge_heads(context), probs)  # (B, T, C)
 
 
 def label_layer(layer: BertLayer, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from tasks.data import decode_data_file
+
 Document = list[str]  # sentences
 
 IS_NEXT, NOT_NEXT = 0, 1  # BERT's NSP labels (TF order: 0 = B follows A)
@@ -86,13 +88,7 @@ def read_text_documents(path: str | Path, text_format: str = "plain") -> list[Do
     path = Path(path)
     if text_format not in TEXT_FORMATS:
         raise ValueError(f"text format must be one of {TEXT_FORMATS}, got {text_format!r}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such text file") from None
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[:error.start].count(b"\n") + 1
-        raise ValueError(f"{path}, line {line}: not UTF-8 text ({error.reason})") from None
+    text = decode_data_file(path, "utf-8")
     documents: list[Document] = [[]]
     for line in text.splitlines():
         if text_format == "wikitext":
@@ -228,11 +224,11 @@ def _document_examples(document, index, documents, usable, max_seq_length, rng, 
         chunk: list[int] = []
         for sentence in document:
             if chunk and len(chunk) + len(sentence) > target_length:
-                yield from _single(chunk, max_tokens, stats)
+                yield _single(chunk, max_tokens, stats)
                 chunk = []
             chunk = chunk + sentence
         if chunk:
-            yield from _single(chunk, max_tokens, stats)
+            yield _single(chunk, max_tokens, stats)
         return
 
     chunk_sentences: list[list[int]] = []
@@ -246,7 +242,7 @@ def _document_examples(document, index, documents, usable, max_seq_length, rng, 
                 # Google forces a random B here, which skews the labels towards "random" (to 2/3 on
                 # two-sentence documents, where every put-back sentence ends up alone); we keep the
                 # coin fair and let a lone sentence train masked-LM only.
-                yield from _single(chunk_sentences[0], max_tokens, stats)
+                yield _single(chunk_sentences[0], max_tokens, stats)
                 chunk_sentences, chunk_length = [], 0
                 i += 1
                 continue
@@ -270,12 +266,13 @@ def _document_examples(document, index, documents, usable, max_seq_length, rng, 
         i += 1
 
 
-def _single(tokens: list[int], max_tokens: int, stats: ExampleStats):
+def _single(tokens: list[int], max_tokens: int, stats: ExampleStats) -> tuple[list[int], None, int]:
+    """A single-segment example (A, no B, no NSP label), cut to the window."""
     if len(tokens) > max_tokens:
         stats.truncated_pairs += 1
         tokens = tokens[:max_tokens]
     stats.single_segment += 1
-    yield tokens, None, NO_NSP_LABEL
+    return tokens, None, NO_NSP_LABEL
 
 
 def _random_segment(documents, usable, index, target_length, rng) -> list[int]:

@@ -47,8 +47,8 @@ from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingEx
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch
-from tasks.data import read_split, resolve_data_dir, task_files
-from tasks.job import DEFAULT_MODEL, default_run_dir, device_of
+from tasks.data import resolve_data_dir, task_files
+from tasks.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits
 from tasks.train import RunDir, add_train_arguments, train, train_config_from_args
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
@@ -238,11 +238,8 @@ def read_corpus(args) -> tuple[list[Document], str]:
         source = resolve_data_dir(args.data_dir, task_files(course, args.splits))
         if source.is_sample:
             print("REMINDER: pre-training on the synthetic demo sample teaches nothing.", file=sys.stderr)
-        for task in course:
-            for split in args.splits:
-                result = read_split(source.path, task, split, strict=args.strict)
-                print(result.report(), file=sys.stderr)
-                examples = result.examples[:args.limit] if args.limit else result.examples
+        for task in course:  # resolve_data_dir made sure every asked-for split is there
+            for split, examples in read_splits(source, task, args.strict, args.limit, args.splits).items():
                 documents += task_documents(task, examples)
                 parts.append(f"{task} {split} ({len(examples)} rows)")
     if "20newsgroups" in sources:

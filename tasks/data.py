@@ -304,18 +304,27 @@ def read_task(task: str, path: str | os.PathLike, *, labelled: bool = True, stri
 
 
 def _read_utf8(path: Path) -> str:
+    text = decode_data_file(path)
+    if not text.strip():
+        raise DataFileError(f"{path}: the file is empty (expected a header row and data rows)")
+    return text
+
+
+def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
+    """A data file's text. A missing file, or bytes that are not `encoding`, are errors naming the file
+    and line. The default utf-8-sig also tolerates the byte-order mark some editors add."""
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     data = path.read_bytes()
-    if not data.strip():
-        raise DataFileError(f"{path}: the file is empty (expected a header row and data rows)")
     try:
-        return data.decode("utf-8-sig")  # -sig: tolerate a byte-order mark some editors add
+        return data.decode(encoding)
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         bad = data[error.start:error.end].hex(" ")
-        raise DataFileError(f"{path}:{line}: not UTF-8 (byte(s) {bad} at byte offset {error.start}); "
-                            "the course files are UTF-8: re-encode the file") from None
+        name = "UTF-8" if encoding.startswith("utf-8") else encoding
+        raise DataFileError(f"{path}:{line}: not {name} (byte(s) {bad} at byte offset {error.start}); "
+                            f"re-encode the file as {name}") from None
 
 
 def _numbered_rows(text: str) -> Iterator[tuple[int, int, list[str] | None]]:

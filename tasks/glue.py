@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tasks.data import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample, SkippedRow)
+from tasks.data import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample, SkippedRow,
+                        decode_data_file)
 
 
 @dataclass(frozen=True)
@@ -146,16 +147,10 @@ def trec_split(examples: Sequence[TrecExample], dev_fraction: float = 0.1,
 
 
 def _read_text(path: Path, encoding: str) -> str:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
-    data = path.read_bytes()
-    if not data.strip():
+    text = decode_data_file(path, encoding)
+    if not text.strip():
         raise DataFileError(f"{path}: the file is empty")
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataFileError(f"{path}:{line}: not {encoding} (byte(s) {data[error.start:error.end].hex(' ')})") from None
+    return text
 
 
 def _skip_row(path: Path, line: int, problem: str, strict: bool, skipped: list[SkippedRow]) -> None:

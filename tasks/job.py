@@ -140,19 +140,20 @@ def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequenc
             [seg[:n] for seg, n in zip(encoded.token_type_ids, lengths)])
 
 
-def read_splits(source: DataSource, task: str, strict: bool, limit: int) -> dict[str, list | None]:
-    """train, dev and test examples of one course task from `source`, each file's report printed.
+def read_splits(source: DataSource, task: str, strict: bool, limit: int,
+                splits: Sequence[str] = ("train", "dev", "test")) -> dict[str, list | None]:
+    """The examples of one course task's `splits` from `source`, each file's report printed.
 
     The test file is optional (the shared data has no Quora test file): None when it is absent.
     limit: keep only the first N examples of each file (0: all).
     """
-    splits: dict[str, list | None] = {}
-    for split in ("train", "dev", "test"):
+    examples: dict[str, list | None] = {}
+    for split in splits:
         if split == "test" and not (source.path / task_files([task], ["test"])[0]).is_file():
             print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
-            splits[split] = None
+            examples[split] = None
             continue
         result = read_split(source.path, task, split, strict=strict)
         print(result.report(), file=sys.stderr)
-        splits[split] = list(result.examples[:limit] if limit else result.examples)
-    return splits
+        examples[split] = list(result.examples[:limit] if limit else result.examples)
+    return examples

@@ -185,6 +185,20 @@ def overall_score(dev: dict[str, dict[str, float]]) -> float:
 COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix -> dataset
 
 
+def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_length: int,
+                paraphrase_head: str = "cosine", similarity_head: str = "cosine",
+                similarity_loss: str = "cosine-mse"):
+    """The training task of one course prefix ("sst", "para", "sts") from its train and dev examples."""
+    common = dict(train=splits["train"], dev=splits["dev"], tokenizer=tokenizer, batch_size=config.batch_size,
+                  seed=config.seed, max_length=max_length)
+    if name == "sst":
+        return SentimentTask("sst", **common)
+    if name == "para":
+        return PairTask("para", "paraphrase", cross=paraphrase_head == "cross", softmax=paraphrase_head == "softmax",
+                        **common)
+    return PairTask("sts", "similarity", cross=similarity_head == "cross", similarity_loss=similarity_loss, **common)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks.multitask", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -223,24 +237,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
     print(f"data: {source.description}", file=sys.stderr)
     run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-    data = {}
-    for prefix, dataset in COURSE_TASKS.items():
-        for split, examples in read_splits(source, dataset, args.strict, args.limit).items():
-            data[prefix, split] = examples
+    data = {prefix: read_splits(source, dataset, args.strict, args.limit) for prefix, dataset in COURSE_TASKS.items()}
 
     bert, tokenizer, model_dir = load_encoder(args.model)
     model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
                           args.paraphrase_head, args.similarity_head)
     if config.freeze_encoder:
         freeze(model.bert)
-    common = dict(tokenizer=tokenizer, batch_size=config.batch_size, seed=config.seed, max_length=args.max_length)
-    tasks = [
-        SentimentTask("sst", train=data["sst", "train"], dev=data["sst", "dev"], **common),
-        PairTask("para", "paraphrase", train=data["para", "train"], dev=data["para", "dev"],
-                 cross=args.paraphrase_head == "cross", softmax=args.paraphrase_head == "softmax", **common),
-        PairTask("sts", "similarity", train=data["sts", "train"], dev=data["sts", "dev"],
-                 cross=args.similarity_head == "cross", similarity_loss=args.similarity_loss, **common),
-    ]
+    tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
+                         args.similarity_head, args.similarity_loss) for name in COURSE_TASKS]
     settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                 **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
                                                  "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
@@ -251,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model.eval()
     with torch.no_grad():
         for task in tasks:
-            task.write_outputs(model, data[task.name, "test"], run.predictions)
+            task.write_outputs(model, data[task.name]["test"], run.predictions)
     best = next((r for r in reversed(state.history) if r["best"]), None)
     print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
           f"outputs in {run.path}", file=sys.stderr)

@@ -218,7 +218,7 @@ def test_wikitext_documents_are_articles(tmp_path):
 def test_bad_text_file_errors_name_the_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\n\xff\xfe broken\n")
-    with pytest.raises(ValueError, match=r"bad.txt, line 3: not UTF-8"):
+    with pytest.raises(ValueError, match=r"bad.txt:3: not UTF-8"):
         read_text_documents(path)
     with pytest.raises(FileNotFoundError, match="nope.txt"):
         read_text_documents(tmp_path / "nope.txt")
