@@ -35,7 +35,7 @@ per class), or from the class-averaged [CLS] vector of the pretrained model on t
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
 
-Read next: ../tasks/multitask.py (the job that will train this model, tasks/classify.py, is still to come).
+Read next: ../tasks/classify.py (the job that trains this model on small classification sets).
 """
 
 from __future__ import annotations
@@ -144,22 +144,35 @@ class LabelAttentionBert(nn.Module):
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
                 output_attentions: bool = False) -> BertModelOutput:
         """As BertModel.forward: (B, T) ids, mask and segments."""
-        hidden_states = self.bert.embeddings(input_ids, token_type_ids)  # (B, T, C)
-        if attention_mask is None:
-            attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
-        additive_mask = extended_attention_mask(attention_mask, hidden_states.dtype)
-        all_hidden, all_probs = [hidden_states], []
-        for index, layer in enumerate(self.bert.encoder.layer):
-            if index in self.label_layers:
-                hidden_states, probs = label_layer(layer, hidden_states, self.label_embeddings, additive_mask,
-                                                   output_attentions)
-            else:
-                hidden_states, probs = layer(hidden_states, additive_mask, output_attentions)
-            all_hidden.append(hidden_states)
-            all_probs.append(probs)
-        pooled = self.bert.pooler(hidden_states) if self.bert.pooler is not None else None
-        return BertModelOutput(hidden_states, pooled, tuple(all_hidden) if output_hidden_states else None,
-                               tuple(all_probs) if output_attentions else None)
+        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, input_ids,
+                                       attention_mask, token_type_ids, output_hidden_states, output_attentions)
+
+
+def label_attention_forward(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int],
+                            input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                            token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
+                            output_attentions: bool = False) -> BertModelOutput:
+    """BertModel.forward in which the layers `label_layers` (0-based) use label attention.
+
+    A function rather than only a method so that a job's model can keep the encoder at `model.bert`
+    and the label embeddings beside it (tasks/classify.py), without registering the encoder twice.
+    """
+    hidden_states = bert.embeddings(input_ids, token_type_ids)  # (B, T, C)
+    if attention_mask is None:
+        attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
+    additive_mask = extended_attention_mask(attention_mask, hidden_states.dtype)
+    all_hidden, all_probs = [hidden_states], []
+    for index, layer in enumerate(bert.encoder.layer):
+        if index in label_layers:
+            hidden_states, probs = label_layer(layer, hidden_states, label_embeddings, additive_mask,
+                                               output_attentions)
+        else:
+            hidden_states, probs = layer(hidden_states, additive_mask, output_attentions)
+        all_hidden.append(hidden_states)
+        all_probs.append(probs)
+    pooled = bert.pooler(hidden_states) if bert.pooler is not None else None
+    return BertModelOutput(hidden_states, pooled, tuple(all_hidden) if output_hidden_states else None,
+                           tuple(all_probs) if output_attentions else None)
 
 
 def label_loss(classifier: nn.Module, label_embeddings: torch.Tensor, path: str = "direct",
@@ -187,8 +200,11 @@ def label_loss(classifier: nn.Module, label_embeddings: torch.Tensor, path: str 
 
 
 @torch.no_grad()
-def init_from_keywords(model: LabelAttentionBert, tokenizer, keywords: Sequence[Sequence[str]]) -> None:
-    """Label m <- the mean word embedding of the pieces of its keywords (e.g. ["positive", "great"])."""
+def init_from_keywords(model: nn.Module, tokenizer, keywords: Sequence[Sequence[str]]) -> None:
+    """Label m <- the mean word embedding of the pieces of its keywords (e.g. ["positive", "great"]).
+
+    model: anything with `.bert` and `.label_embeddings` (LabelAttentionBert, tasks.classify's model).
+    """
     if len(keywords) != model.label_embeddings.size(0):
         raise ValueError(f"{len(keywords)} keyword lists for {model.label_embeddings.size(0)} labels")
     table = model.bert.embeddings.word_embeddings.weight
@@ -200,7 +216,7 @@ def init_from_keywords(model: LabelAttentionBert, tokenizer, keywords: Sequence[
 
 
 @torch.no_grad()
-def init_from_class_means(model: LabelAttentionBert, batches, num_labels: int) -> None:
+def init_from_class_means(model: nn.Module, batches, num_labels: int) -> None:
     """Label m <- the mean final-layer [CLS] vector of the pretrained encoder over class m's examples.
 
     batches: iterable of (input_ids, attention_mask, token_type_ids, labels), plain BERT (no label

@@ -1,0 +1,493 @@
+"""Sequence and sentence-pair classification on small sets, vanilla or with label-embedding attention.
+
+    python -m tasks.classify --task rte
+    python -m tasks.classify --task rte --label-embedding --seeds 1 2 3
+    python -m tasks.classify --task sst2 --train-fraction 0.01 --label-embedding --label-init keywords
+
+Tasks (read from $MINBERT_DATA or --data-dir, the folder holding glue/ and trec/; see tasks/glue.py for
+the files' quirks), each with its dev metric:
+
+    cola         GLUE CoLA, acceptability        Matthews correlation (and accuracy)
+    mrpc         GLUE MRPC, paraphrase (pairs)   accuracy and F1; the run's score is their mean, as GLUE's
+    rte          GLUE RTE, entailment (pairs)    accuracy
+    wnli         GLUE WNLI, entailment (pairs)   accuracy
+    sst2         GLUE SST-2, sentiment           accuracy
+    trec-coarse  TREC questions, 6 classes       accuracy (dev: a fixed, stratified 10% of the train file)
+    trec-fine    TREC questions, 50 classes      accuracy (same split)
+
+A sentence is encoded `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`; a classifier reads the final [CLS]
+vector (--pooling). `--label-embedding` adds one learned embedding per class, read by the [CLS] row of
+the chosen layers' attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the
+method and how the authors' code differs are in minbert/label_attention.py).
+
+`--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
+± standard deviation (over seeds, n - 1 in the denominator) in <out>/summary.json, both for the last
+epoch (the fixed budget: what the README tables report) and for the best epoch on dev (optimistic: the
+same dev set picks the epoch and scores it). `--resume` skips finished seeds and continues the others.
+
+Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
+checkpoints/, best/, predictions/<task>-dev-output.csv with label names) plus result.json.
+
+Read next: ../minbert/label_attention.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.atomic import atomic_write_text
+from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT, init_from_class_means,
+                                     init_from_keywords, label_attention_forward, label_loss, parse_label_layers)
+from minbert.model import BertModel, BertModelOutput
+from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
+from tasks import metrics
+from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data import DataFileError, PairExample, SentenceExample
+from tasks.glue import read_glue, read_trec, trec_split
+from tasks.heads import POOLINGS, SentenceClassifier
+from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_pairs, encode_texts, load_checkpoint,
+                       load_encoder, save_checkpoint, write_predictions)
+from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+
+EVAL_BATCH_SIZE = 128
+LABEL_INITS = ("random", "keywords", "class-mean")
+TREC_FILE = "trec/train_5500.label"
+TREC_DEV_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class ClassifyTaskSpec:
+    labels: tuple[str, ...]  # class names, index = class id
+    metric: str  # "accuracy", "matthews" or "accuracy+f1"
+    keywords: tuple[tuple[str, ...], ...]  # default --label-init keywords, one tuple per class
+
+
+TREC_COARSE_KEYWORDS = {"ABBR": ("abbreviation",), "DESC": ("description", "why"), "ENTY": ("thing", "what"),
+                        "HUM": ("person", "who"), "LOC": ("place", "where"), "NUM": ("number", "when")}
+
+
+SPECS: dict[str, ClassifyTaskSpec] = {
+    "cola": ClassifyTaskSpec(("unacceptable", "acceptable"), "matthews",
+                             (("wrong", "ungrammatical"), ("correct", "grammatical"))),
+    "mrpc": ClassifyTaskSpec(("not_paraphrase", "paraphrase"), "accuracy+f1",
+                             (("different",), ("same", "equivalent"))),
+    "rte": ClassifyTaskSpec(("entailment", "not_entailment"), "accuracy",
+                            (("entails", "follows"), ("contradicts", "unrelated"))),
+    "wnli": ClassifyTaskSpec(("not_entailment", "entailment"), "accuracy",
+                             (("false", "wrong"), ("true", "follows"))),
+    "sst2": ClassifyTaskSpec(("negative", "positive"), "accuracy", (("bad", "terrible"), ("good", "great"))),
+    "trec-coarse": ClassifyTaskSpec(tuple(sorted(TREC_COARSE_KEYWORDS)), "accuracy",
+                                    tuple(TREC_COARSE_KEYWORDS[c] for c in sorted(TREC_COARSE_KEYWORDS))),
+    # The 50 fine classes (and their keywords: the coarse ones plus the fine name) come from the file.
+    "trec-fine": ClassifyTaskSpec((), "accuracy", ()),
+}
+
+
+# ----- data -----------------------------------------------------------------------------------------
+
+
+def data_root(data_dir: str | None) -> Path:
+    """The folder holding glue/ and trec/: --data-dir, else $MINBERT_DATA, else ../shared/data."""
+    candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
+                                               str(Path(__file__).resolve().parents[2] / "shared" / "data")]
+    for candidate in filter(None, candidates):
+        if Path(candidate).is_dir():
+            return Path(candidate)
+    raise SystemExit(f"error: no data folder found (tried {', '.join(filter(None, candidates))}); point "
+                     "--data-dir or MINBERT_DATA at the folder holding glue/ and trec/")
+
+
+def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
+    """The task's spec and its train and dev examples (labels as class indices), reports printed."""
+    try:
+        if task.startswith("trec"):
+            return _read_trec_task(root, task, strict)
+        data = {}
+        for split in ("train", "dev"):
+            result = read_glue(root / "glue", task, split, strict=strict)
+            print(result.report(), file=sys.stderr)
+            data[split] = list(result.examples)
+        return SPECS[task], data
+    except (DataFileError, FileNotFoundError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+def _read_trec_task(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
+    examples, skipped = read_trec(root / TREC_FILE, strict=strict)
+    print(f"read {len(examples)} questions from {root / TREC_FILE}" +
+          "".join(f"\n  skipped {row}" for row in skipped), file=sys.stderr)
+    train_part, dev_part = trec_split(examples, TREC_DEV_FRACTION, seed=0)
+    print(f"TREC has no dev file: a fixed stratified split gives {len(train_part)} train / {len(dev_part)} dev",
+          file=sys.stderr)
+    spec = SPECS[task]
+    if task == "trec-fine":
+        labels = tuple(sorted({e.fine for e in examples}))
+        keywords = tuple(TREC_COARSE_KEYWORDS[label.split(":")[0]] + (label.split(":")[1],) for label in labels)
+        spec = ClassifyTaskSpec(labels, spec.metric, keywords)
+
+    def convert(part):
+        return [SentenceExample(e.id, e.sentence, spec.labels.index(e.fine if task == "trec-fine" else e.coarse))
+                for e in part]
+
+    return spec, {"train": convert(train_part), "dev": convert(dev_part)}
+
+
+def subsample(examples: Sequence, fraction: float, seed: int) -> list:
+    """A stratified random `fraction` of the examples (at least one per class), in their original order.
+
+    For low-resource curves: the subset depends on the seed, so several seeds also vary the sample.
+    """
+    if fraction >= 1.0:
+        return list(examples)
+    by_label: dict[int, list[int]] = {}
+    for index, example in enumerate(examples):
+        by_label.setdefault(example.label, []).append(index)
+    rng = random.Random(f"subsample-{seed}")
+    chosen: list[int] = []
+    for label in sorted(by_label):
+        indices = by_label[label]
+        chosen.extend(rng.sample(indices, max(1, int(fraction * len(indices) + 0.5))))  # half rounds up
+    return [examples[i] for i in sorted(chosen)]
+
+
+# ----- model ----------------------------------------------------------------------------------------
+
+
+class ClassifyModel(nn.Module):
+    """BERT encoder + sentence classifier, optionally with label-embedding attention in `label_layers`.
+
+    The encoder stays at `self.bert` (saved in Hugging Face format, optimised at the encoder's rate);
+    the label embeddings (M x C) sit beside it and, like the classifier, count as a head.
+    """
+
+    def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str = "cls",
+                 label_layers: str | Sequence[int] | None = None) -> None:
+        super().__init__()
+        self.bert = bert
+        self.head = SentenceClassifier(bert.config.hidden_size, num_classes, dropout, pooling)
+        if label_layers is None:
+            self.label_layers: tuple[int, ...] = ()
+            self.register_parameter("label_embeddings", None)
+        else:
+            self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
+            self.label_embeddings = nn.Parameter(torch.empty(num_classes, bert.config.hidden_size))
+            nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
+
+    def encode(self, tokens: TokenBatch, output_attentions: bool = False) -> BertModelOutput:
+        if self.label_embeddings is None:
+            return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
+                             output_attentions=output_attentions)
+        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, tokens.input_ids,
+                                       tokens.attention_mask, tokens.token_type_ids,
+                                       output_attentions=output_attentions)
+
+    def forward(self, tokens: TokenBatch) -> torch.Tensor:
+        """tokens: (B, T) batch. Returns logits (B, M)."""
+        return self.head(self.encode(tokens), tokens.attention_mask)
+
+
+@dataclass(frozen=True)
+class LabelLossSettings:
+    weight: float = LABEL_LOSS_WEIGHT  # lambda
+    path: str = "direct"
+    reduction: str = "sum"
+
+
+# ----- task -----------------------------------------------------------------------------------------
+
+
+class ClassifyTask:
+    """One classification set: cross-entropy (+ lambda L_label) training, the task's metric on dev."""
+
+    def __init__(self, name: str, spec: ClassifyTaskSpec, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
+                 batch_size: int, seed: int, max_length: int, truncation: str = "head",
+                 label_loss_settings: LabelLossSettings | None = None) -> None:
+        self.name, self.spec = name, spec
+        self.pad_id = tokenizer.pad_id
+        self.batch_size, self.seed = batch_size, seed
+        self.label_loss = label_loss_settings or LabelLossSettings()
+        self.train_ids, self.train_segments = encode_examples(tokenizer, train, max_length, truncation)
+        self.train_labels = [e.label for e in train]
+        self.dev = list(dev)
+        self.dev_ids, self.dev_segments = encode_examples(tokenizer, dev, max_length, truncation)
+
+    def batch(self, ids: Sequence, segments: Sequence, group: Sequence[int]) -> TokenBatch:
+        return pad_batch([ids[i] for i in group], [segments[i] for i in group], pad_id=self.pad_id)
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        groups = bucketed_batches([len(ids) for ids in self.train_ids], self.batch_size, self.seed, epoch)
+        return [(self.batch(self.train_ids, self.train_segments, g), torch.tensor([self.train_labels[i] for i in g]))
+                for g in groups]
+
+    def loss(self, model: ClassifyModel, batch: Any) -> torch.Tensor:
+        tokens, labels = batch
+        device = device_of(model)
+        loss = F.cross_entropy(model(tokens.to(device)), labels.to(device))  # L_c
+        if model.label_embeddings is not None and self.label_loss.weight > 0:
+            loss = loss + self.label_loss.weight * label_loss(
+                model.head.classifier, model.label_embeddings, self.label_loss.path, self.label_loss.reduction,
+                pooler=model.bert.pooler)
+        return loss
+
+    def predict(self, model: ClassifyModel, ids: Sequence, segments: Sequence) -> list[int]:
+        """Predicted class per example, in the input's order (batches sorted by length for speed)."""
+        predictions = [0] * len(ids)
+        for group in sorted_batches([len(x) for x in ids], EVAL_BATCH_SIZE):
+            tokens = self.batch(ids, segments, group).to(device_of(model))
+            for i, label in zip(group, model(tokens).argmax(-1).tolist()):
+                predictions[i] = label
+        return predictions
+
+    def evaluate(self, model: ClassifyModel) -> dict[str, float]:
+        return score(self.spec.metric, self.predict(model, self.dev_ids, self.dev_segments),
+                     [e.label for e in self.dev])
+
+    def write_outputs(self, model: ClassifyModel, directory: Path) -> list[int]:
+        """Dev predictions (label names) in the course's format; returns them."""
+        predictions = self.predict(model, self.dev_ids, self.dev_segments)
+        write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Label", [e.id for e in self.dev],
+                          [self.spec.labels[p] for p in predictions])
+        return predictions
+
+
+def encode_examples(tokenizer: BertTokenizer, examples: Sequence, max_length: int,
+                    truncation: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Ids and segment ids: `[CLS] A [SEP]` for sentences, `[CLS] A [SEP] B [SEP]` for pairs."""
+    if examples and isinstance(examples[0], PairExample):
+        return encode_pairs(tokenizer, [e.sentence1 for e in examples], [e.sentence2 for e in examples],
+                            max_length, truncation)
+    ids = encode_texts(tokenizer, [e.sentence for e in examples], max_length, truncation)
+    return ids, [[0] * len(x) for x in ids]
+
+
+def score(metric: str, predictions: Sequence[int], gold: Sequence[int]) -> dict[str, float]:
+    """The task's dev metrics."""
+    scores = {"accuracy": metrics.accuracy(predictions, gold)}
+    if metric == "matthews":
+        scores["matthews"] = metrics.matthews_corrcoef(predictions, gold)
+    if metric == "accuracy+f1":
+        scores["f1"] = metrics.f1_binary(predictions, gold)
+    return scores
+
+
+def main_score(metric: str, scores: dict[str, float]) -> float:
+    """The one number that picks the best epoch: Matthews, accuracy, or the mean of accuracy and F1."""
+    if metric == "accuracy+f1":
+        return (scores["accuracy"] + scores["f1"]) / 2
+    return scores["matthews" if metric == "matthews" else "accuracy"]
+
+
+# ----- one run, several seeds --------------------------------------------------------------------
+
+
+def parse_keywords(text: str | None, spec: ClassifyTaskSpec) -> tuple[tuple[str, ...], ...]:
+    """--label-keywords "bad awful;good great" (one ';'-separated group per class, in class order)."""
+    if text is None:
+        return spec.keywords
+    groups = tuple(tuple(group.split()) for group in text.split(";"))
+    if len(groups) != len(spec.labels) or not all(groups):
+        raise SystemExit(f"error: --label-keywords needs {len(spec.labels)} non-empty ';'-separated groups, one "
+                         f"per class in the order {list(spec.labels)}; got {len(groups)}")
+    return groups
+
+
+def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTask, tokenizer: BertTokenizer,
+                                keywords) -> None:
+    if how == "keywords":
+        init_from_keywords(model, tokenizer, keywords)
+    elif how == "class-mean":
+        device = device_of(model)
+        groups = sorted_batches([len(x) for x in task.train_ids], EVAL_BATCH_SIZE)
+        batches = ((*task.batch(task.train_ids, task.train_segments, g).to(device),
+                    torch.tensor([task.train_labels[i] for i in g], device=device)) for g in groups)
+        init_from_class_means(model, batches, len(task.spec.labels))
+
+
+def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dict:
+    """Train one model with `seed` into `out`; returns (and writes) its result.json."""
+    args = argparse.Namespace(**{**vars(args), "seed": seed})
+    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+    torch.manual_seed(seed)
+    run = RunDir(out)
+    root = data_root(args.data_dir)
+    spec, data = read_task_data(root, args.task, args.strict)
+    train_examples = subsample(data["train"], args.train_fraction, seed)
+    if args.limit:
+        train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
+    print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of {len(data['train'])}), "
+          f"{len(data['dev'])} dev; seed {seed}", file=sys.stderr)
+    run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
+    bert, tokenizer, model_dir = load_encoder(args.model)
+    label_layers = args.label_layers if args.label_embedding else None
+    try:
+        model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers)
+    except ValueError as error:  # e.g. --label-layers 7 on a 6-layer model
+        raise SystemExit(f"error: --label-layers: {error}") from None
+    if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
+        raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
+    if config.freeze_encoder:
+        freeze(model.bert)
+    if args.label_embedding:
+        print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
+              f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), init {args.label_init}, "
+              f"lambda {args.label_lambda}", file=sys.stderr)
+    task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
+                        args.max_length, args.truncation,
+                        LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction))
+    if args.label_embedding and not resume:  # a resumed run loads its label embeddings from the checkpoint
+        try:
+            initialise_label_embeddings(model, args.label_init, task, tokenizer,
+                                        parse_keywords(args.label_keywords, spec))
+        except ValueError as error:  # keywords without word pieces, a class with no training example
+            raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
+    settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
+                "label_layers": list(model.label_layers) if args.label_embedding else None, "model": str(model_dir)}
+    state = train(model, [task], config, run, overall_score=lambda dev: main_score(spec.metric, dev[args.task]),
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+    load_checkpoint(model, run.best)
+    model.eval()
+    with torch.no_grad():
+        predictions = task.write_outputs(model, run.predictions)
+    finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
+    result = {"task": args.task, "seed": seed, "label_embedding": args.label_embedding,
+              "train_fraction": args.train_fraction, "train_examples": len(train_examples),
+              "final": state.history[-1]["dev"][args.task], "final_epoch": state.history[-1]["epoch"],
+              "best": next(r["dev"][args.task] for r in state.history if r["epoch"] == state.best_epoch),
+              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
+              "epochs_complete": len(finished),
+              "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
+                                                             len(spec.labels)).tolist()}
+    atomic_write_text(run.path / "result.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
+
+
+def summarise(results: Sequence[dict]) -> dict:
+    """mean and std (n - 1) of every dev metric over seeds, for the last and for the best epoch."""
+    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
+    for which in ("final", "best"):
+        summary[which] = {}
+        for metric in results[0][which]:
+            values = [r[which][metric] for r in results]
+            summary[which][metric] = {"mean": statistics.fmean(values),
+                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                                      "values": values}
+    return summary
+
+
+def format_summary(task: str, summary: dict) -> str:
+    lines = [f"{task}: {summary['runs']} seed(s) {summary['seeds']}"]
+    for which, title in (("final", "last epoch"), ("best", "best epoch on dev")):
+        cells = [f"{metric} {100 * s['mean']:.1f} ± {100 * s['std']:.1f}" for metric, s in summary[which].items()]
+        lines.append(f"  {title}: " + ", ".join(cells))
+    return "\n".join(lines)
+
+
+# ----- command line -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.classify", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--task", choices=sorted(SPECS), required=True, help="which dataset")
+    parser.add_argument("--pooling", choices=POOLINGS, default="cls",
+                        help="the classifier's input: the final [CLS] vector (default; label attention acts "
+                             "through [CLS]), the mean or max of the tokens, or the pooler's tanh layer")
+    parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
+                        help="what a text longer than --max-length keeps: its head, its tail, or both ends "
+                             "(Sun et al. 2019, scaled to the window: 31 + 95 pieces at 128)")
+    parser.add_argument("--train-fraction", type=float, default=1.0,
+                        help="train on a stratified random fraction of the training set (low-resource runs); "
+                             "the sample depends on the seed")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="train once per seed into <out>/seed-<n>/ and report mean ± std (replaces --seed)")
+    g = parser.add_argument_group("label-embedding attention (Wang et al. 2020)")
+    g.add_argument("--label-embedding", action="store_true", help="use label-embedding attention and the label loss")
+    g.add_argument("--label-lambda", type=float, default=None,
+                   help=f"weight of the label loss, lambda (default {LABEL_LOSS_WEIGHT:g}; 0 turns it off)")
+    g.add_argument("--label-layers", default=None,
+                   help="which layers use it: 'all' (default, the paper), 'last:k', or 0-based indices '4,5'")
+    g.add_argument("--label-init", choices=LABEL_INITS, default=None,
+                   help="label embeddings start random (default), at the mean word embedding of keywords, or at "
+                        "the class-averaged final [CLS] vector of the pretrained model")
+    g.add_argument("--label-keywords", default=None,
+                   help="keywords for --label-init keywords: one ';'-separated group per class, in class order "
+                        "(default: a few words per class, see SPECS in tasks/classify.py)")
+    g.add_argument("--label-loss-path", choices=LABEL_LOSS_PATHS, default=None,
+                   help="direct: the classifier reads the label embeddings (the paper, default); pooler: "
+                        "through the pretrained pooler first (the authors' code)")
+    g.add_argument("--label-loss-reduction", choices=LABEL_LOSS_REDUCTIONS, default=None,
+                   help="sum over classes (the paper, default) or mean (the authors' code)")
+    add_job_arguments(parser, "classify")
+    add_train_arguments(parser)
+    return parser
+
+
+LABEL_FLAGS = {"label_lambda": LABEL_LOSS_WEIGHT, "label_layers": "all", "label_init": "random",
+               "label_keywords": None, "label_loss_path": "direct", "label_loss_reduction": "sum"}
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Contradictions are errors; unset label flags get their defaults."""
+    given = [name for name in LABEL_FLAGS if getattr(args, name) is not None]
+    if given and not args.label_embedding:
+        parser.error(f"--{given[0].replace('_', '-')} needs --label-embedding")
+    for name, default in LABEL_FLAGS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if args.label_keywords is not None and args.label_init != "keywords":
+        parser.error("--label-keywords needs --label-init keywords")
+    if args.label_layers not in ("all", None) and not args.label_layers.startswith("last:"):
+        try:
+            args.label_layers = [int(x) for x in args.label_layers.split(",")]
+        except ValueError:
+            parser.error(f"--label-layers must be 'all', 'last:k' or comma-separated indices, got {args.label_layers!r}")
+    if args.label_lambda < 0:
+        parser.error("--label-lambda must be >= 0")
+    if not 0.0 < args.train_fraction <= 1.0:
+        parser.error("--train-fraction must be in (0, 1]")
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds has repeats: {args.seeds}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    argv_list = list(sys.argv[1:] if argv is None else argv)
+    if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv_list):
+        parser.error("give --seed or --seeds, not both")
+    check_args(parser, args)
+    out = Path(args.out or default_run_dir("classify"))
+    if args.seeds is None:
+        result = run_one(args, args.seed, out, args.resume)
+        print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
+        return 0
+    results = []
+    for seed in args.seeds:
+        seed_dir = out / f"seed-{seed}"
+        if args.resume and (seed_dir / "result.json").is_file():
+            print(f"seed {seed}: finished earlier, reusing {seed_dir / 'result.json'}", file=sys.stderr)
+            results.append(json.loads((seed_dir / "result.json").read_text(encoding="utf-8")))
+            continue
+        resume = args.resume and (seed_dir / "checkpoints" / "last.pt").is_file()
+        results.append(run_one(args, seed, seed_dir, resume))
+    summary = {"task": args.task, "label_embedding": args.label_embedding, "train_fraction": args.train_fraction,
+               **summarise(results)}
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(format_summary(args.task, summary) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
