@@ -29,7 +29,7 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
                     "pretrain/masking.py::mask_tokens"),
     "label_attention": ("minbert/label_attention.py::merge_label_scores",),
-    # Later issues add: R-precision.
+    "r_precision": ("tasks/metrics.py::r_precision",),
 }
 
 # The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.

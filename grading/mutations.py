@@ -92,7 +92,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("cosine-one-norm", "cosine", "tasks/heads.py",
              "(u.norm(dim=-1) * v.norm(dim=-1))", "(u.norm(dim=-1) * u.norm(dim=-1))",
              "normalises by |u|^2 instead of |u| |v|"),
-    # Later: "mlm-masks-special-tokens" (pretrain/masking.py) once pre-training exists.
+    Mutation("r-precision-lowest-first", "r_precision", "tasks/metrics.py",
+             "np.argsort(-s.astype(np.float64), kind=\"stable\")[:r]", "np.argsort(s.astype(np.float64), kind=\"stable\")[:r]",
+             "ranks the labels lowest score first"),
+    Mutation("r-precision-over-k", "r_precision", "tasks/metrics.py",
+             "return float(np.sum(g[top] > 0) / r)", "return float(np.sum(g[top] > 0) / len(g))",
+             "divides by the number of labels instead of R"),
 )
 
 

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import random
 import re
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from tasks.data import decode_data_file
+from tasks.hierarchy import newsgroups_posts
 
 Document = list[str]  # sentences
 
@@ -104,36 +104,17 @@ def read_text_documents(path: str | Path, text_format: str = "plain") -> list[Do
     return [d for d in documents if d]
 
 
-NEWSGROUPS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"
-NEWSGROUPS_SPLITS = {"train": "20news-bydate-train", "test": "20news-bydate-test"}
-
-
 def newsgroups_documents(archive: str | Path, split: str = "train") -> list[Document]:
-    """20 Newsgroups posts of one split, headers dropped (they name the group: the label), as documents."""
-    archive = Path(archive)
-    if not archive.is_file():
-        raise FileNotFoundError(f"{archive}: the 20 Newsgroups archive is missing (set MINBERT_DATA to the "
-                                "folder holding 20newsgroups/)")
-    if split not in NEWSGROUPS_SPLITS:
-        raise ValueError(f"20 Newsgroups has splits {sorted(NEWSGROUPS_SPLITS)}, not {split!r}")
-    posts: dict[str, Document] = {}
-    with tarfile.open(archive, "r:gz") as tar:
-        # In archive order: a gzip stream cannot seek back, so sorting the members first would
-        # decompress the archive from the start for every post (minutes instead of seconds).
-        for member in tar:
-            if not member.isfile() or not member.name.startswith(NEWSGROUPS_SPLITS[split] + "/"):
-                continue
-            raw = tar.extractfile(member).read().decode("latin-1")  # Usenet predates UTF-8
-            body = raw.split("\n\n", 1)[1] if "\n\n" in raw else ""
-            sentences = []
-            for paragraph in re.split(r"\n\s*\n", body):
-                # quoted replies ("> ...") and their attribution lines ("... writes:") are someone else's text
-                lines = [line for line in paragraph.splitlines() if not line.lstrip().startswith((">", "|"))
-                         and not line.rstrip().endswith(("writes:", "wrote:"))]
-                sentences.extend(split_sentences(" ".join(" ".join(lines).split())))
-            if sentences:
-                posts[member.name] = sentences
-    return [posts[name] for name in sorted(posts)]
+    """20 Newsgroups posts of one split as documents: sentences of each paragraph, without headers and quotes
+    (tasks.hierarchy.newsgroups_posts reads them)."""
+    documents = []
+    for _, _, body in newsgroups_posts(archive, split):
+        sentences = []
+        for paragraph in re.split(r"\n\s*\n", body):
+            sentences.extend(split_sentences(" ".join(paragraph.split())))
+        if sentences:
+            documents.append(sentences)
+    return documents
 
 
 def task_documents(task: str, examples: Sequence) -> list[Document]:

@@ -42,12 +42,13 @@ from minbert.heads import BertForPreTraining
 from minbert.hub import resolve_model
 from minbert.tokenizer import BertTokenizer
 from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingExample, create_examples,
-                             newsgroups_documents, NEWSGROUPS_ARCHIVE, read_text_documents, split_heldout,
-                             task_documents, tokenize_documents)
+                             newsgroups_documents, read_text_documents, split_heldout, task_documents,
+                             tokenize_documents)
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch
 from tasks.data import resolve_data_dir, task_files
+from tasks.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits
 from tasks.train import RunDir, add_train_arguments, train, train_config_from_args
 

@@ -21,9 +21,9 @@ the chosen layers' attention, and the label loss L_final = L_c + lambda L_label 
 method and how the authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
-± standard deviation (over seeds, n - 1 in the denominator) in <out>/summary.json, both for the last
-epoch (the fixed budget: what the README tables report) and for the best epoch on dev (optimistic: the
-same dev set picks the epoch and scores it). `--resume` skips finished seeds and continues the others.
+± standard deviation (tasks/seeds.py) in <out>/summary.json, both for the last epoch (the fixed budget:
+what the README tables report) and for the best epoch on dev (optimistic: the same dev set picks the
+epoch and scores it). `--resume` skips finished seeds and continues the others.
 
 Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
 checkpoints/, best/, predictions/<task>-dev-output.csv with label names) plus result.json.
@@ -34,10 +34,7 @@ Read next: ../minbert/label_attention.py.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +44,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.atomic import atomic_write_text
 from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT, init_from_class_means,
                                      init_from_keywords, label_attention_forward, label_loss, parse_label_layers)
 from minbert.model import BertModel, BertModelOutput
@@ -57,8 +53,9 @@ from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batch
 from tasks.data import DataFileError, PairExample, SentenceExample
 from tasks.glue import read_glue, read_trec, trec_split
 from tasks.heads import POOLINGS, SentenceClassifier
-from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_pairs, encode_texts, load_checkpoint,
-                       load_encoder, save_checkpoint, write_predictions)
+from tasks.job import (add_job_arguments, data_root, default_run_dir, device_of, encode_pairs, encode_texts,
+                       load_checkpoint, load_encoder, save_checkpoint, write_predictions)
+from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
 EVAL_BATCH_SIZE = 128
@@ -96,17 +93,6 @@ SPECS: dict[str, ClassifyTaskSpec] = {
 
 
 # ----- data -----------------------------------------------------------------------------------------
-
-
-def data_root(data_dir: str | None) -> Path:
-    """The folder holding glue/ and trec/: --data-dir, else $MINBERT_DATA, else ../shared/data."""
-    candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
-                                               str(Path(__file__).resolve().parents[2] / "shared" / "data")]
-    for candidate in filter(None, candidates):
-        if Path(candidate).is_dir():
-            return Path(candidate)
-    raise SystemExit(f"error: no data folder found (tried {', '.join(filter(None, candidates))}); point "
-                     "--data-dir or MINBERT_DATA at the folder holding glue/ and trec/")
 
 
 def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
@@ -369,29 +355,8 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
               "epochs_complete": len(finished),
               "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
                                                              len(spec.labels)).tolist()}
-    atomic_write_text(run.path / "result.json", json.dumps(result, indent=2, sort_keys=True) + "\n")
+    write_result(run.path, result)
     return result
-
-
-def summarise(results: Sequence[dict]) -> dict:
-    """mean and std (n - 1) of every dev metric over seeds, for the last and for the best epoch."""
-    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
-    for which in ("final", "best"):
-        summary[which] = {}
-        for metric in results[0][which]:
-            values = [r[which][metric] for r in results]
-            summary[which][metric] = {"mean": statistics.fmean(values),
-                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                                      "values": values}
-    return summary
-
-
-def format_summary(task: str, summary: dict) -> str:
-    lines = [f"{task}: {summary['runs']} seed(s) {summary['seeds']}"]
-    for which, title in (("final", "last epoch"), ("best", "best epoch on dev")):
-        cells = [f"{metric} {100 * s['mean']:.1f} ± {100 * s['std']:.1f}" for metric, s in summary[which].items()]
-        lines.append(f"  {title}: " + ", ".join(cells))
-    return "\n".join(lines)
 
 
 # ----- command line -------------------------------------------------------------------------------
@@ -410,8 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train-fraction", type=float, default=1.0,
                         help="train on a stratified random fraction of the training set (low-resource runs); "
                              "the sample depends on the seed")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None,
-                        help="train once per seed into <out>/seed-<n>/ and report mean ± std (replaces --seed)")
+    add_seeds_argument(parser)
     g = parser.add_argument_group("label-embedding attention (Wang et al. 2020)")
     g.add_argument("--label-embedding", action="store_true", help="use label-embedding attention and the label loss")
     g.add_argument("--label-lambda", type=float, default=None,
@@ -457,37 +421,22 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error("--label-lambda must be >= 0")
     if not 0.0 < args.train_fraction <= 1.0:
         parser.error("--train-fraction must be in (0, 1]")
-    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
-        parser.error(f"--seeds has repeats: {args.seeds}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    argv_list = list(sys.argv[1:] if argv is None else argv)
-    if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv_list):
-        parser.error("give --seed or --seeds, not both")
+    check_seeds(parser, args, argv)
     check_args(parser, args)
     out = Path(args.out or default_run_dir("classify"))
     if args.seeds is None:
         result = run_one(args, args.seed, out, args.resume)
         print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
         return 0
-    results = []
-    for seed in args.seeds:
-        seed_dir = out / f"seed-{seed}"
-        if args.resume and (seed_dir / "result.json").is_file():
-            print(f"seed {seed}: finished earlier, reusing {seed_dir / 'result.json'}", file=sys.stderr)
-            results.append(json.loads((seed_dir / "result.json").read_text(encoding="utf-8")))
-            continue
-        resume = args.resume and (seed_dir / "checkpoints" / "last.pt").is_file()
-        results.append(run_one(args, seed, seed_dir, resume))
-    summary = {"task": args.task, "label_embedding": args.label_embedding, "train_fraction": args.train_fraction,
-               **summarise(results)}
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    print(format_summary(args.task, summary) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
+    run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, seed, directory, resume),
+              title=args.task, extra={"task": args.task, "label_embedding": args.label_embedding,
+                                      "train_fraction": args.train_fraction})
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

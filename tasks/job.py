@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -62,6 +63,18 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str) -> None:
 
 def default_run_dir(job: str) -> Path:
     return Path("runs") / job / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def data_root(data_dir: str | None) -> Path:
+    """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA, else
+    ../shared/data beside the checkout. (The course jobs find their CSV files with tasks.data.resolve_data_dir.)"""
+    candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
+                                               str(Path(__file__).resolve().parents[2] / "shared" / "data")]
+    for candidate in filter(None, candidates):
+        if Path(candidate).is_dir():
+            return Path(candidate)
+    raise SystemExit(f"error: no data folder found (tried {', '.join(filter(None, candidates))}); point "
+                     "--data-dir or MINBERT_DATA at the shared datasets folder")
 
 
 def load_encoder(name_or_path: str) -> tuple[BertModel, BertTokenizer, Path]:

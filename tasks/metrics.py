@@ -1,4 +1,4 @@
-"""Evaluation metrics: accuracy, F1, Matthews correlation, Pearson and Spearman correlation.
+"""Evaluation metrics: accuracy, F1, Matthews correlation, Pearson and Spearman correlation, R-Precision.
 
 Plain NumPy, so a student can check each against its textbook definition; tests compare them with
 hand-worked examples and with SciPy/scikit-learn formulas.
@@ -81,3 +81,35 @@ def confusion_matrix(predictions: ArrayLike, gold: ArrayLike, num_classes: int) 
     matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
     np.add.at(matrix, (g.astype(int), p.astype(int)), 1)
     return matrix
+
+
+def r_precision(scores: ArrayLike, gold: ArrayLike) -> float:
+    """R-Precision of one document: of the R labels scored highest, the fraction that are gold.
+
+    scores: (K,) a score per label; gold: (K,) 1 for the document's gold labels, else 0; R = the number
+    of gold labels. Undefined when R = 0 (callers leave such documents out). Ties in the scores are broken
+    by label order (a stable sort), so the result does not depend on the platform.
+    """
+    s, g = _pair(scores, gold)
+    r = int(np.sum(g > 0))
+    if r == 0:
+        raise ValueError("R-Precision is undefined for a document without gold labels")
+    # BEGIN SOLUTION
+    top = np.argsort(-s.astype(np.float64), kind="stable")[:r]  # the R best-scored labels
+    return float(np.sum(g[top] > 0) / r)
+    # END SOLUTION
+
+
+def mean_r_precision(scores: ArrayLike, gold: ArrayLike) -> tuple[float, int]:
+    """Mean R-Precision over the documents (rows) that have a gold label, and how many those are.
+
+    scores, gold: (N, K). Rows with no gold label (a document with no label on this level) are left
+    out; the mean is 0.0 when no row is left (with count 0, so a caller can tell).
+    """
+    if len(scores) == 0 and len(gold) == 0:
+        return 0.0, 0
+    s, g = _pair(scores, gold)
+    rows = [i for i in range(len(g)) if np.any(g[i] > 0)]
+    if not rows:
+        return 0.0, 0
+    return float(np.mean([r_precision(s[i], g[i]) for i in rows])), len(rows)

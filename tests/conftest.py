@@ -69,3 +69,24 @@ def _seed():
     """Every test starts from the same random state."""
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def run_notebook(monkeypatch):
+    """Execute notebooks/<name> top to bottom with `env` set; returns the code cells' outputs.
+
+    The notebook must be committed without outputs (they would go stale and bloat the diffs).
+    """
+    def run(name: str, env: dict[str, str]) -> list[dict]:
+        nbformat = pytest.importorskip("nbformat")
+        nbclient = pytest.importorskip("nbclient")
+        notebook = nbformat.read(REPO / "notebooks" / name, as_version=4)
+        assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
+            "notebooks are committed without outputs"
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        executed = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                           resources={"metadata": {"path": str(REPO)}}).execute()
+        return [o for cell in executed.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+
+    return run

@@ -238,21 +238,12 @@ def test_missing_data_is_named(tiny_model_dir, tmp_path):
         classify.main(run_args(tiny_model_dir, tmp_path / "nowhere", tmp_path / "run", "--task", "rte"))
 
 
-def test_label_attention_notebook_runs_on_two_tiny_runs(tiny_model_dir, data_root, tmp_path, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+def test_label_attention_notebook_runs_on_two_tiny_runs(tiny_model_dir, data_root, tmp_path, run_notebook):
     for arm, extra in (("vanilla", []), ("label", ["--label-embedding", "--label-init", "keywords"])):
         assert classify.main(run_args(tiny_model_dir, data_root, tmp_path / arm, "--task", "cola", "--epochs", "1",
                                       *extra)) == 0
-    repo = Path(__file__).resolve().parents[1]
-    notebook = nbformat.read(repo / "notebooks" / "label_attention.ipynb", as_version=4)
-    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
-        "notebooks are committed without outputs"
-    monkeypatch.setenv("MINBERT_VANILLA_RUN", str(tmp_path / "vanilla"))
-    monkeypatch.setenv("MINBERT_LABEL_RUN", str(tmp_path / "label"))
-    executed = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                       resources={"metadata": {"path": str(repo)}}).execute()
-    outputs = [o for cell in executed.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    outputs = run_notebook("label_attention.ipynb", {"MINBERT_VANILLA_RUN": str(tmp_path / "vanilla"),
+                                                     "MINBERT_LABEL_RUN": str(tmp_path / "label")})
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 1  # the highlighted text
     printed = "".join(o.get("text", "") for o in outputs)
     assert "unacceptable: " in printed and "acceptable: " in printed  # nearest words of both labels

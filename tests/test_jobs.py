@@ -128,15 +128,6 @@ def test_resume_without_checkpoint_says_so(tiny_model_dir, tmp_path):
         multitask.main(small_run(tiny_model_dir, tmp_path / "new", "--resume"))
 
 
-def test_multitask_notebook_runs_on_a_finished_run(multitask_run, monkeypatch):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    repo = Path(__file__).resolve().parents[1]
-    notebook = nbformat.read(repo / "notebooks" / "multitask.ipynb", as_version=4)
-    assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), \
-        "notebooks are committed without outputs"
-    monkeypatch.setenv("MINBERT_RUN", str(multitask_run))
-    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(repo)}}).execute()
-    pictures = [o for cell in notebook.cells for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-    assert len(pictures) == 3  # curves, confusion matrix, scatter
+def test_multitask_notebook_runs_on_a_finished_run(multitask_run, run_notebook):
+    outputs = run_notebook("multitask.ipynb", {"MINBERT_RUN": str(multitask_run)})
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3  # curves, confusion matrix, STS scatter

@@ -479,7 +479,7 @@ def test_corpus_of_one_document_is_a_clear_error(tiny_model_dir, tmp_path):
 
 @pytest.mark.data
 def test_shared_corpora_read_quickly_and_whole(data_dir):
-    from pretrain.corpus import NEWSGROUPS_ARCHIVE
+    from tasks.hierarchy import NEWSGROUPS_ARCHIVE
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)

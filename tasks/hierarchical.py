@@ -1,0 +1,258 @@
+"""Hierarchical multi-label classification with structured (layer-wise guided) classifiers.
+
+    python -m tasks.hierarchical --dataset hwv --variant last-six
+    python -m tasks.hierarchical --dataset 20newsgroups --variant flat --seeds 1 2 3
+    python -m tasks.hierarchical --dataset trec --layer-map "1:3;2:6"
+
+Datasets and their splits: tasks/hierarchy.py. Variants and the rule that maps them onto any depth:
+tasks/structured.py (the map used is printed at the start of a run and saved in config.json). Documents are
+encoded `[CLS] text [SEP]`, long ones cut head+tail (Sun et al. 2019) to --max-length pieces.
+
+The dev metric is R-Precision per level, micro (all labels ranked together) and macro (mean of the levels);
+the best epoch is picked by micro. At the end the best checkpoint is scored on dev and test, and the run
+directory gets, besides what every job writes (config.json, metrics.jsonl, loss_and_dev.png, checkpoints/,
+best/):
+
+    rprecision.md          the per-level R-Precision table (dev and test), with documents counted per level
+    result.json            the same numbers, plus the layer map
+    analysis.json          the layer analysis of the best checkpoint on dev (minbert/analysis.py), unless
+                           --no-analysis; notebooks/structured_layers.ipynb draws it
+    predictions/test-output.jsonl   per test document: gold labels and the top-R labels of each level
+
+Read next: ../minbert/analysis.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from minbert.analysis import LayerStatistics
+from minbert.atomic import atomic_write_text
+from minbert.model import BertModel
+from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
+from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data import DataFileError
+from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
+from tasks.job import (add_job_arguments, data_root, default_run_dir, device_of, encode_texts, load_checkpoint,
+                       load_encoder, save_checkpoint)
+from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
+from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
+                              level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
+from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+
+EVAL_BATCH_SIZE = 32
+SHOWN = ("micro", "macro")
+
+
+class HierarchicalModel(nn.Module):
+    """BERT encoder + one classifier per level over the [CLS] vectors of that level's layers."""
+
+    def __init__(self, bert: BertModel, level_sizes: Sequence[int], layers: LayerMap, dropout: float) -> None:
+        super().__init__()
+        self.bert = bert
+        self.structured = StructuredClassifier(bert.config.hidden_size, level_sizes, layers, dropout)
+
+    def forward(self, tokens: TokenBatch) -> list[torch.Tensor]:
+        """Logits per level, (B, K_n) each."""
+        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids, output_hidden_states=True)
+        return self.structured(output.hidden_states)
+
+
+class HierarchicalTask:
+    """Level-weighted BCE training; R-Precision per level on dev."""
+
+    def __init__(self, name: str, hierarchy: Hierarchy, tokenizer: BertTokenizer, train: Sequence[LabelledDocument],
+                 dev: Sequence[LabelledDocument], batch_size: int, seed: int, max_length: int, truncation: str) -> None:
+        self.name, self.hierarchy = name, hierarchy
+        self.pad_id = tokenizer.pad_id
+        self.tokenizer, self.max_length, self.truncation = tokenizer, max_length, truncation
+        self.batch_size, self.seed = batch_size, seed
+        self.train_ids = self.encode(train)
+        self.train_targets = level_targets([d.labels for d in train], hierarchy.levels)  # per level (N, K_n)
+        self.dev = list(dev)
+        self.dev_ids = self.encode(dev)
+
+    def encode(self, documents: Sequence[LabelledDocument]) -> list[list[int]]:
+        return encode_texts(self.tokenizer, [d.text for d in documents], self.max_length, self.truncation)
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        groups = bucketed_batches([len(ids) for ids in self.train_ids], self.batch_size, self.seed, epoch)
+        return [(pad_batch([self.train_ids[i] for i in g], pad_id=self.pad_id),
+                 [t[g] for t in self.train_targets]) for g in groups]
+
+    def loss(self, model: HierarchicalModel, batch: Any) -> torch.Tensor:
+        tokens, targets = batch
+        device = device_of(model)
+        return level_weighted_bce(model(tokens.to(device)), [t.to(device) for t in targets])
+
+    def scores(self, model: HierarchicalModel, ids: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Sigmoid scores per level, (N, K_n) each, in the input's order."""
+        levels = [np.zeros((len(ids), len(level)), dtype=np.float32) for level in self.hierarchy.levels]
+        for group in sorted_batches([len(x) for x in ids], EVAL_BATCH_SIZE):
+            tokens = pad_batch([ids[i] for i in group], pad_id=self.pad_id).to(device_of(model))
+            for n, logits in enumerate(model(tokens)):
+                levels[n][group] = torch.sigmoid(logits.float()).cpu().numpy()
+        return levels
+
+    def report(self, model: HierarchicalModel, documents: Sequence[LabelledDocument],
+               ids: Sequence[Sequence[int]] | None = None) -> dict[str, float]:
+        ids = self.encode(documents) if ids is None else ids
+        targets = [t.numpy() for t in level_targets([d.labels for d in documents], self.hierarchy.levels)]
+        return r_precision_report(self.scores(model, ids), targets)
+
+    def evaluate(self, model: HierarchicalModel) -> dict[str, float]:
+        report = self.report(model, self.dev, self.dev_ids)
+        return {k: v for k, v in report.items() if not k.endswith("_documents")}  # only scores go in the plot
+
+
+def rprecision_table(reports: dict[str, dict[str, float]], num_levels: int) -> str:
+    """A Markdown table: one row per level, then micro and macro; one column per split."""
+    splits = list(reports)
+    lines = ["| | " + " | ".join(f"{s} R-Precision | {s} documents" for s in splits) + " |",
+             "|---|" + "---:|---:|" * len(splits)]
+    for n in range(1, num_levels + 1):
+        cells = []
+        for s in splits:
+            count = reports[s][f"level{n}_documents"]
+            cells.append(f"{100 * reports[s][f'level{n}']:.1f} | {count}" if count else "n/a | 0")  # no gold: undefined
+        lines.append(f"| level {n} | " + " | ".join(cells) + " |")
+    for name in ("micro", "macro"):
+        lines.append(f"| {name} | " + " | ".join(f"{100 * reports[s][name]:.1f} | " for s in splits) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_test_predictions(task: HierarchicalTask, model: HierarchicalModel, documents: Sequence[LabelledDocument],
+                           path: Path) -> None:
+    """One JSON line per document: its gold labels and, per level, the top-R labels (R = gold on the level, 1 if none)."""
+    scores = task.scores(model, task.encode(documents))
+    lines = []
+    for row, document in enumerate(documents):
+        gold_by_level = task.hierarchy.by_level(document.labels)
+        ranked = []
+        for n, level in enumerate(task.hierarchy.levels):
+            r = max(1, len(gold_by_level[n]))
+            top = np.argsort(-scores[n][row], kind="stable")[:r]
+            ranked.append([[level[k], round(float(scores[n][row][k]), 4)] for k in top])
+        lines.append(json.dumps({"id": document.id, "gold": sorted(document.labels), "top_r": ranked}))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def analyse(model: HierarchicalModel, task: HierarchicalTask) -> dict:
+    """minbert.analysis's layer measures on the dev set (eager attention, to get the probabilities)."""
+    statistics = LayerStatistics()
+    for group in sorted_batches([len(x) for x in task.dev_ids], 8):
+        tokens = pad_batch([task.dev_ids[i] for i in group], pad_id=task.pad_id).to(device_of(model))
+        output = model.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
+                            output_hidden_states=True, output_attentions=True)
+        statistics.add(output.hidden_states, output.attentions, tokens.attention_mask)
+    return statistics.result()
+
+
+def choose_layer_map(args: argparse.Namespace, num_layers: int, num_levels: int) -> LayerMap:
+    if args.layer_map:
+        return parse_layer_map(args.layer_map, num_layers, num_levels)
+    return layer_map(args.variant, num_layers, num_levels)
+
+
+def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Path, resume: bool) -> dict:
+    """Train one model with `seed` into `out`; returns (and writes) its result.json."""
+    args = argparse.Namespace(**{**vars(args), "seed": seed})
+    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+    torch.manual_seed(seed)
+    run = RunDir(out)
+    bert, tokenizer, model_dir = load_encoder(args.model)
+    hierarchy = data.hierarchy
+    try:
+        layers = choose_layer_map(args, bert.config.num_hidden_layers, hierarchy.num_levels)
+    except ValueError as error:
+        raise SystemExit(f"error: --layer-map: {error}") from None
+    name = args.variant if not args.layer_map else "custom"
+    print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
+          f"{describe_layer_map(layers)}", file=sys.stderr)
+    train_docs = data.splits["train"][:args.limit] if args.limit else data.splits["train"]
+    dev_docs = data.splits["dev"][:args.limit] if args.limit else data.splits["dev"]
+    test_docs = data.splits["test"][:args.limit] if args.limit else data.splits["test"]
+    run.write_config({**vars(args), "layer_map": [list(g) for g in layers], "data": data.description,
+                      "labels_per_level": [len(level) for level in hierarchy.levels]})
+    model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers, args.hidden_dropout_prob)
+    if config.freeze_encoder:
+        freeze(model.bert)
+    task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
+                            args.max_length, args.truncation)
+    settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name, "layer_map": [list(g) for g in layers],
+                "levels": hierarchy.levels, "model": str(model_dir)}
+    state = train(model, [task], config, run, overall_score=lambda dev: dev[args.dataset]["micro"],
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+    load_checkpoint(model, run.best)
+    model.eval()
+    with torch.no_grad():
+        reports = {"dev": task.report(model, dev_docs, task.dev_ids), "test": task.report(model, test_docs)}
+        write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
+        if args.analysis:
+            atomic_write_text(run.path / "analysis.json", json.dumps(
+                {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)}, indent=1) + "\n")
+    table = rprecision_table(reports, hierarchy.num_levels)
+    atomic_write_text(run.path / "rprecision.md", f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
+                                                  f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
+    print(table, file=sys.stderr)
+    result = {"dataset": args.dataset, "variant": name, "seed": seed, "layer_map": [list(g) for g in layers],
+              "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"], "test_of_best": reports["test"],
+              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"]}
+    write_result(run.path, result)
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.hierarchical", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--dataset", choices=DATASETS, required=True, help="which labelled collection")
+    parser.add_argument("--variant", choices=VARIANTS, default=None,
+                        help="which layers feed which level (default: flat)")
+    parser.add_argument("--layer-map", default=None,
+                        help="an explicit map instead of --variant: 'level:layers;...', both 1-based, e.g. '1:4;2:5,6'")
+    parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
+                        help="what a document longer than --max-length keeps")
+    add_seeds_argument(parser)
+    parser.add_argument("--no-analysis", dest="analysis", action="store_false",
+                        help="skip the layer analysis of the best checkpoint on dev")
+    add_job_arguments(parser, "hierarchical")
+    add_train_arguments(parser)
+    parser.set_defaults(max_length=256, epochs=5)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_seeds(parser, args, argv)
+    if args.layer_map and args.variant:
+        parser.error("give --variant or --layer-map, not both")
+    args.variant = args.variant or "flat"
+    root = data_root(args.data_dir)
+    try:
+        data = read_dataset(root, args.dataset)
+    except (DataFileError, FileNotFoundError) as error:
+        raise SystemExit(f"error: {error}") from None
+    print(label_statistics(data), file=sys.stderr)
+    out = Path(args.out or default_run_dir("hierarchical"))
+    if args.seeds is None:
+        result = run_one(args, data, args.seed, out, args.resume)
+        print(format_summary(f"{args.dataset} {result['variant']}", summarise([result]), SHOWN), file=sys.stderr)
+        return 0
+    run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
+              title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
+              extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

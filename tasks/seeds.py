@@ -1,0 +1,84 @@
+"""Several seeds of one job: run each into its own folder, report every dev metric as mean ± std.
+
+A job's `run_one(seed, out, resume)` trains one model and returns its result: a dict with (at least)
+"final" and "best", each {metric: value} (the dev metrics of the last epoch and of the best epoch).
+`run_seeds` calls it once per seed into <out>/seed-<n>/, skips seeds whose result.json exists when
+resuming (and resumes the others from their checkpoints), and writes <out>/summary.json.
+
+The standard deviation is the sample one (n - 1 in the denominator); 0.0 for a single seed.
+
+Read next: classify.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from minbert.atomic import atomic_write_text
+
+RESULT_FILE = "result.json"
+
+
+def add_seeds_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="train once per seed into <out>/seed-<n>/ and report mean ± std (replaces --seed)")
+
+
+def check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+    """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
+        parser.error("give --seed or --seeds, not both")
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds has repeats: {args.seeds}")
+
+
+def write_result(directory: Path, result: dict) -> None:
+    atomic_write_text(directory / RESULT_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+def summarise(results: Sequence[dict]) -> dict:
+    """mean and std (n - 1) of every numeric dev metric over seeds, for the last and for the best epoch."""
+    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
+    for which in ("final", "best"):
+        summary[which] = {}
+        for metric, value in results[0][which].items():
+            if not isinstance(value, (int, float)):
+                continue
+            values = [r[which][metric] for r in results]
+            summary[which][metric] = {"mean": statistics.fmean(values),
+                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                                      "values": values}
+    return summary
+
+
+def format_summary(title: str, summary: dict, metrics: Sequence[str] | None = None) -> str:
+    """Two lines (last epoch, best epoch), each metric as percent mean ± std."""
+    lines = [f"{title}: {summary['runs']} seed(s) {summary['seeds']}"]
+    for which, name in (("final", "last epoch"), ("best", "best epoch on dev")):
+        shown = metrics or list(summary[which])
+        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}" for m in shown]
+        lines.append(f"  {name}: " + ", ".join(cells))
+    return "\n".join(lines)
+
+
+def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[int, Path, bool], dict],
+              title: str, extra: dict, metrics: Sequence[str] | None = None) -> dict:
+    """Run every seed (see the module docstring); returns and writes the summary (with `extra` merged in)."""
+    results = []
+    for seed in seeds:
+        seed_dir = out / f"seed-{seed}"
+        if resume and (seed_dir / RESULT_FILE).is_file():
+            print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
+            results.append(json.loads((seed_dir / RESULT_FILE).read_text(encoding="utf-8")))
+            continue
+        results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
+    summary = {**extra, **summarise(results)}
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
+    return summary
