@@ -53,8 +53,8 @@ from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batch
 from tasks.data import DataFileError, PairExample, SentenceExample
 from tasks.glue import read_glue, read_trec, trec_split
 from tasks.heads import POOLINGS, SentenceClassifier
-from tasks.job import (add_job_arguments, data_root, default_run_dir, device_of, encode_pairs, encode_texts,
-                       load_checkpoint, load_encoder, save_checkpoint, write_predictions)
+from tasks.job import (SHARED_DATA_HELP, add_job_arguments, data_root, default_run_dir, device_of, encode_pairs,
+                       encode_texts, load_checkpoint, load_encoder, save_checkpoint, write_predictions)
 from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
@@ -393,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "through the pretrained pooler first (the authors' code)")
     g.add_argument("--label-loss-reduction", choices=LABEL_LOSS_REDUCTIONS, default=None,
                    help="sum over classes (the paper, default) or mean (the authors' code)")
-    add_job_arguments(parser, "classify")
+    add_job_arguments(parser, "classify", SHARED_DATA_HELP)
     add_train_arguments(parser)
     return parser
 

@@ -41,8 +41,8 @@ from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError
 from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
-from tasks.job import (add_job_arguments, data_root, default_run_dir, device_of, encode_texts, load_checkpoint,
-                       load_encoder, save_checkpoint)
+from tasks.job import (SHARED_DATA_HELP, add_job_arguments, data_root, default_run_dir, device_of, encode_texts,
+                       load_checkpoint, load_encoder, save_checkpoint)
 from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
 from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                               level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_seeds_argument(parser)
     parser.add_argument("--no-analysis", dest="analysis", action="store_false",
                         help="skip the layer analysis of the best checkpoint on dev")
-    add_job_arguments(parser, "hierarchical")
+    add_job_arguments(parser, "hierarchical", SHARED_DATA_HELP)
     add_train_arguments(parser)
     parser.set_defaults(max_length=256, epochs=5)
     return parser

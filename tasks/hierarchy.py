@@ -168,7 +168,10 @@ def read_hwv(root: Path) -> HierarchicalData:
             if parent != "Root":
                 parents[child].add(parent)
     parents.pop("Root", None)
-    hierarchy = Hierarchy(parents)
+    try:
+        hierarchy = Hierarchy(parents)
+    except ValueError as error:  # no labels, a cycle
+        raise DataFileError(f"{taxonomy}: {error}") from None
     documents = []
     for file_name in ("hwv_val.json", "hwv_test.json"):
         path = folder / file_name
@@ -178,9 +181,12 @@ def read_hwv(root: Path) -> HierarchicalData:
             try:
                 row = json.loads(line)
                 text, labels = " ".join(row["token"]), row["label"]
+                if not labels or not isinstance(labels, list):
+                    raise ValueError(f"expected a non-empty list of labels, got {labels!r}")
                 augmented = hierarchy.augment(labels)
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-                raise DataFileError(f"{path}:{line_number}: {error}") from None
+                problem = f"missing field {error}" if isinstance(error, KeyError) else str(error)
+                raise DataFileError(f"{path}:{line_number}: {problem}") from None
             documents.append(LabelledDocument(f"{file_name.split('.')[0]}-{line_number}", text, augmented))
     train, dev, test = seeded_split(documents, (0.7, 0.1, 0.2), "hwv")
     return HierarchicalData(hierarchy, {"train": train, "dev": dev, "test": test},

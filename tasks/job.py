@@ -37,7 +37,12 @@ HEADS_WEIGHTS = "heads.safetensors"
 HEADS_SETTINGS = "heads.json"
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, job: str) -> None:
+COURSE_DATA_HELP = ("folder holding the course's CSV files (default: $MINBERT_DATA/cs224n, then ./data/cs224n, then a "
+                    "download, then the bundled demo sample)")
+SHARED_DATA_HELP = "the shared datasets folder (default: $MINBERT_DATA, then ../shared/data beside the checkout)"
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str = COURSE_DATA_HELP) -> None:
     """Flags shared by the jobs; the course's names (--option, --hidden_dropout_prob) keep their meaning."""
     g = parser.add_argument_group("model and data")
     g.add_argument("--model", default=DEFAULT_MODEL,
@@ -50,9 +55,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str) -> None:
                    default=0.1, help="dropout before each task head (as in the course's classifier)")
     g.add_argument("--max-length", type=int, default=128,
                    help="longest input in word pieces, [CLS] and [SEP] included; longer ones are truncated")
-    g.add_argument("--data-dir", default=None,
-                   help="folder holding the course's CSV files (default: $MINBERT_DATA/cs224n, then "
-                        "./data/cs224n, then a download, then the bundled demo sample)")
+    g.add_argument("--data-dir", default=None, help=data_help)
     g.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
     g.add_argument("--limit", type=int, default=0,
                    help="use only the first N examples of each file (0: all; for quick trials)")
