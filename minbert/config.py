@@ -28,6 +28,10 @@ _IGNORED_KEYS = {
 }
 
 
+class ConfigError(ValueError):
+    """A config.json that does not describe a BERT we can build; the message names the file."""
+
+
 @dataclass(frozen=True)
 class BertConfig:
     """Sizes and regularisation of a BERT encoder (names as in Hugging Face's config.json)."""
@@ -106,18 +110,18 @@ class BertConfig:
         """Build a config from config.json's dictionary; `source` names the file in error messages."""
         model_type = values.get("model_type", "bert")
         if model_type != "bert":
-            raise ValueError(f"{source}: model_type is {model_type!r}, but minbert builds BERT models only "
+            raise ConfigError(f"{source}: model_type is {model_type!r}, but minbert builds BERT models only "
                              "('bert')")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in values if k not in fields and k not in _IGNORED_KEYS)
         if unknown:
-            raise ValueError(f"{source}: unknown config field(s) {unknown}; minbert's BertConfig has "
+            raise ConfigError(f"{source}: unknown config field(s) {unknown}; minbert's BertConfig has "
                              f"{sorted(fields)}")
         kwargs = {k: v for k, v in values.items() if k in fields}
         try:
             return cls(**kwargs)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{source}: {error}") from None
+            raise ConfigError(f"{source}: {error}") from None
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
@@ -130,9 +134,9 @@ class BertConfig:
         try:
             values = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from None
+            raise ConfigError(f"{path}: not valid JSON ({error})") from None
         if not isinstance(values, dict):
-            raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+            raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         return cls.from_dict(values, source=str(path))
 
     def to_json_file(self, path: str | os.PathLike) -> Path:

@@ -49,7 +49,7 @@ from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_ta
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch
 from tasks.data import resolve_data_dir, task_files
 from tasks.hierarchy import NEWSGROUPS_ARCHIVE
-from tasks.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits
+from tasks.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits, user_errors
 from tasks.train import RunDir, add_train_arguments, train, train_config_from_args
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
@@ -336,43 +336,44 @@ def check_flags(args) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    check_flags(args)
-    torch.manual_seed(args.seed)  # before loading: fresh heads are drawn from it
-    model_dir = resolve_model(args.model)
-    pretraining, report = load_model(model_dir, BertForPreTraining)
-    fresh_heads = any(k.startswith("cls.") for k in report.initialised)
-    if fresh_heads:
-        print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP classifier "
-              "start fresh, and the masked-LM decoder is tied to the word embeddings", file=sys.stderr)
-    if args.head_lr is None:
-        args.head_lr = 1e-3 if fresh_heads else args.lr
-    if args.max_length > pretraining.config.max_position_embeddings:
-        raise SystemExit(f"error: --max-length {args.max_length} exceeds the model's "
-                         f"{pretraining.config.max_position_embeddings} positions")
-    tokenizer = BertTokenizer.from_pretrained(model_dir)
-    config = train_config_from_args(args, freeze_encoder=False)
-    run = RunDir(args.out or default_run_dir("pretrain"))
+    with user_errors():
+        args = build_parser().parse_args(argv)
+        check_flags(args)
+        torch.manual_seed(args.seed)  # before loading: fresh heads are drawn from it
+        model_dir = resolve_model(args.model)
+        pretraining, report = load_model(model_dir, BertForPreTraining)
+        fresh_heads = any(k.startswith("cls.") for k in report.initialised)
+        if fresh_heads:
+            print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP classifier "
+                  "start fresh, and the masked-LM decoder is tied to the word embeddings", file=sys.stderr)
+        if args.head_lr is None:
+            args.head_lr = 1e-3 if fresh_heads else args.lr
+        if args.max_length > pretraining.config.max_position_embeddings:
+            raise SystemExit(f"error: --max-length {args.max_length} exceeds the model's "
+                             f"{pretraining.config.max_position_embeddings} positions")
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+        config = train_config_from_args(args, freeze_encoder=False)
+        run = RunDir(args.out or default_run_dir("pretrain"))
 
-    documents, description = read_corpus(args)
-    print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
-    run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
-    train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer), args.heldout,
-                                                       config.seed)
-    if not train_documents:
-        raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after holding out "
-                         f"{len(heldout_documents)}; add text or lower --heldout")
-    task = PretrainingTask(train_documents, heldout_documents, tokenizer,
-                           config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
-                           args.max_predictions, args.short_seq_prob, args.nsp)
-    span_boundary = SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary else None
-    model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
-    state = train(model, [task], config, run, pretraining_score,
-                  save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer), resume=args.resume)
-    best = next((r for r in reversed(state.history) if r["best"]), None)
-    print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
-          f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)
-    return 0
+        documents, description = read_corpus(args)
+        print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
+        run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
+        train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer), args.heldout,
+                                                           config.seed)
+        if not train_documents:
+            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after holding out "
+                             f"{len(heldout_documents)}; add text or lower --heldout")
+        task = PretrainingTask(train_documents, heldout_documents, tokenizer,
+                               config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
+                               args.max_predictions, args.short_seq_prob, args.nsp)
+        span_boundary = SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary else None
+        model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
+        state = train(model, [task], config, run, pretraining_score,
+                      save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer), resume=args.resume)
+        best = next((r for r in reversed(state.history) if r["best"]), None)
+        print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
+              f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)
+        return 0
 
 
 if __name__ == "__main__":

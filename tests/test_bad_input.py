@@ -1,0 +1,210 @@
+"""Every bad input of docs/bad_input.md, through a job's command line: what the user sees is one line
+("error: ..." naming the file, line, key or flag) or a warning that names what was skipped; never a traceback,
+never a silent wrong result. Runs use a tiny model and the bundled demo sample (tasks.sentiment), or small
+GLUE-format files (tasks.classify); the readers' own tests are in test_data.py and test_glue.py."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tasks import classify, sentiment, train as train_module
+from tasks.data import SAMPLE_DIR
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    """A private copy of the demo sample, to break."""
+    copy = tmp_path / "data"
+    shutil.copytree(SAMPLE_DIR, copy)
+    return copy
+
+
+def run(tiny_model_dir, data, out, *extra, model=None):
+    return sentiment.main(["--model", str(model or tiny_model_dir), "--data-dir", str(data), "--out", str(out),
+                           "--limit", "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32", *extra])
+
+
+def fails_with(capsys, call, message: str) -> str:
+    """Run `call`; it must exit with a one-line message containing `message` (no traceback)."""
+    with pytest.raises(SystemExit) as error:
+        call()
+    text = error.value.code if isinstance(error.value.code, str) else capsys.readouterr().err
+    assert message in text, text
+    assert "Traceback" not in text
+    return text
+
+
+# ----- data files -----------------------------------------------------------------------------------
+
+
+def test_missing_data_file(tiny_model_dir, data, tmp_path, capsys):
+    (data / "ids-sst-dev.csv").unlink()
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "missing ids-sst-dev.csv")
+
+
+def test_empty_data_file(tiny_model_dir, data, tmp_path, capsys):
+    (data / "ids-sst-train.csv").write_text("", encoding="utf-8")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "ids-sst-train.csv: the file is empty")
+
+
+def test_wrong_column_names(tiny_model_dir, data, tmp_path, capsys):
+    path = data / "ids-sst-train.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(["\tid\ttext\tlabel"] + lines[1:]) + "\n", encoding="utf-8")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "ids-sst-train.csv:1: wrong header")
+
+
+def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
+    path = data / "ids-sst-train.csv"
+    path.write_bytes(path.read_bytes().replace(b"dentist", b"dent\xe9ist", 1))
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "ids-sst-train.csv:2: not UTF-8")
+
+
+@pytest.mark.parametrize("row, reason", [
+    ("7\tabc\t A sentence .\t9", "out of range"),  # label out of range
+    ("7\tabc\t \t1", "empty sentence"),  # empty string
+    ("7\tabc", "expected"),  # a missing field
+])
+def test_malformed_rows_are_skipped_with_file_and_line_and_fatal_when_strict(tiny_model_dir, data, tmp_path, capsys,
+                                                                             row, reason):
+    path = data / "ids-sst-train.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[:3] + [row] + lines[3:]) + "\n", encoding="utf-8")
+    assert run(tiny_model_dir, data, tmp_path / "out", "--max-steps", "1") == 0
+    err = capsys.readouterr().err
+    assert "ids-sst-train.csv:4" in err and reason in err  # the skipped row, by file and line
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "strict", "--strict"),
+               "ids-sst-train.csv:4")
+
+
+def test_very_long_texts_are_cut_to_max_length(tiny_model_dir, data, tmp_path):
+    path = data / "ids-sst-train.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    long_row = "7\tlongone\t " + " ".join(["word"] * 5000) + " .\t3"
+    path.write_text("\n".join(lines[:1] + [long_row] + lines[1:]) + "\n", encoding="utf-8")
+    assert run(tiny_model_dir, data, tmp_path / "out", "--max-steps", "1") == 0
+
+
+def test_glue_labels_out_of_range_and_missing_columns(tiny_model_dir, tmp_path, capsys):
+    rte = tmp_path / "shared" / "glue" / "RTE"
+    rte.mkdir(parents=True)
+    rows = ["index\tsentence1\tsentence2\tlabel"] + [f"{i}\tA cat .\tA dog .\t{'entailment' if i % 2 else 'not_entailment'}"
+                                                     for i in range(8)]
+    (rte / "train.tsv").write_text("\n".join(rows + ["8\tA .\tB .\tmaybe", "9\tonly one"]) + "\n", encoding="utf-8")
+    (rte / "dev.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    argv = ["--model", str(tiny_model_dir), "--data-dir", str(tmp_path / "shared"), "--task", "rte", "--epochs", "1",
+            "--max-steps", "1", "--batch_size", "4", "--max-length", "32"]
+    assert classify.main([*argv, "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "train.tsv:10: label 'maybe' is not one of" in err and "train.tsv:11: expected at least 4" in err
+    fails_with(capsys, lambda: classify.main([*argv, "--out", str(tmp_path / "b"), "--strict"]), "train.tsv:10")
+
+
+# ----- models and checkpoints ------------------------------------------------------------------------
+
+
+def test_unknown_model_name(tiny_model_dir, data, tmp_path, capsys):
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", model="bert-huge-cased"),
+               "error: cannot find model 'bert-huge-cased'")
+
+
+def edited_checkpoint(tiny_model_dir, tmp_path, **changes) -> Path:
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, **changes}))
+    return copy
+
+
+def test_checkpoint_of_another_architecture(tiny_model_dir, data, tmp_path, capsys):
+    model = edited_checkpoint(tiny_model_dir, tmp_path, model_type="gpt2")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", model=model),
+               "config.json: model_type is 'gpt2', but minbert builds BERT models only")
+
+
+def test_checkpoint_of_another_size(tiny_model_dir, data, tmp_path, capsys):
+    model = edited_checkpoint(tiny_model_dir, tmp_path, hidden_size=64)
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", model=model),
+               "model.safetensors: shape mismatch")
+
+
+def test_max_length_beyond_the_models_positions_or_below_the_special_tokens(tiny_model_dir, data, tmp_path, capsys):
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "a", "--max-length", "1000"),
+               "--max-length 1000 exceeds the model's 128 positions")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "b", "--max-length", "1"),
+               "--max-length 1 is too small")
+
+
+# ----- outputs ---------------------------------------------------------------------------------------
+
+
+def test_unwritable_output_directory(tiny_model_dir, data, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, blocker / "run"), "cannot write to the output directory")
+
+
+def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, data, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    assert run(tiny_model_dir, data, out, "--max-steps", "1") == 0  # a first checkpoint exists
+    real_save = torch.save
+
+    def full_disk(obj, f, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(f))
+
+    monkeypatch.setattr(train_module.torch, "save", full_disk)
+    fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "2", "--resume"),
+               "No space left on device; files written before are intact")
+    monkeypatch.setattr(train_module.torch, "save", real_save)
+    assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # resumes from the good one
+    assert "resuming from" in capsys.readouterr().err
+
+
+# ----- flags -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lr", "-1"], "--lr and --head-lr must be positive"),
+    (["--batch_size", "0"], "--batch-size must be at least 1"),
+    (["--warmup", "1.5"], "--warmup is a fraction"),
+    (["--layerwise-decay", "0"], "--layerwise-decay must be in (0, 1]"),
+])
+def test_bad_hyperparameters_name_the_flag(tiny_model_dir, data, tmp_path, capsys, flags, message):
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", *flags), message)
+
+
+def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, data, tmp_path, capsys, monkeypatch):
+    real_loss = sentiment.SentimentTask.loss
+    calls = []
+
+    def loss_then_nan(self, model, batch):
+        calls.append(1)
+        loss = real_loss(self, model, batch)
+        return loss * float("nan") if len(calls) == 2 else loss
+
+    monkeypatch.setattr(sentiment.SentimentTask, "loss", loss_then_nan)
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", "--checkpoint-every", "1"),
+               "the sst loss became nan at step 2 (epoch 1); the last good checkpoint is")
+    assert (tmp_path / "out" / "checkpoints" / "last.pt").is_file()  # step 1's state, intact
+
+
+def test_a_corrupt_training_checkpoint_falls_back_to_the_previous_one(tiny_model_dir, data, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(tiny_model_dir, data, out, "--max-steps", "1") == 0
+    assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # now last.pt and last.prev.pt
+    last = out / "checkpoints" / "last.pt"
+    last.write_bytes(last.read_bytes()[:1000])  # a partial write
+    capsys.readouterr()
+    assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0
+    err = capsys.readouterr().err
+    assert f"checkpoint {last} is unreadable" in err and "resuming from" in err and "last.prev.pt" in err
+    for path in (last, last.with_suffix(".prev.pt")):
+        path.write_bytes(b"garbage")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "3", "--resume"),
+               "no usable checkpoint to resume from")
