@@ -46,6 +46,7 @@ from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingEx
                              tokenize_documents)
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
+from tasks import distributed
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch
 from tasks.data import resolve_data_dir, task_files
 from tasks.hierarchy import NEWSGROUPS_ARCHIVE
@@ -132,6 +133,17 @@ class PretrainingBatch(NamedTuple):
     def to(self, device) -> "PretrainingBatch":
         return PretrainingBatch(self.tokens.to(device), self.labels.to(device), self.next_sentence_labels.to(device),
                                 tuple(t.to(device) for t in self.span_targets))
+
+    def rows(self) -> int:
+        return self.labels.size(0)
+
+    def slice_rows(self, start: int, stop: int) -> "PretrainingBatch":
+        """Rows start..stop-1 (for data parallelism); the span targets keep theirs, renumbered."""
+        rows = self.span_targets[0]
+        keep = (rows >= start) & (rows < stop)
+        targets = (rows[keep] - start, *(t[keep] for t in self.span_targets[1:]))
+        return PretrainingBatch(TokenBatch(*(t[start:stop] for t in self.tokens)), self.labels[start:stop],
+                                self.next_sentence_labels[start:stop], targets)
 
 
 def collate(examples: Sequence[PretrainingExample], masked: Sequence, pad_id: int) -> PretrainingBatch:
@@ -370,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
         state = train(model, [task], config, run, pretraining_score,
                       save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer), resume=args.resume)
+        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+            return 0
         best = next((r for r in reversed(state.history) if r["best"]), None)
         print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
               f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)

@@ -48,7 +48,7 @@ from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LA
                                      init_from_keywords, label_attention_forward, label_loss, parse_label_layers)
 from minbert.model import BertModel, BertModelOutput
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
-from tasks import metrics
+from tasks import distributed, metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError, PairExample, SentenceExample
 from tasks.glue import read_glue, read_trec, trec_split
@@ -345,6 +345,8 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
                 "label_layers": list(model.label_layers) if args.label_embedding else None, "model": str(model_dir)}
     state = train(model, [task], config, run, overall_score=lambda dev: main_score(spec.metric, dev[args.task]),
                   save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+    if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+        return None
     load_checkpoint(model, run.best)
     model.eval()
     with torch.no_grad():
@@ -435,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out or default_run_dir("classify"))
         if args.seeds is None:
             result = run_one(args, args.seed, out, args.resume)
+            if result is None:  # a torchrun process other than rank 0
+                return 0
             print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
             return 0
         run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, seed, directory, resume),

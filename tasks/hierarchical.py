@@ -38,6 +38,7 @@ from minbert.analysis import LayerStatistics
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
+from tasks import distributed
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError
 from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
@@ -193,6 +194,8 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
                 "levels": hierarchy.levels, "model": str(model_dir)}
     state = train(model, [task], config, run, overall_score=lambda dev: dev[args.dataset]["micro"],
                   save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+    if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+        return None
     load_checkpoint(model, run.best)
     model.eval()
     with torch.no_grad():
@@ -248,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(args.out or default_run_dir("hierarchical"))
         if args.seeds is None:
             result = run_one(args, data, args.seed, out, args.resume)
+            if result is None:  # a torchrun process other than rank 0
+                return 0
             print(format_summary(f"{args.dataset} {result['variant']}", summarise([result]), SHOWN), file=sys.stderr)
             return 0
         run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, data, seed, directory, resume),

@@ -31,7 +31,7 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks import metrics
+from tasks import distributed, metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
@@ -254,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                      "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
         state = train(model, tasks, config, run, overall_score,
                       save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+            return 0
 
         load_checkpoint(model, run.best)
         model.eval()

@@ -1,7 +1,8 @@
 """Several seeds of one job: run each into its own folder, report every dev metric as mean ± std.
 
 A job's `run_one(seed, out, resume)` trains one model and returns its result: a dict with (at least)
-"final" and "best", each {metric: value} (the dev metrics of the last epoch and of the best epoch).
+"final" and "best", each {metric: value} (the dev metrics of the last epoch and of the best epoch), or None
+in a torchrun process other than rank 0.
 `run_seeds` calls it once per seed into <out>/seed-<n>/, skips seeds whose result.json exists when
 resuming (and resumes the others from their checkpoints), and writes <out>/summary.json.
 
@@ -78,6 +79,8 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
             results.append(json.loads((seed_dir / RESULT_FILE).read_text(encoding="utf-8")))
             continue
         results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
+    if None in results:  # under torchrun, the processes other than rank 0 train but do not report
+        return {}
     summary = {**extra, **summarise(results)}
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)

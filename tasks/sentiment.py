@@ -25,7 +25,7 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks import metrics
+from tasks import distributed, metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import POOLINGS, SentenceClassifier
@@ -139,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         state = train(model, [task], config, run,
                       overall_score=lambda dev: dev[args.task]["accuracy"],
                       save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
+        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+            return 0
         load_checkpoint(model, run.best)
         model.eval()
         with torch.no_grad():

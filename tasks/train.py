@@ -13,7 +13,9 @@ This loop does the rest, the same way for every job:
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory: config.json (the run's settings), metrics.jsonl (one JSON line per epoch),
   loss_and_dev.png, checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler,
-  position in the epoch, random state), and best/ (written by the job's `save_best`).
+  position in the epoch, random state), and best/ (written by the job's `save_best`);
+- under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
+  batch, DDP averages the gradients, rank 0 evaluates and writes.
 
 Read next: multitask.py.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -38,6 +41,7 @@ from minbert.atomic import atomic_path, atomic_write_text
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
+from tasks import distributed
 
 SAMPLINGS = ("round-robin", "proportional")
 
@@ -106,6 +110,7 @@ class TrainState:
     best_score: float = -math.inf
     best_epoch: int = -1
     history: list = dataclasses.field(default_factory=list)  # one dict per finished epoch
+    epoch_losses: dict = dataclasses.field(default_factory=dict)  # task -> losses of the epoch's steps so far
 
 
 # ----- schedule of batches --------------------------------------------------------------------------
@@ -177,7 +182,7 @@ class RunDir:
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / ".write-test"
+            probe = self.path / f".write-test-{os.getpid()}"  # one per process: several may start at once
             probe.write_text("ok")
             probe.unlink()
         except OSError as error:
@@ -189,6 +194,8 @@ class RunDir:
         self.predictions = self.path / "predictions"
 
     def write_config(self, settings: dict) -> None:
+        if distributed.process_rank() != 0:  # under torchrun, rank 0 writes
+            return
         atomic_write_text(self.path / "config.json", json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
 
     def append_metrics(self, record: dict) -> None:
@@ -200,8 +207,13 @@ class RunDir:
 
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                        state: TrainState) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG."""
+                        state: TrainState, world: distributed.Distributed = distributed.Distributed()) -> None:
+    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG.
+
+    Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
+    """
+    if not world.is_main:
+        return
     payload = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -257,8 +269,11 @@ def train(
     resume: bool = False,
 ) -> TrainState:
     """Train `model` on `tasks`; returns the final state (history of dev metrics, best epoch)."""
-    device = torch.device(config.device)
+    world = distributed.setup(config.device)
+    device = distributed.device_for(config.device, world)
     model.to(device)
+    by_name = {t.name: t for t in tasks}
+    task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
     optimizer = build_optimizer(model, config)
     steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, config.sampling, config.seed, 0))
     total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
@@ -268,30 +283,33 @@ def train(
     if resume:
         state = load_training_state(last, model, optimizer, scheduler)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    by_name = {t.name: t for t in tasks}
     untrainable: set[str] = set()
     started = time.perf_counter()
 
     if config.eval_first and state.global_step == 0 and not state.history:
         record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
-                                     epoch_complete=True)
-        print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
+                                     epoch_complete=True, world=world)
+        if world.is_main:
+            print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
 
     while state.epoch < config.epochs:
         steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
                            config.seed, state.epoch)
-        losses: dict[str, list[float]] = {t.name: [] for t in tasks}
+        if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
+            state.epoch_losses = {t.name: [] for t in tasks}
+        losses: dict[str, list[float]] = state.epoch_losses
         model.train()
         bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=f"epoch {state.epoch + 1}/{config.epochs}",
-                   file=sys.stderr, dynamic_ncols=True, disable=None)
+                   file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
         for step in steps[state.step_in_epoch:]:
             if _done(state, config):
                 break
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
             for name, batch in step:
+                rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
-                    loss = by_name[name].loss(model, batch)
+                    loss = task_loss(name, rows) * weight
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
                         f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
@@ -302,7 +320,7 @@ def train(
                     untrainable.add(name)
                     print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
                           "parameter-free head); it is reported but trains nothing", file=sys.stderr)
-                losses[name].append(loss.item())
+                losses[name].append(loss.item() / world.world_size)  # summed over processes below
                 total += loss.item()
             if config.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
@@ -313,44 +331,57 @@ def train(
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
-                save_training_state(last, model, optimizer, scheduler, state)
+                save_training_state(last, model, optimizer, scheduler, state, world)
         bar.close()
 
+        losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
         record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
-                                     epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps))
+                                     epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps),
+                                     world=world)
         if record["overall"] > state.best_score:
             state.best_score, state.best_epoch = record["overall"], record["epoch"]
-            save_best(model, run.best)
+            if world.is_main:
+                save_best(model, run.best)
             record["best"] = True
-            run.rewrite_metrics(state.history)
-        print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
-            f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
-            for metric, value in metrics.items()) + (" (best so far, saved)" if record["best"] else ""),
-            file=sys.stderr)
+            if world.is_main:
+                run.rewrite_metrics(state.history)
+        if world.is_main:
+            print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
+                f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
+                for metric, value in metrics.items()) + (" (best so far, saved)" if record["best"] else ""),
+                file=sys.stderr)
         if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
             state.epoch += 1
             state.step_in_epoch = 0
-        save_training_state(last, model, optimizer, scheduler, state)
-        plot_history(state.history, run.plot)
+        save_training_state(last, model, optimizer, scheduler, state, world)
+        if world.is_main:
+            plot_history(state.history, run.plot)
         if _done(state, config):
             break
+    distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
 
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
                         run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
-                        epoch_complete: bool) -> dict:
-    """Dev metrics of every task, appended to the history and to metrics.jsonl."""
-    model.eval()
-    with torch.no_grad():
-        dev = {t.name: t.evaluate(model) for t in tasks}
-    record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
-              "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name]) if losses.get(t.name) else None)
-                             for t in tasks},
-              "dev": dev, "overall": overall_score(dev), "best": False,
-              "elapsed_s": round(time.perf_counter() - started, 1)}
+                        epoch_complete: bool, world: distributed.Distributed = distributed.Distributed()) -> dict:
+    """Dev metrics of every task, appended to the history and to metrics.jsonl.
+
+    Distributed, rank 0 evaluates and writes, and every process gets its record (the same history everywhere).
+    """
+    record = None
+    if world.is_main:
+        model.eval()
+        with torch.no_grad():
+            dev = {t.name: t.evaluate(model) for t in tasks}
+        record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
+                  "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name]) if losses.get(t.name) else None)
+                                 for t in tasks},
+                  "dev": dev, "overall": overall_score(dev), "best": False,
+                  "elapsed_s": round(time.perf_counter() - started, 1)}
+        run.append_metrics(record)
+    record = distributed.broadcast(record, world)
     state.history.append(record)
-    run.append_metrics(record)
     return record
 
 

@@ -1,0 +1,120 @@
+"""Data parallelism (tasks/distributed.py): slicing batches across processes, the loss weights that keep the
+gradient of the whole batch, and a real 2-process run under torchrun (gloo, CPU) whose final weights equal a
+one-process run with the same global batch.
+
+Tolerance for the weights: atol 1e-6, rtol 1e-5 (float32; the two runs add the same gradients in a different
+order: autograd over the whole batch against two slices averaged by all-reduce; measured: 7.5e-9 at most). Dropout is off in both runs:
+each process draws its own masks, so with dropout on the runs are equally valid but not equal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tasks.batching import TokenBatch
+from tasks.data import SAMPLE_DIR
+from tasks.distributed import Distributed, batch_rows, shard, slice_rows
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def toy_batch(rows: int) -> tuple[TokenBatch, torch.Tensor]:
+    ids = torch.arange(rows * 3).reshape(rows, 3)
+    return TokenBatch(ids, torch.ones_like(ids), torch.zeros_like(ids)), torch.arange(rows)
+
+
+def test_slices_are_contiguous_cover_every_row_once_and_keep_the_batch_type():
+    batch = toy_batch(5)
+    parts = [shard(batch, Distributed(rank, 2)) for rank in range(2)]
+    assert [batch_rows(p) for p, _ in parts] == [2, 3]
+    assert isinstance(parts[0][0][0], TokenBatch)
+    assert torch.equal(torch.cat([p[1] for p, _ in parts]), batch[1])  # rows 0-1, then 2-4
+    assert [w for _, w in parts] == [pytest.approx(0.8), pytest.approx(1.2)]  # rows / 5 x 2
+
+
+def test_weighted_slice_losses_average_to_the_whole_batch_loss_and_gradient():
+    torch.manual_seed(0)
+    logits = torch.randn(7, 4, requires_grad=True)
+    labels = torch.randint(0, 4, (7,))
+    whole = F.cross_entropy(logits, labels)
+    (whole_grad,) = torch.autograd.grad(whole, logits)
+    world = 3
+    total, grads = 0.0, torch.zeros_like(logits)
+    for rank in range(world):
+        (rows, targets), weight = shard((logits, labels), Distributed(rank, world))
+        loss = F.cross_entropy(rows, targets) * weight
+        total += loss.item() / world  # what the loop records per process, then sums
+        grads += torch.autograd.grad(loss, logits)[0] / world  # what DDP's all-reduce averages
+    assert total == pytest.approx(whole.item(), abs=1e-6)
+    torch.testing.assert_close(grads, whole_grad, atol=1e-7, rtol=1e-6)
+
+
+def test_a_process_without_rows_gets_one_row_with_weight_zero():
+    batch = toy_batch(1)
+    parts = [shard(batch, Distributed(rank, 2)) for rank in range(2)]
+    assert [batch_rows(p) for p, _ in parts] == [1, 1] and [w for _, w in parts] == [0.0, 2.0]  # mean: the row
+    assert shard(batch, Distributed(0, 1)) == (batch, 1.0)  # one process: the batch itself
+
+
+def test_pretraining_batches_slice_their_span_targets():
+    from pretrain.run import PretrainingBatch
+
+    tokens, _ = toy_batch(4)
+    labels = torch.full((4, 3), -100)
+    spans = (torch.tensor([0, 2, 3, 3]), torch.tensor([0, 0, 1, 0]), torch.tensor([2, 2, 3, 2]),
+             torch.tensor([0, 0, 0, 1]), torch.tensor([1, 1, 2, 1]))  # rows, left, right, offsets, positions
+    batch = PretrainingBatch(tokens, labels, torch.tensor([0, 1, 0, 1]), spans)
+    part = slice_rows(batch, 2, 4)
+    assert batch_rows(part) == 2 and torch.equal(part.tokens.input_ids, tokens.input_ids[2:4])
+    assert part.span_targets[0].tolist() == [0, 1, 1]  # rows 2, 3, 3 renumbered
+    assert part.span_targets[4].tolist() == [1, 2, 1]
+
+
+@pytest.fixture(scope="module")
+def no_dropout_model(tiny_model_dir, tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("model") / "tiny-no-dropout"
+    shutil.copytree(tiny_model_dir, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def sentiment_args(model: Path, out: Path) -> list[str]:
+    # 21 examples in batches of 8: 8, 8 and 5, so one batch splits unevenly (2 + 3 rows).
+    return ["-m", "tasks.sentiment", "--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out),
+            "--limit", "21", "--batch_size", "8", "--epochs", "2", "--max-length", "32", "--hidden_dropout_prob", "0"]
+
+
+def run(command: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_model, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    run([sys.executable, *sentiment_args(no_dropout_model, one)])
+    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                  *sentiment_args(no_dropout_model, two)])
+    assert result.stderr.count("best dev accuracy") == 1  # only rank 0 reports
+    single = torch.load(one / "checkpoints" / "last.pt", weights_only=True)
+    double = torch.load(two / "checkpoints" / "last.pt", weights_only=True)
+    assert single["train_state"]["global_step"] == double["train_state"]["global_step"] == 6
+    for key, value in single["model"].items():
+        torch.testing.assert_close(double["model"][key], value, atol=1e-6, rtol=1e-5, msg=key)
+    history = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
+    reference = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
+    assert [h["dev"] for h in history] == [r["dev"] for r in reference]
+    for h, r in zip(history, reference):  # the epoch's mean loss, gathered across the processes
+        assert h["train_loss"]["sst"] == pytest.approx(r["train_loss"]["sst"], abs=1e-5)
