@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +93,25 @@ class MultitaskBERT(nn.Module):
         return self.similarity(*self.embed_pair(pair))
 
 
+class PairBatch(NamedTuple):
+    """A training batch of B sentence pairs: the tokens, (B, T) for a cross-encoder or (2B, T) for the
+    bi-encoder (the B first sentences on top of the B second ones), and the B labels."""
+
+    tokens: TokenBatch
+    labels: torch.Tensor  # (B,)
+
+    def rows(self) -> int:
+        return self.labels.size(0)
+
+    def slice_rows(self, start: int, stop: int) -> "PairBatch":
+        """Pairs start..stop-1 (data parallelism): for the bi-encoder, both halves of the token rows."""
+        b = self.labels.size(0)
+        pick = torch.arange(start, stop)
+        if self.tokens.input_ids.size(0) == 2 * b:
+            pick = torch.cat([pick, pick + b])
+        return PairBatch(TokenBatch(*(t[pick] for t in self.tokens)), self.labels[start:stop])
+
+
 class PairTask:
     """Paraphrase (kind "paraphrase", labels 0/1) or similarity (kind "similarity", scores 0..5)."""
 
@@ -128,8 +147,8 @@ class PairTask:
     def train_batches(self, epoch: int) -> list[Any]:
         groups = bucketed_batches(self.lengths(self.train_inputs), self.batch_size, self.seed, epoch)
         dtype = torch.long if self.softmax else torch.float
-        return [(self.collate([self.train_inputs[i] for i in g]),
-                 torch.tensor([self.train_labels[i] for i in g], dtype=dtype)) for g in groups]
+        return [PairBatch(self.collate([self.train_inputs[i] for i in g]),
+                          torch.tensor([self.train_labels[i] for i in g], dtype=dtype)) for g in groups]
 
     def scores(self, model: nn.Module, tokens: TokenBatch) -> torch.Tensor:
         if self.kind == "paraphrase":

@@ -89,10 +89,16 @@ def no_dropout_model(tiny_model_dir, tmp_path_factory) -> Path:
     return copy
 
 
-def sentiment_args(model: Path, out: Path) -> list[str]:
-    # 21 examples in batches of 8: 8, 8 and 5, so one batch splits unevenly (2 + 3 rows).
-    return ["-m", "tasks.sentiment", "--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out),
-            "--limit", "21", "--batch_size", "8", "--epochs", "2", "--max-length", "32", "--hidden_dropout_prob", "0"]
+# 21 examples in batches of 8: 8, 8 and 5, so one batch splits unevenly (2 + 3 rows). Dropout off.
+JOBS = {
+    "sentiment": ["-m", "tasks.sentiment", "--limit", "21", "--epochs", "2"],
+    "multitask": ["-m", "tasks.multitask", "--limit", "21", "--epochs", "1"],  # three heads, bi-encoder pairs
+}
+
+
+def job_args(job: str, model: Path, out: Path) -> list[str]:
+    return [*JOBS[job], "--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--batch_size", "8",
+            "--max-length", "32", "--hidden_dropout_prob", "0"]
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess:
@@ -102,19 +108,42 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
-def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_model, tmp_path):
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_model, tmp_path, job):
     one, two = tmp_path / "one", tmp_path / "two"
-    run([sys.executable, *sentiment_args(no_dropout_model, one)])
-    result = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                  *sentiment_args(no_dropout_model, two)])
-    assert result.stderr.count("best dev accuracy") == 1  # only rank 0 reports
+    run([sys.executable, *job_args(job, no_dropout_model, one)])
+    result = run([*TORCHRUN, *job_args(job, no_dropout_model, two)])
+    assert result.stderr.count("outputs in") == 1  # only rank 0 reports
+    assert sorted(p.name for p in (two / "predictions").iterdir()) == sorted(p.name for p in (one / "predictions").iterdir())
     single = torch.load(one / "checkpoints" / "last.pt", weights_only=True)
     double = torch.load(two / "checkpoints" / "last.pt", weights_only=True)
-    assert single["train_state"]["global_step"] == double["train_state"]["global_step"] == 6
+    assert single["train_state"]["global_step"] == double["train_state"]["global_step"]
     for key, value in single["model"].items():
         torch.testing.assert_close(double["model"][key], value, atol=1e-6, rtol=1e-5, msg=key)
     history = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
     reference = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
-    assert [h["dev"] for h in history] == [r["dev"] for r in reference]
-    for h, r in zip(history, reference):  # the epoch's mean loss, gathered across the processes
-        assert h["train_loss"]["sst"] == pytest.approx(r["train_loss"]["sst"], abs=1e-5)
+    def flat(record):  # {"sts": {"pearson": x}} -> {"sts.pearson": x}
+        return {f"{task}.{metric}": value for task, values in record["dev"].items() for metric, value in values.items()}
+
+    assert [flat(h) for h in history] == [pytest.approx(flat(r), abs=1e-6) for r in reference]
+    for h, r in zip(history, reference):  # the epoch's mean losses, gathered across the processes
+        assert h["train_loss"] == pytest.approx(r["train_loss"], abs=1e-5)
+
+
+def test_pretraining_with_span_boundary_runs_under_torchrun(tiny_model_dir, tmp_path):
+    out = tmp_path / "pretrain"
+    run([*TORCHRUN, "-m", "pretrain.run", "--model", str(tiny_model_dir), "--within", "sst", "--data-dir",
+         str(SAMPLE_DIR), "--out", str(out), "--limit", "40", "--batch_size", "8", "--epochs", "1", "--max-length", "32",
+         "--masking", "span", "--span-boundary"])
+    assert (out / "best" / "model.safetensors").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_bi_encoder_pair_batches_slice_both_halves():
+    from tasks.multitask import PairBatch
+
+    tokens, _ = toy_batch(6)  # 3 pairs: rows 0-2 are the first sentences, 3-5 the second ones
+    part = slice_rows(PairBatch(tokens, torch.tensor([0.0, 1.0, 2.0])), 1, 3)
+    assert part.tokens.input_ids[:, 0].tolist() == [3, 6, 12, 15] and part.labels.tolist() == [1.0, 2.0]
