@@ -48,16 +48,16 @@ from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LA
                                      init_from_keywords, label_attention_forward, label_loss, parse_label_layers)
 from minbert.model import BertModel, BertModelOutput
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
-from tasks import distributed, metrics
+from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError, PairExample, SentenceExample
 from tasks.glue import read_glue, read_trec, trec_split
 from tasks.heads import POOLINGS, SentenceClassifier
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
-                       device_of, encode_pairs, encode_texts, load_checkpoint, load_encoder, save_checkpoint,
+                       device_of, encode_pairs, encode_texts, load_encoder, train_and_reload_best,
                        user_errors, write_predictions)
-from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
-from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
+from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 
 EVAL_BATCH_SIZE = 128
 PAIR_TASKS = ("mrpc", "rte", "wnli")  # encoded [CLS] A [SEP] B [SEP]
@@ -343,12 +343,10 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
             raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
     settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
                 "label_layers": list(model.label_layers) if args.label_embedding else None, "model": str(model_dir)}
-    state = train(model, [task], config, run, overall_score=lambda dev: main_score(spec.metric, dev[args.task]),
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
-    if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+    state = train_and_reload_best(model, [task], config, run, lambda dev: main_score(spec.metric, dev[args.task]),
+                                  tokenizer, settings, resume)
+    if state is None:  # a torchrun process other than rank 0: done
         return None
-    load_checkpoint(model, run.best)
-    model.eval()
     with torch.no_grad():
         predictions = task.write_outputs(model, run.predictions)
     finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
@@ -435,16 +433,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_seeds(parser, args, argv)
         check_args(parser, args)
         out = Path(args.out or default_run_dir("classify"))
-        if args.seeds is None:
-            result = run_one(args, args.seed, out, args.resume)
-            if result is None:  # a torchrun process other than rank 0
-                return 0
-            print(format_summary(args.task, summarise([result])) + f"\noutputs in {out}", file=sys.stderr)
-            return 0
-        run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, seed, directory, resume),
-                  title=args.task, extra={"task": args.task, "label_embedding": args.label_embedding,
-                                          "train_fraction": args.train_fraction})
+        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
+                         lambda seed, directory, resume: run_one(args, seed, directory, resume), title=args.task,
+                         extra={"task": args.task, "label_embedding": args.label_embedding,
+                                "train_fraction": args.train_fraction})
         return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

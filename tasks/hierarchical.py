@@ -38,16 +38,15 @@ from minbert.analysis import LayerStatistics
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
-from tasks import distributed
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import DataFileError
 from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
-                       device_of, encode_texts, load_checkpoint, load_encoder, save_checkpoint, user_errors)
-from tasks.seeds import add_seeds_argument, check_seeds, format_summary, run_seeds, summarise, write_result
+                       device_of, encode_texts, load_encoder, train_and_reload_best, user_errors)
+from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
 from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                               level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 
 EVAL_BATCH_SIZE = 32
 SHOWN = ("micro", "macro")
@@ -192,12 +191,10 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
                             args.max_length, args.truncation)
     settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name, "layer_map": [list(g) for g in layers],
                 "levels": hierarchy.levels, "model": str(model_dir)}
-    state = train(model, [task], config, run, overall_score=lambda dev: dev[args.dataset]["micro"],
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
-    if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+    state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"], tokenizer,
+                                  settings, resume)
+    if state is None:  # a torchrun process other than rank 0: done
         return None
-    load_checkpoint(model, run.best)
-    model.eval()
     with torch.no_grad():
         reports = {"dev": task.report(model, dev_docs, task.dev_ids), "test": task.report(model, test_docs)}
         write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
@@ -249,15 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"error: {error}") from None
         print(label_statistics(data), file=sys.stderr)
         out = Path(args.out or default_run_dir("hierarchical"))
-        if args.seeds is None:
-            result = run_one(args, data, args.seed, out, args.resume)
-            if result is None:  # a torchrun process other than rank 0
-                return 0
-            print(format_summary(f"{args.dataset} {result['variant']}", summarise([result]), SHOWN), file=sys.stderr)
-            return 0
-        run_seeds(args.seeds, out, args.resume, lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
-                  title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
-                  extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
+        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
+                         lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
+                         title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
+                         extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
         return 0
 
 

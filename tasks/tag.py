@@ -1,0 +1,319 @@
+"""Token and span classification: named entities on WNUT-17 by BIO tagging (with or without a CRF) or by spans.
+
+    python -m tasks.tag --method bio
+    python -m tasks.tag --method bio-crf --word-decoding mean
+    python -m tasks.tag --method span --max-span-width 8 --span-pooling attention
+    python -m tasks.tag --method bio --predict my_tweets.conll          # predictions for any CoNLL file
+
+Data: $MINBERT_DATA/wnut17 (or --data-dir): wnut17train.conll for training, emerging.dev.conll for dev (the
+test file is not distributed; see its SOURCE.txt). Methods:
+
+- bio: a linear tag classifier over the final hidden state of every piece; training labels per piece
+  (--label-pieces all: every piece carries its word's tag; first: only the first, the rest ignored), a word's
+  tag from its first piece or the mean of its pieces' distributions (--word-decoding); tasks/wordpieces.py.
+- bio-crf: the same scores pooled per word (first piece or mean), then a linear-chain CRF (tasks/crf.py)
+  trained by maximum likelihood and decoded by Viterbi, with IOB2's invalid transitions forbidden.
+- span: every span of up to --max-span-width words classified over the types plus NULL (tasks/spans.py),
+  decoded greedily without overlaps (--nested allows spans inside spans).
+
+Dev metric: entity-level micro F1 (exact span and type; tasks/entities.py, conlleval's conventions), which
+picks the best epoch. The run directory holds, besides what every job writes, predictions/dev.conll (token,
+gold, predicted), report.txt (precision / recall / F1 per type and the confusion between types) and
+result.json; every --predict file gets predictions/<name>.conll.
+
+Read next: wordpieces.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minbert.atomic import atomic_write_text
+from minbert.model import BertModel
+from minbert.tokenizer import BertTokenizer
+from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
+from tasks.crf import CRF
+from tasks.data import DataFileError
+from tasks.entities import bio_entities, format_report, score_spans, spans_to_bio, token_accuracy, type_confusion
+from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
+                       device_of, load_encoder, train_and_reload_best, user_errors)
+from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
+from tasks.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
+from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
+from tasks.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
+
+METHODS = ("bio", "bio-crf", "span")
+TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
+EVAL_BATCH_SIZE = 64
+
+
+class TagBatch(NamedTuple):
+    """Everything every method needs about B sentences; all row-aligned tensors (so torchrun can slice them)."""
+
+    tokens: TokenBatch  # (B, T) pieces
+    piece_labels: torch.Tensor  # (B, T) tag per piece, IGNORE on [CLS], [SEP], padding (and later pieces)
+    word_index: torch.Tensor  # (B, T) the word of each piece, -1 for none
+    word_tags: torch.Tensor  # (B, W) tag per word, 0 on padding
+    word_mask: torch.Tensor  # (B, W) True for the words that have pieces
+    spans: torch.Tensor  # (B, S, 2) (start, end) of every enumerated span, (0, 1) on padding
+    span_labels: torch.Tensor  # (B, S) class per span, IGNORE on padding
+
+
+class EncodedSentence(NamedTuple):
+    ids: list[int]
+    word_ids: list[int | None]
+    words: int  # words with pieces (a prefix of the sentence)
+    tags: list[int]  # per word (0 when untagged)
+    spans: list[tuple[int, int]]
+    span_classes: list[int]
+
+
+class TaggingModel(nn.Module):
+    """BERT encoder + the method's head: a tag classifier (and a CRF), or a span classifier."""
+
+    def __init__(self, bert: BertModel, method: str, tags: Sequence[str], types: Sequence[str], dropout: float,
+                 span_pooling: str = "mean") -> None:
+        super().__init__()
+        self.bert, self.method = bert, method
+        hidden = bert.config.hidden_size
+        self.dropout = nn.Dropout(dropout)
+        if method in ("bio", "bio-crf"):
+            self.classifier = nn.Linear(hidden, len(tags))
+        if method == "bio-crf":
+            self.crf = CRF(len(tags), list(tags))
+        if method == "span":
+            self.spans = SpanClassifier(hidden, len(types), span_pooling, dropout)
+
+    def pieces(self, tokens: TokenBatch) -> torch.Tensor:
+        """(B, T, C) final hidden states."""
+        return self.dropout(self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids).last_hidden_state)
+
+
+class TaggingTask:
+    """One CoNLL training set and its dev set, for one method."""
+
+    def __init__(self, method: str, tokenizer: BertTokenizer, train: Sequence[Sentence], dev: Sequence[Sentence],
+                 batch_size: int, seed: int, max_length: int, label_pieces: str = "all", word_decoding: str = "first",
+                 max_span_width: int = 8, nested: bool = False) -> None:
+        self.name = "wnut17"
+        self.method, self.label_pieces, self.word_decoding = method, label_pieces, word_decoding
+        self.tags, self.types = bio_tags(WNUT17_TYPES), WNUT17_TYPES
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.max_span_width, self.nested = max_span_width, nested
+        self.batch_size, self.seed = batch_size, seed
+        self.train_encoded = [self.encode(s) for s in train]
+        self.dev = list(dev)
+        self.dev_encoded = [self.encode(s) for s in dev]
+        cut = sum(len(s.tokens) - e.words for s, e in zip(list(train) + self.dev, self.train_encoded + self.dev_encoded))
+        if cut:
+            print(f"note: {cut} word(s) beyond the {max_length}-piece window are left out (predicted O)",
+                  file=sys.stderr)
+
+    def encode(self, sentence: Sentence) -> EncodedSentence:
+        ids, word_ids = encode_words(self.tokenizer, sentence.tokens, self.max_length)
+        words = max((w for w in word_ids if w is not None), default=-1) + 1
+        tags = [self.tags.index(t) for t in sentence.tags[:words]] if sentence.tags else [0] * words
+        spans = enumerate_spans(words, self.max_span_width)
+        gold = [s for s in bio_entities([self.tags[t] for t in tags]) if s[2] - s[1] <= self.max_span_width]
+        return EncodedSentence(ids, word_ids, words, tags, spans, span_labels(spans, gold, self.types))
+
+    def collate(self, items: Sequence[EncodedSentence]) -> TagBatch:
+        tokens = pad_batch([e.ids for e in items], pad_id=self.tokenizer.pad_id)
+        length = tokens.input_ids.size(1)
+        words = max(1, max(e.words for e in items))
+        spans = max(1, max(len(e.spans) for e in items))
+        labels = [piece_labels(e.tags, e.word_ids, self.label_pieces == "all") for e in items]
+        return TagBatch(
+            tokens,
+            torch.tensor([x + [IGNORE] * (length - len(x)) for x in labels]),
+            torch.tensor([word_index(e.word_ids, length) for e in items]),
+            torch.tensor([e.tags + [0] * (words - e.words) for e in items]),
+            torch.tensor([[True] * e.words + [False] * (words - e.words) for e in items]),
+            torch.tensor([e.spans + [(0, 1)] * (spans - len(e.spans)) for e in items]).reshape(len(items), spans, 2),
+            torch.tensor([e.span_classes + [IGNORE] * (spans - len(e.spans)) for e in items]),
+        )
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        groups = bucketed_batches([len(e.ids) for e in self.train_encoded], self.batch_size, self.seed, epoch)
+        return [self.collate([self.train_encoded[i] for i in g]) for g in groups]
+
+    def word_scores(self, model: TaggingModel, batch: TagBatch) -> torch.Tensor:
+        """(B, W, K) tag scores per word, pooled from the pieces (bio-crf)."""
+        scores = model.classifier(model.pieces(batch.tokens))
+        return word_vectors(scores, batch.word_index, batch.word_tags.size(1), self.word_decoding)[0]
+
+    def loss(self, model: TaggingModel, batch: TagBatch) -> torch.Tensor:
+        batch = to_device(batch, device_of(model))
+        if self.method == "bio":
+            scores = model.classifier(model.pieces(batch.tokens))  # (B, T, K)
+            return F.cross_entropy(scores.flatten(0, 1), batch.piece_labels.flatten(), ignore_index=IGNORE)
+        if self.method == "bio-crf":
+            return model.crf(self.word_scores(model, batch), batch.word_tags, batch.word_mask)
+        words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1), "first")[0]
+        logits = model.spans(words, batch.spans)  # (B, S, K+1)
+        return F.cross_entropy(logits.flatten(0, 1), batch.span_labels.flatten(), ignore_index=IGNORE)
+
+    def predict(self, model: TaggingModel, encoded: Sequence[EncodedSentence]) -> list[list[tuple[str, int, int]]]:
+        """Predicted entity spans per sentence (words beyond the window: none)."""
+        out: list[list[tuple[str, int, int]]] = [[] for _ in encoded]
+        for group in sorted_batches([len(e.ids) for e in encoded], EVAL_BATCH_SIZE):
+            batch = to_device(self.collate([encoded[i] for i in group]), device_of(model))
+            if self.method == "span":
+                words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1), "first")[0]
+                probabilities = model.spans(words, batch.spans).softmax(-1)
+                for row, i in enumerate(group):
+                    out[i] = decode_spans(probabilities[row, :len(encoded[i].spans)], encoded[i].spans, self.types,
+                                          self.nested)
+                continue
+            if self.method == "bio-crf":
+                paths = model.crf.decode(self.word_scores(model, batch), batch.word_mask)
+            else:
+                scores = model.classifier(model.pieces(batch.tokens)).softmax(-1)
+                words, _ = word_vectors(scores, batch.word_index, batch.word_tags.size(1), self.word_decoding)
+                paths = [words[row, :encoded[i].words].argmax(-1).tolist() for row, i in enumerate(group)]
+            for row, i in enumerate(group):
+                out[i] = bio_entities([self.tags[t] for t in paths[row]])
+        return out
+
+    def evaluate(self, model: TaggingModel) -> dict[str, float]:
+        predicted = self.predict(model, self.dev_encoded)
+        gold = [bio_entities(s.tags) for s in self.dev]
+        scores = score_spans(gold, predicted)
+        report = {k: scores["micro"][k] for k in ("f1", "precision", "recall")}
+        report.update({f"f1_{t}": scores["per_type"].get(t, {"f1": 0.0})["f1"] for t in self.types})
+        return report
+
+    def write_outputs(self, model: TaggingModel, sentences: Sequence[Sentence], path: Path) -> list:
+        """CoNLL predictions for `sentences` (outermost spans when nested); returns the predicted spans."""
+        encoded = [self.encode(s) for s in sentences]
+        predicted = self.predict(model, encoded)
+        tags = [spans_to_bio(outermost(spans), len(s.tokens)) for spans, s in zip(predicted, sentences)]
+        write_conll(path, sentences, tags)
+        return predicted
+
+
+def to_device(batch: TagBatch, device: torch.device) -> TagBatch:
+    return TagBatch(batch.tokens.to(device), *(t.to(device) for t in batch[1:]))
+
+
+def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Spans not inside another (what a CoNLL file can hold when the span decoder allowed nesting)."""
+    return [a for a in spans if not any(b != a and b[1] <= a[1] and a[2] <= b[2] for b in spans)]
+
+
+# ----- one run ----------------------------------------------------------------------------------------
+
+
+def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int, out: Path, resume: bool) -> dict | None:
+    args = argparse.Namespace(**{**vars(args), "seed": seed})
+    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+    torch.manual_seed(seed)
+    run = RunDir(out)
+    train_part = train_sentences[:args.limit] if args.limit else train_sentences
+    dev_part = dev_sentences[:args.limit] if args.limit else dev_sentences
+    run.write_config({**vars(args), "train_sentences": len(train_part), "dev_sentences": len(dev_part)})
+    bert, tokenizer, model_dir = load_encoder(args.model)
+    check_max_length(args.max_length, bert.config)
+    task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed, args.max_length,
+                       args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
+    model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob, args.span_pooling)
+    if config.freeze_encoder:
+        freeze(model.bert)
+    settings = {"job": "tag", "method": args.method, "tags": list(task.tags), "types": list(task.types),
+                "span_pooling": args.span_pooling, "model": str(model_dir)}
+    state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer, settings,
+                                  resume)
+    if state is None:  # a torchrun process other than rank 0: done
+        return None
+    with torch.no_grad():
+        predicted = task.write_outputs(model, dev_part, run.predictions / "dev.conll")
+        for path in args.predict or []:
+            sentences = read_any_conll(Path(path), task.tags)
+            task.write_outputs(model, sentences, run.predictions / f"{Path(path).stem}.conll")
+    gold = [bio_entities(s.tags) for s in dev_part]
+    scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
+    flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
+    accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
+    atomic_write_text(run.path / "report.txt", f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
+                      f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
+    print(format_report(scores, confusion), file=sys.stderr)
+    result = {"method": args.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
+              "best": {**state.history[[r["epoch"] for r in state.history].index(state.best_epoch)]["dev"]["wnut17"],
+                       "token_accuracy": accuracy},
+              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
+              "confusion": {f"{g} -> {p}": n for (g, p), n in sorted(confusion.items())}}
+    write_result(run.path, result)
+    return result
+
+
+def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
+    """A file to predict: tagged (gold kept for the output) or tokens only."""
+    try:
+        return read_conll(path, tags, check_iob2=False)
+    except DataFileError as error:
+        if "no tag" not in str(error):
+            raise
+        return read_conll(path, tagged=False)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tasks.tag", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--method", choices=METHODS, default="bio", help="BIO tagging, BIO with a CRF, or spans")
+    parser.add_argument("--label-pieces", choices=("all", "first"), default="all",
+                        help="bio: every piece of a word carries its tag in training, or only the first piece")
+    parser.add_argument("--word-decoding", choices=("first", "mean"), default="first",
+                        help="bio, bio-crf: a word's scores are its first piece's, or the mean of its pieces'")
+    parser.add_argument("--max-span-width", type=int, default=8, help="span: the longest span classified, in words")
+    parser.add_argument("--span-pooling", choices=POOLINGS, default="mean",
+                        help="span: the span's content vector, the mean of its words or self-attention pooling")
+    parser.add_argument("--nested", action="store_true", help="span: keep spans inside spans when decoding")
+    parser.add_argument("--predict", nargs="+", default=None, metavar="CONLL",
+                        help="also write predictions for these CoNLL files (tagged or tokens only)")
+    add_seeds_argument(parser)
+    add_job_arguments(parser, "tag", SHARED_DATA_HELP)
+    add_train_arguments(parser)
+    parser.set_defaults(epochs=3)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    with user_errors():
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        check_seeds(parser, args, argv)
+        if args.method != "bio" and args.label_pieces != "all":
+            parser.error("--label-pieces applies to --method bio (the CRF and the span model work on words)")
+        if args.method == "span" and args.word_decoding != "first":
+            parser.error("--word-decoding applies to --method bio and bio-crf")
+        if args.method != "span" and (args.nested or args.span_pooling != "mean"):
+            parser.error("--nested and --span-pooling apply to --method span")
+        if args.max_span_width < 1:
+            parser.error("--max-span-width must be at least 1")
+        root = data_root(args.data_dir)
+        tags = bio_tags(WNUT17_TYPES)
+        train_sentences = read_conll(root / TRAIN_FILE, tags)
+        dev_sentences = read_conll(root / DEV_FILE, tags)
+        print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev", file=sys.stderr)
+        for path in args.predict or []:
+            if not Path(path).is_file():
+                raise SystemExit(f"error: --predict {path}: no such file")
+        out = Path(args.out or default_run_dir("tag"))
+        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
+                         lambda seed, directory, resume: run_one(args, train_sentences, dev_sentences, seed, directory,
+                                                                 resume),
+                         title=f"wnut17 {args.method}", metrics=("f1", "precision", "recall"),
+                         extra={"method": args.method})
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
