@@ -4,8 +4,8 @@
     python -m tasks.classify --task rte --label-embedding --seeds 1 2 3
     python -m tasks.classify --task sst2 --train-fraction 0.01 --label-embedding --label-init keywords
 
-Tasks (read from $MINBERT_DATA or --data-dir, the folder holding glue/ and trec/; see tasks/glue.py for
-the files' quirks), each with its dev metric:
+Tasks (read from $MINBERT_DATA or --data-dir, the shared datasets folder; see tasks/glue.py for the GLUE and
+TREC files' quirks), each with its dev metric:
 
     cola         GLUE CoLA, acceptability        Matthews correlation (and accuracy)
     mrpc         GLUE MRPC, paraphrase (pairs)   accuracy and F1; the run's score is their mean, as GLUE's
@@ -14,9 +14,12 @@ the files' quirks), each with its dev metric:
     sst2         GLUE SST-2, sentiment           accuracy
     trec-coarse  TREC questions, 6 classes       accuracy (dev: a fixed, stratified 10% of the train file)
     trec-fine    TREC questions, 50 classes      accuracy (same split)
+    cfimdb       the course's IMDb reviews, 2    accuracy (long texts: --truncation, --chunks)
+    20newsgroups Usenet posts, 20 groups         accuracy (dev: 10% of bydate-train, as tasks.hierarchy)
 
 A sentence is encoded `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`; a classifier reads the final [CLS]
-vector (--pooling). `--label-embedding` adds one learned embedding per class, read by the [CLS] row of
+vector (--pooling), or other layers' (--layer-features, --layer-combine); a text longer than --max-length is
+cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/features.py). `--label-embedding` adds one learned embedding per class, read by the [CLS] row of
 the chosen layers' attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the
 method and how the authors' code differs are in minbert/label_attention.py).
 
@@ -38,7 +41,7 @@ import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -50,9 +53,12 @@ from minbert.model import BertModel, BertModelOutput
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import DataFileError, PairExample, SentenceExample
+from tasks.data import DataFileError, PairExample, SentenceExample, read_split
 from tasks.glue import read_glue, read_trec, trec_split
-from tasks.heads import POOLINGS, SentenceClassifier
+from tasks.hierarchy import label_statistics, read_dataset
+from tasks.features import (CHUNK_POOLINGS, LAYER_COMBINES, ChunkPooling, chunk_pieces, feature_size,
+                            layer_features, select_layers)
+from tasks.heads import POOLINGS, SentenceClassifier, pool
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, encode_pairs, encode_texts, load_encoder, train_and_reload_best,
                        user_errors, write_predictions)
@@ -91,6 +97,10 @@ SPECS: dict[str, ClassifyTaskSpec] = {
                                     tuple(TREC_COARSE_KEYWORDS[c] for c in sorted(TREC_COARSE_KEYWORDS))),
     # The 50 fine classes (and their keywords: the coarse ones plus the fine name) come from the file.
     "trec-fine": ClassifyTaskSpec((), "accuracy", ()),
+    # Long texts (the course's IMDb subset; Usenet posts): where --truncation and --chunks matter.
+    "cfimdb": ClassifyTaskSpec(("negative", "positive"), "accuracy", (("bad", "boring"), ("great", "wonderful"))),
+    # The 20 groups (and keywords: the parts of their names) come from the archive.
+    "20newsgroups": ClassifyTaskSpec((), "accuracy", ()),
 }
 
 
@@ -102,6 +112,11 @@ def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpe
     try:
         if task.startswith("trec"):
             return _read_trec_task(root, task, strict)
+        if task == "cfimdb":
+            return SPECS[task], {split: _report(read_split(root / "cs224n", "cfimdb", split, strict=strict))
+                                 for split in ("train", "dev")}
+        if task == "20newsgroups":
+            return _read_newsgroups_task(root)
         data = {}
         for split in ("train", "dev"):
             result = read_glue(root / "glue", task, split, strict=strict)
@@ -110,6 +125,24 @@ def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpe
         return SPECS[task], data
     except (DataFileError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None
+
+
+def _report(result) -> list:
+    print(result.report(), file=sys.stderr)
+    return list(result.examples)
+
+
+def _read_newsgroups_task(root: Path) -> tuple[ClassifyTaskSpec, dict[str, list]]:
+    """The 20 groups as flat classes, with the train/dev split of tasks.hierarchy (90/10 of bydate-train)."""
+    data = read_dataset(root, "20newsgroups")
+    groups = tuple(sorted({max(d.labels, key=len) for d in data.splits["train"]}))
+    spec = ClassifyTaskSpec(groups, "accuracy", tuple(tuple(g.split(".")) for g in groups))
+
+    def convert(documents):
+        return [SentenceExample(d.id, d.text, groups.index(max(d.labels, key=len))) for d in documents]
+
+    print(label_statistics(data), file=sys.stderr)
+    return spec, {"train": convert(data.splits["train"]), "dev": convert(data.splits["dev"])}
 
 
 def _read_trec_task(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
@@ -153,6 +186,17 @@ def subsample(examples: Sequence, fraction: float, seed: int) -> list:
 # ----- model ----------------------------------------------------------------------------------------
 
 
+class ChunkBatch(NamedTuple):
+    """B texts cut into N chunks each (shorter texts padded with empty chunks), each chunk [CLS] ... [SEP]."""
+
+    input_ids: torch.Tensor  # (B, N, T)
+    attention_mask: torch.Tensor  # (B, N, T)
+    chunk_mask: torch.Tensor  # (B, N): True for real chunks
+
+    def to(self, device) -> "ChunkBatch":
+        return ChunkBatch(*(t.to(device) for t in self))
+
+
 class ClassifyModel(nn.Module):
     """BERT encoder + sentence classifier, optionally with label-embedding attention in `label_layers`.
 
@@ -161,10 +205,18 @@ class ClassifyModel(nn.Module):
     """
 
     def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str = "cls",
-                 label_layers: str | Sequence[int] | None = None) -> None:
+                 label_layers: str | Sequence[int] | None = None, layer_features: str = "last",
+                 layer_combine: str = "concat", chunk_pooling: str | None = None) -> None:
         super().__init__()
         self.bert = bert
-        self.head = SentenceClassifier(bert.config.hidden_size, num_classes, dropout, pooling)
+        hidden = bert.config.hidden_size
+        # None: the last layer, pooled by `pooling`; else [CLS] vectors of these layers (tasks/features.py)
+        self.feature_layers = None if layer_features == "last" else select_layers(layer_features,
+                                                                                   bert.config.num_hidden_layers)
+        self.layer_combine = layer_combine
+        size = feature_size(hidden, self.feature_layers, layer_combine) if self.feature_layers else hidden
+        self.head = SentenceClassifier(size, num_classes, dropout, pooling)
+        self.chunk_pooling = ChunkPooling(size, chunk_pooling) if chunk_pooling else None
         if label_layers is None:
             self.label_layers: tuple[int, ...] = ()
             self.register_parameter("label_embeddings", None)
@@ -173,17 +225,41 @@ class ClassifyModel(nn.Module):
             self.label_embeddings = nn.Parameter(torch.empty(num_classes, bert.config.hidden_size))
             nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
 
-    def encode(self, tokens: TokenBatch, output_attentions: bool = False) -> BertModelOutput:
+    def encode(self, tokens: TokenBatch, output_attentions: bool = False,
+               output_hidden_states: bool = False) -> BertModelOutput:
         if self.label_embeddings is None:
             return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
-                             output_attentions=output_attentions)
+                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, tokens.input_ids,
                                        tokens.attention_mask, tokens.token_type_ids,
+                                       output_hidden_states=output_hidden_states,
                                        output_attentions=output_attentions)
 
-    def forward(self, tokens: TokenBatch) -> torch.Tensor:
-        """tokens: (B, T) batch. Returns logits (B, M)."""
-        return self.head(self.encode(tokens), tokens.attention_mask)
+    def features(self, tokens: TokenBatch) -> torch.Tensor:
+        """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors combined."""
+        if self.feature_layers is None:
+            return pool(self.encode(tokens), tokens.attention_mask, self.head.pooling)
+        output = self.encode(tokens, output_hidden_states=True)
+        return layer_features(output.hidden_states, self.feature_layers, self.layer_combine)
+
+    def forward(self, batch: TokenBatch | ChunkBatch) -> torch.Tensor:
+        """A (B, T) batch, or a (B, N, T) batch of chunked texts. Returns logits (B, M)."""
+        if isinstance(batch, ChunkBatch):
+            features = self.chunk_features(batch)
+        else:
+            features = self.features(batch)
+        return self.head.classifier(self.head.dropout(features))
+
+    def chunk_features(self, batch: ChunkBatch) -> torch.Tensor:
+        """Encode the real chunks only (padding chunks would cost a full forward each), then pool per text."""
+        size, chunks, length = batch.input_ids.shape
+        real = batch.chunk_mask.reshape(-1).bool()  # (B N,)
+        ids = batch.input_ids.reshape(-1, length)[real]
+        mask = batch.attention_mask.reshape(-1, length)[real]
+        encoded = self.features(TokenBatch(ids, mask, torch.zeros_like(ids)))  # (R, D)
+        vectors = encoded.new_zeros(size * chunks, encoded.size(-1))
+        vectors[real] = encoded
+        return self.chunk_pooling(vectors.reshape(size, chunks, -1), batch.chunk_mask)  # (B, D)
 
 
 @dataclass(frozen=True)
@@ -201,22 +277,45 @@ class ClassifyTask:
 
     def __init__(self, name: str, spec: ClassifyTaskSpec, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
                  batch_size: int, seed: int, max_length: int, truncation: str = "head",
-                 label_loss_settings: LabelLossSettings | None = None) -> None:
+                 label_loss_settings: LabelLossSettings | None = None, chunks: bool = False,
+                 max_chunks: int = 0) -> None:
         self.name, self.spec = name, spec
-        self.pad_id = tokenizer.pad_id
+        self.tokenizer, self.pad_id = tokenizer, tokenizer.pad_id
+        self.max_length, self.truncation = max_length, truncation
+        self.chunks, self.max_chunks = chunks, max_chunks
         self.batch_size, self.seed = batch_size, seed
         self.label_loss = label_loss_settings or LabelLossSettings()
-        self.train_ids, self.train_segments = encode_examples(tokenizer, train, max_length, truncation)
+        self.train_inputs = self.encode(train)
         self.train_labels = [e.label for e in train]
         self.dev = list(dev)
-        self.dev_ids, self.dev_segments = encode_examples(tokenizer, dev, max_length, truncation)
+        self.dev_inputs = self.encode(dev)
 
-    def batch(self, ids: Sequence, segments: Sequence, group: Sequence[int]) -> TokenBatch:
-        return pad_batch([ids[i] for i in group], [segments[i] for i in group], pad_id=self.pad_id)
+    def encode(self, examples: Sequence) -> list:
+        """Per example: (ids, segments), truncated to the window; or, with chunks, the ids of each chunk."""
+        if not self.chunks:
+            return list(zip(*encode_examples(self.tokenizer, examples, self.max_length, self.truncation)))
+        whole = encode_texts(self.tokenizer, [e.sentence for e in examples], max_length=10**9)  # nothing cut
+        budget = self.max_length - 2
+        return [[[self.tokenizer.cls_id, *chunk, self.tokenizer.sep_id]
+                 for chunk in chunk_pieces(ids[1:-1], budget, self.max_chunks)] for ids in whole]
+
+    def length(self, item) -> int:
+        return sum(len(chunk) for chunk in item) if self.chunks else len(item[0])
+
+    def collate(self, items: Sequence) -> TokenBatch | ChunkBatch:
+        if not self.chunks:
+            return pad_batch([ids for ids, _ in items], [segments for _, segments in items], pad_id=self.pad_id)
+        chunks = max(len(item) for item in items)
+        flat = pad_batch([c for item in items for c in item + [[self.pad_id]] * (chunks - len(item))],
+                         pad_id=self.pad_id)  # (B N, T); a padding chunk is one [PAD]
+        chunk_mask = torch.tensor([[n < len(item) for n in range(chunks)] for item in items])
+        length = flat.input_ids.size(1)
+        return ChunkBatch(flat.input_ids.reshape(len(items), chunks, length),
+                          flat.attention_mask.reshape(len(items), chunks, length), chunk_mask)
 
     def train_batches(self, epoch: int) -> list[Any]:
-        groups = bucketed_batches([len(ids) for ids in self.train_ids], self.batch_size, self.seed, epoch)
-        return [(self.batch(self.train_ids, self.train_segments, g), torch.tensor([self.train_labels[i] for i in g]))
+        groups = bucketed_batches([self.length(x) for x in self.train_inputs], self.batch_size, self.seed, epoch)
+        return [(self.collate([self.train_inputs[i] for i in g]), torch.tensor([self.train_labels[i] for i in g]))
                 for g in groups]
 
     def loss(self, model: ClassifyModel, batch: Any) -> torch.Tensor:
@@ -229,22 +328,22 @@ class ClassifyTask:
                 pooler=model.bert.pooler)
         return loss
 
-    def predict(self, model: ClassifyModel, ids: Sequence, segments: Sequence) -> list[int]:
+    def predict(self, model: ClassifyModel, inputs: Sequence) -> list[int]:
         """Predicted class per example, in the input's order (batches sorted by length for speed)."""
-        predictions = [0] * len(ids)
-        for group in sorted_batches([len(x) for x in ids], EVAL_BATCH_SIZE):
-            tokens = self.batch(ids, segments, group).to(device_of(model))
-            for i, label in zip(group, model(tokens).argmax(-1).tolist()):
+        predictions = [0] * len(inputs)
+        batch_size = EVAL_BATCH_SIZE // 8 if self.chunks else EVAL_BATCH_SIZE  # a chunked text is several inputs
+        for group in sorted_batches([self.length(x) for x in inputs], batch_size):
+            batch = self.collate([inputs[i] for i in group]).to(device_of(model))
+            for i, label in zip(group, model(batch).argmax(-1).tolist()):
                 predictions[i] = label
         return predictions
 
     def evaluate(self, model: ClassifyModel) -> dict[str, float]:
-        return score(self.spec.metric, self.predict(model, self.dev_ids, self.dev_segments),
-                     [e.label for e in self.dev])
+        return score(self.spec.metric, self.predict(model, self.dev_inputs), [e.label for e in self.dev])
 
     def write_outputs(self, model: ClassifyModel, directory: Path) -> list[int]:
         """Dev predictions (label names) in the course's format; returns them."""
-        predictions = self.predict(model, self.dev_ids, self.dev_segments)
+        predictions = self.predict(model, self.dev_inputs)
         write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Label", [e.id for e in self.dev],
                           [self.spec.labels[p] for p in predictions])
         return predictions
@@ -297,8 +396,8 @@ def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTa
         init_from_keywords(model, tokenizer, keywords)
     elif how == "class-mean":
         device = device_of(model)
-        groups = sorted_batches([len(x) for x in task.train_ids], EVAL_BATCH_SIZE)
-        batches = ((*task.batch(task.train_ids, task.train_segments, g).to(device),
+        groups = sorted_batches([task.length(x) for x in task.train_inputs], EVAL_BATCH_SIZE)
+        batches = ((*task.collate([task.train_inputs[i] for i in g]).to(device),
                     torch.tensor([task.train_labels[i] for i in g], device=device)) for g in groups)
         init_from_class_means(model, batches, len(task.spec.labels))
 
@@ -321,9 +420,10 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
     check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
     label_layers = args.label_layers if args.label_embedding else None
     try:
-        model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers)
-    except ValueError as error:  # e.g. --label-layers 7 on a 6-layer model
-        raise SystemExit(f"error: --label-layers: {error}") from None
+        model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers,
+                              args.layer_features, args.layer_combine, args.chunks)
+    except ValueError as error:  # --label-layers 7 or --layer-features layer:9 on a 6-layer model
+        raise SystemExit(f"error: {error}") from None
     if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
         raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
     if config.freeze_encoder:
@@ -334,7 +434,8 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
               f"lambda {args.label_lambda}", file=sys.stderr)
     task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
                         args.max_length, args.truncation,
-                        LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction))
+                        LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction),
+                        chunks=args.chunks is not None, max_chunks=args.max_chunks)
     if args.label_embedding and not resume:  # a resumed run loads its label embeddings from the checkpoint
         try:
             initialise_label_embeddings(model, args.label_init, task, tokenizer,
@@ -375,6 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
                         help="what a text longer than --max-length keeps: its head, its tail, or both ends "
                              "(Sun et al. 2019, scaled to the window: 31 + 95 pieces at 128)")
+    parser.add_argument("--layer-features", default="last",
+                        help="the classifier reads the last layer (pooled by --pooling), or the [CLS] vectors of "
+                             "layer:K (0 = embeddings), first-4, last-4 or all layers (Sun et al. 2019)")
+    parser.add_argument("--layer-combine", choices=LAYER_COMBINES, default="concat",
+                        help="how several layers' [CLS] vectors are combined")
+    parser.add_argument("--chunks", choices=CHUNK_POOLINGS, default=None,
+                        help="long texts: encode every --max-length window of the text and combine the chunks' "
+                             "vectors by mean, max or self-attention (instead of --truncation)")
+    parser.add_argument("--max-chunks", type=int, default=0,
+                        help="with --chunks: at most this many chunks per text, the first ones and the last (0: all)")
     parser.add_argument("--train-fraction", type=float, default=1.0,
                         help="train on a stratified random fraction of the training set (low-resource runs); "
                              "the sample depends on the seed")
@@ -424,6 +535,21 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error("--label-lambda must be >= 0")
     if not 0.0 < args.train_fraction <= 1.0:
         parser.error("--train-fraction must be in (0, 1]")
+    if args.layer_features != "last" and args.pooling != "cls":
+        parser.error("--layer-features reads [CLS] vectors; --pooling applies to --layer-features last")
+    if args.layer_features in ("last",) and args.layer_combine != "concat":
+        parser.error("--layer-combine applies to several layers (first-4, last-4, all)")
+    if args.chunks and args.task in PAIR_TASKS:
+        parser.error("--chunks splits single texts; sentence pairs use --truncation")
+    if args.max_chunks and not args.chunks:
+        parser.error("--max-chunks needs --chunks")
+    if args.max_chunks < 0 or args.max_chunks == 1:
+        parser.error("--max-chunks is 0 (all) or at least 2 (the first chunks and the last)")
+    if args.label_embedding and args.layer_combine == "concat" and args.layer_features in ("first-4", "last-4", "all"):
+        parser.error("--label-embedding's label loss feeds hidden-size vectors to the classifier: combine several "
+                     "layers with --layer-combine mean or max")
+    if args.chunks and args.label_embedding and args.label_init == "class-mean":
+        parser.error("--label-init class-mean averages single windows; use random or keywords with --chunks")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -214,6 +214,11 @@ def test_single_sentence_tasks_run(tiny_model_dir, data_root, tmp_path, task, ex
     (["--seeds", "1", "1"], "--seeds has repeats"),
     (["--train-fraction", "0"], "--train-fraction must be in (0, 1]"),
     (["--label-embedding", "--label-layers", "x,y"], "--label-layers must be"),
+    (["--layer-features", "last-4", "--pooling", "mean"], "--layer-features reads [CLS] vectors"),
+    (["--layer-combine", "max"], "--layer-combine applies to several layers"),
+    (["--chunks", "mean"], "--chunks splits single texts"),  # rte is a pair task
+    (["--max-chunks", "3"], "--max-chunks needs --chunks"),
+    (["--label-embedding", "--layer-features", "all"], "combine several layers with --layer-combine mean or max"),
 ])
 def test_contradictory_flags_are_errors(tiny_model_dir, data_root, tmp_path, flags, message, capsys):
     with pytest.raises(SystemExit) as error:
@@ -222,7 +227,7 @@ def test_contradictory_flags_are_errors(tiny_model_dir, data_root, tmp_path, fla
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--label-embedding", "--label-layers", "5"], "--label-layers: label layers must be indices in 0..1"),
+    (["--label-embedding", "--label-layers", "5"], "label layers must be indices in 0..1"),
     (["--label-embedding", "--label-init", "keywords", "--label-keywords", "a b;c d;e"], "needs 2 non-empty"),
 ])
 def test_bad_label_settings_are_one_line_errors(tiny_model_dir, data_root, tmp_path, flags, message):
