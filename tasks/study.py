@@ -1,0 +1,266 @@
+"""The fine-tuning study of Sun et al. (2019, "How to Fine-Tune BERT for Text Classification?") on our data.
+
+    python -m tasks.study --list
+    python -m tasks.study long-text                 # runs what is missing, then prints and writes the table
+    python -m tasks.study forgetting --seeds 1 2 3 --out runs/study
+    python -m tasks.study layer-decay --dry-run     # the commands, without running them
+
+Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
+A run is done when its directory holds summary.json (runs with several seeds) or result.json; the runner skips
+those and continues unfinished ones with --resume, so a half-finished study resumes where it stopped. At the end
+it writes <out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states whether our
+best configuration is the paper's. A run's done marker: summary.json for classification runs, best/ for
+pre-training.
+
+The studies (budgets per run: the flags listed with each; error = 1 - dev accuracy):
+
+    long-text       cfimdb (1,707 train / 245 dev reviews, many longer than 128 pieces) at 128 pieces per window:
+                    head-only, tail-only, head+tail, and chunked encoding with mean / max / self-attention pooling
+    layer-features  sst2: the [CLS] of single layers 0..L, first-4, last-4, all (concat, mean, max)
+    layer-decay     sst2: xi in 1.0, 0.95, 0.90, 0.85 at lr 2e-5 and 5e-5
+    forgetting      sst2: lr 2e-5, 5e-5, 1e-4, 4e-4, dev error after every epoch (the curves)
+    few-shot        sst2 with 0.4%, 1%, 2%, 4%, 10%, 20%, 100% of its training set, from the embedded model and from
+                    the embedded model after 1 epoch of masked-LM + NSP on the SST training sentences (SST-2's
+                    phrases come from SST, so that text is within-task)
+
+The paper's numbers (bert-base, GPUs, IMDb and others) are context, not targets; each study records the paper's
+finding that our run agrees or disagrees with.
+
+Read next: ../README.md (the tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from minbert.atomic import atomic_path, atomic_write_text
+from tasks.job import user_errors
+
+SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
+NUM_LAYERS = 6  # the embedded all-MiniLM-L6-v2; a study on another --model passes its own depth (--num-layers)
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    module: str  # "tasks.classify" or "pretrain.run"
+    argv: tuple[str, ...]
+    seeded: bool = True  # takes --seeds (pre-training runs take one --seed)
+    needs: str | None = None  # a run whose best/ checkpoint this one starts from ({needs} in argv)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str
+    paper: str  # the paper's finding, in words
+    runs: tuple[Run, ...]
+    paper_best: str  # the run name the paper's finding says should be best ("" when not a single run)
+    curves: bool = False  # plot dev error per epoch (forgetting) instead of one bar per run
+    x_axis: Callable[[str], float] | None = None  # plot error against a number read from the run name
+
+
+def classify_run(name: str, task: str, *flags: str) -> Run:
+    return Run(name, "tasks.classify", ("--task", task, *flags))
+
+
+def build_studies(num_layers: int = NUM_LAYERS) -> dict[str, Study]:
+    budget = ("--epochs", "3", "--max-length", "128")
+    studies = [
+        Study("long-text", "cfimdb reviews at 128 pieces per window: what to keep, or encode every window",
+              "head+tail (first 128 + last 382 pieces) gave the lowest IMDb error; hierarchical (chunked) encoding "
+              "did not beat it", (
+                  classify_run("head", "cfimdb", *budget, "--truncation", "head"),
+                  classify_run("tail", "cfimdb", *budget, "--truncation", "tail"),
+                  classify_run("head+tail", "cfimdb", *budget, "--truncation", "head+tail"),
+                  classify_run("chunks-mean", "cfimdb", *budget, "--chunks", "mean", "--max-chunks", "8"),
+                  classify_run("chunks-max", "cfimdb", *budget, "--chunks", "max", "--max-chunks", "8"),
+                  classify_run("chunks-attention", "cfimdb", *budget, "--chunks", "attention", "--max-chunks", "8"),
+              ), paper_best="head+tail"),
+        Study("layer-features", "sst2: which layers' [CLS] vectors the classifier reads",
+              "the last layer is the best single layer; concatenating the last four layers is about as good",
+              tuple(classify_run(f"layer-{k}", "sst2", *budget, "--layer-features", f"layer:{k}")
+                    for k in range(num_layers + 1)) + tuple(
+                  classify_run(f"{group}-{how}", "sst2", *budget, "--layer-features", group, "--layer-combine", how)
+                  for group in ("first-4", "last-4", "all") for how in ("concat", "mean", "max")),
+              paper_best=f"layer-{num_layers}"),
+        Study("layer-decay", "sst2: layer-wise learning-rate decay xi at two learning rates",
+              "a decay factor of 0.95 at lr 2e-5 was best; strong decay (0.85) hurt",
+              tuple(classify_run(f"lr{lr}-xi{xi}", "sst2", *budget, "--lr", lr, "--layerwise-decay", xi)
+                    for lr in ("2e-5", "5e-5") for xi in ("1.0", "0.95", "0.90", "0.85")),
+              paper_best="lr2e-5-xi0.95"),
+        Study("forgetting", "sst2: dev error after every epoch at four learning rates",
+              "small rates (2e-5) converge; 4e-4 fails to converge (catastrophic forgetting)",
+              tuple(classify_run(f"lr{lr}", "sst2", "--epochs", "4", "--max-length", "128", "--lr", lr)
+                    for lr in ("2e-5", "5e-5", "1e-4", "4e-4")),
+              paper_best="lr2e-5", curves=True),
+        Study("few-shot", "sst2 with a fraction of its training set, with and without within-task further pre-training",
+              "further pre-training helps most when the labelled set is small", (
+                  Run("pretrain-sst", "pretrain.run", ("--within", "sst", "--epochs", "1"), seeded=False),
+                  *(classify_run(f"plain-{f}", "sst2", *budget, "--train-fraction", str(f)) for f in SST2_FRACTIONS),
+                  *(Run(f"pretrained-{f}", "tasks.classify", ("--task", "sst2", *budget, "--train-fraction", str(f),
+                                                               "--model", "{needs}"), needs="pretrain-sst")
+                    for f in SST2_FRACTIONS),
+              ), paper_best="", x_axis=lambda name: float(name.split("-")[-1])),
+    ]
+    return {s.name: s for s in studies}
+
+
+# ----- running -------------------------------------------------------------------------------------
+
+
+def run_argv(run: Run, directory: Path, study_dir: Path, seeds: Sequence[int], extra: Sequence[str]) -> list[str]:
+    # The study-wide flags first, so that a run's own flags (e.g. its --model) win.
+    argv = [*extra, *(a.replace("{needs}", str(study_dir / run.needs / "best")) if run.needs else a
+                      for a in run.argv), "--out", str(directory)]
+    if run.seeded:
+        argv += ["--seeds", *map(str, seeds)]
+    if (directory / "checkpoints").exists() or any(directory.glob("seed-*/checkpoints")):
+        argv.append("--resume")  # a run that was stopped half-way continues
+    return argv
+
+
+def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str] = (),
+              runner: Callable[[str, list[str]], int] | None = None, dry_run: bool = False) -> list[dict]:
+    """Run every run of `study` not yet done (in order), then collect the results of all."""
+    runner = runner or run_module
+    study_dir = out / study.name
+    for run in study.runs:
+        directory = study_dir / run.name
+        if run.module == "pretrain.run":
+            done = (directory / "best" / "model.safetensors").is_file()
+        else:
+            done = (directory / "summary.json").is_file()
+        argv = run_argv(run, directory, study_dir, seeds, extra)
+        print(f"{'done  ' if done else 'run   '} {study.name}/{run.name}: python -m {run.module} {' '.join(argv)}",
+              file=sys.stderr)
+        if done or dry_run:
+            continue
+        code = runner(run.module, argv)
+        if code:
+            raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); rerun the study to continue")
+    return [] if dry_run else collect(study, study_dir)
+
+
+def run_module(module: str, argv: list[str]) -> int:
+    if module == "tasks.classify":
+        from tasks import classify
+        return classify.main(argv)
+    if module == "pretrain.run":
+        from pretrain import run
+        return run.main(argv)
+    raise ValueError(f"unknown job module {module!r}")
+
+
+def collect(study: Study, study_dir: Path) -> list[dict]:
+    """Per classification run: dev error (1 - accuracy) mean and std over seeds, last epoch; per-epoch curves."""
+    rows = []
+    for run in study.runs:
+        if run.module != "tasks.classify":
+            continue
+        summary = json.loads((study_dir / run.name / "summary.json").read_text())
+        accuracy = summary["final"]["accuracy"]
+        curves = []
+        for seed in summary["seeds"]:
+            lines = (study_dir / run.name / f"seed-{seed}" / "metrics.jsonl").read_text().splitlines()
+            records = [json.loads(line)["dev"] for line in lines]  # {task: {"accuracy": ...}} per epoch
+            curves.append([1 - next(iter(dev.values()))["accuracy"] for dev in records])
+        rows.append({"run": run.name, "error": 1 - accuracy["mean"], "std": accuracy["std"],
+                     "seeds": summary["seeds"], "curves": curves})
+    return rows
+
+
+def verdict(study: Study, rows: Sequence[dict]) -> str:
+    """Whether our lowest-error run is the one the paper found best (or, for few-shot, where pre-training helps)."""
+    if study.name == "few-shot":
+        by_name = {r["run"]: r["error"] for r in rows}
+        helped = [f for f in SST2_FRACTIONS if by_name[f"pretrained-{f}"] < by_name[f"plain-{f}"]]
+        small = [f for f in SST2_FRACTIONS if f <= 0.04]
+        agrees = set(small) <= set(helped)
+        return (f"further pre-training lowered the error at fractions {helped or 'none'}; "
+                f"{'agrees' if agrees else 'disagrees'} with the paper's finding that it helps most on small sets")
+    best = min(rows, key=lambda r: r["error"])
+    if not study.paper_best:
+        return f"our best: {best['run']}"
+    paper = next(r for r in rows if r["run"] == study.paper_best)
+    tied = paper["error"] - best["error"] <= max(best["std"], paper["std"])
+    word = "agrees" if best["run"] == study.paper_best else ("agrees within one std" if tied else "disagrees")
+    return (f"our best: {best['run']} (error {100 * best['error']:.2f}%); the paper's best here, "
+            f"{study.paper_best}: {100 * paper['error']:.2f}%: {word}")
+
+
+def table(study: Study, rows: Sequence[dict]) -> str:
+    lines = [f"### {study.name}: {study.description}", "", "| run | dev error % (last epoch) | seeds |", "|---|---|---|"]
+    lines += [f"| {r['run']} | {100 * r['error']:.2f} ± {100 * r['std']:.2f} | {len(r['seeds'])} |" for r in rows]
+    lines += ["", f"Paper (Sun et al. 2019, bert-base): {study.paper}.", f"Ours: {verdict(study, rows)}.", ""]
+    return "\n".join(lines)
+
+
+def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    if study.curves:
+        for r in rows:
+            mean = [sum(c[i] for c in r["curves"]) / len(r["curves"]) for i in range(len(r["curves"][0]))]
+            ax.plot(range(1, len(mean) + 1), [100 * e for e in mean], marker="o", label=r["run"])
+        ax.set(xlabel="epoch", ylabel="dev error %")
+    elif study.x_axis:
+        for prefix in ("plain", "pretrained"):
+            chosen = [r for r in rows if r["run"].startswith(prefix + "-")]
+            ax.errorbar([study.x_axis(r["run"]) for r in chosen], [100 * r["error"] for r in chosen],
+                        yerr=[100 * r["std"] for r in chosen], marker="o", label=prefix, capsize=3)
+        ax.set(xscale="log", xlabel="fraction of the training set", ylabel="dev error %")
+    else:
+        ax.bar([r["run"] for r in rows], [100 * r["error"] for r in rows], yerr=[100 * r["std"] for r in rows])
+        ax.set(ylabel="dev error %")
+        plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
+    ax.set_title(f"{study.name}: {study.description}", fontsize=9)
+    if study.curves or study.x_axis:
+        ax.legend()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    with user_errors():
+        parser = argparse.ArgumentParser(prog="python -m tasks.study", description=__doc__,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+        parser.add_argument("study", nargs="?", help="which study (see --list)")
+        parser.add_argument("--list", action="store_true", help="list the studies and their runs")
+        parser.add_argument("--out", default="runs/study", help="where the studies' runs go (default %(default)s)")
+        parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds of every run")
+        parser.add_argument("--num-layers", type=int, default=NUM_LAYERS, help="the model's depth (layer studies)")
+        parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
+        args, extra = parser.parse_known_args(argv)  # anything else goes to every job (e.g. --model, --limit)
+        studies = build_studies(args.num_layers)
+        if args.list or not args.study:
+            for study in studies.values():
+                print(f"{study.name}: {study.description} ({len(study.runs)} runs)")
+            return 0
+        if args.study not in studies:
+            parser.error(f"unknown study {args.study!r}; choose from {sorted(studies)}")
+        study = studies[args.study]
+        rows = run_study(study, Path(args.out), args.seeds, extra, dry_run=args.dry_run)
+        if args.dry_run:
+            return 0
+        text = table(study, rows)
+        study_dir = Path(args.out) / study.name
+        atomic_write_text(study_dir / "table.md", text)
+        plot(study, rows, study_dir / "plot.png")
+        print(text)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The fine-tuning study runner (tasks/study.py): the studies' runs, a half-finished study resumed without redoing
+finished runs, the table and the verdict; and the multi-task-then-single-task path (a multitask checkpoint as
+the starting point of tasks.classify)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tasks import classify, multitask, study
+from tasks.data import SAMPLE_DIR
+
+
+def test_the_studies_and_their_runs():
+    studies = study.build_studies(num_layers=6)
+    assert set(studies) == {"long-text", "layer-features", "layer-decay", "forgetting", "few-shot"}
+    for s in studies.values():
+        names = [r.name for r in s.runs]
+        assert len(names) == len(set(names)) and (not s.paper_best or s.paper_best in names)
+    layers = [r.name for r in studies["layer-features"].runs]
+    assert layers[:7] == [f"layer-{k}" for k in range(7)] and "last-4-concat" in layers and len(layers) == 16
+    few = studies["few-shot"].runs
+    assert few[0].module == "pretrain.run"
+    assert all(r.needs == "pretrain-sst" for r in few if r.name.startswith("pretrained-"))
+    assert [r.name for r in studies["long-text"].runs] == ["head", "tail", "head+tail", "chunks-mean", "chunks-max",
+                                                           "chunks-attention"]
+
+
+@pytest.fixture
+def shared_root(tmp_path) -> Path:
+    """A shared-data folder whose cs224n/ is the bundled demo sample (cfimdb files included)."""
+    root = tmp_path / "shared"
+    root.mkdir()
+    os.symlink(SAMPLE_DIR, root / "cs224n")
+    return root
+
+
+def tiny_study() -> study.Study:
+    runs = (study.classify_run("head", "cfimdb", "--truncation", "head"),
+            study.classify_run("chunks-mean", "cfimdb", "--chunks", "mean"))
+    return study.Study("tiny", "two cfimdb runs", "head+tail is best", runs, paper_best="head")
+
+
+def test_a_half_finished_study_resumes_without_redoing_finished_runs(tiny_model_dir, shared_root, tmp_path):
+    extra = ["--model", str(tiny_model_dir), "--data-dir", str(shared_root), "--limit", "16", "--epochs", "1",
+             "--batch_size", "8", "--max-length", "32"]
+    calls = []
+
+    def recording(module, argv):
+        calls.append(argv[argv.index("--out") + 1])
+        return study.run_module(module, argv)
+
+    out = tmp_path / "study"
+    rows = study.run_study(tiny_study(), out, seeds=[1, 2], extra=extra, runner=recording)
+    assert [Path(c).name for c in calls] == ["head", "chunks-mean"]
+    assert [r["run"] for r in rows] == ["head", "chunks-mean"] and all(len(r["curves"]) == 2 for r in rows)
+    finished = (out / "tiny" / "head" / "summary.json").stat().st_mtime_ns
+    # Stop the second run half-way: its second seed is gone, and so is the run's summary.
+    (out / "tiny" / "chunks-mean" / "summary.json").unlink()
+    for path in sorted((out / "tiny" / "chunks-mean" / "seed-2").rglob("*"), reverse=True):
+        path.unlink() if path.is_file() else path.rmdir()
+    calls.clear()
+    rows_again = study.run_study(tiny_study(), out, seeds=[1, 2], extra=extra, runner=recording)
+    assert [Path(c).name for c in calls] == ["chunks-mean"]  # the finished run is not redone
+    assert (out / "tiny" / "head" / "summary.json").stat().st_mtime_ns == finished
+    assert rows_again[0] == rows[0] and rows_again[1]["error"] == pytest.approx(rows[1]["error"])
+    text = study.table(tiny_study(), rows_again)
+    assert "| head |" in text and "| chunks-mean |" in text and "Paper (Sun et al. 2019" in text
+
+
+def test_verdict_says_whether_the_paper_best_is_ours():
+    s = tiny_study()
+    rows = [{"run": "head", "error": 0.10, "std": 0.01}, {"run": "chunks-mean", "error": 0.20, "std": 0.01}]
+    assert study.verdict(s, rows).endswith(": agrees")
+    rows = [{"run": "head", "error": 0.30, "std": 0.01}, {"run": "chunks-mean", "error": 0.20, "std": 0.01}]
+    assert study.verdict(s, rows).endswith(": disagrees")
+    rows = [{"run": "head", "error": 0.205, "std": 0.01}, {"run": "chunks-mean", "error": 0.20, "std": 0.01}]
+    assert study.verdict(s, rows).endswith("agrees within one std")
+
+
+def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path, capsys):
+    assert study.main(["forgetting", "--dry-run", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("python -m tasks.classify") == 4 and "--lr 4e-4" in err and not any(tmp_path.iterdir())
+
+
+def test_multitask_then_single_task_starts_classify_from_the_multitask_encoder(tiny_model_dir, shared_root, tmp_path):
+    mt = tmp_path / "multitask"
+    assert multitask.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(mt), "--limit",
+                           "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32", "--max-steps", "2"]) == 0
+    out = tmp_path / "fit"
+    assert classify.main(["--model", str(mt / "best"), "--data-dir", str(shared_root), "--task", "cfimdb", "--out",
+                          str(out), "--limit", "16", "--epochs", "1", "--batch_size", "8", "--max-length", "32",
+                          "--lr", "2e-5"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["model"] == str(mt / "best") and config["lr"] == 2e-5
