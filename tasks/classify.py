@@ -53,7 +53,7 @@ from minbert.model import BertModel, BertModelOutput
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks import metrics
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import DataFileError, PairExample, SentenceExample, read_split
+from tasks.data import PairExample, SentenceExample, read_split
 from tasks.glue import read_glue, read_trec, trec_split
 from tasks.hierarchy import label_statistics, read_dataset
 from tasks.features import (CHUNK_POOLINGS, LAYER_COMBINES, ChunkPooling, chunk_pieces, feature_size,
@@ -62,7 +62,7 @@ from tasks.heads import POOLINGS, SentenceClassifier, pool
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, encode_pairs, encode_texts, load_encoder, train_and_reload_best,
                        user_errors, write_predictions)
-from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
+from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 
 EVAL_BATCH_SIZE = 128
@@ -108,23 +108,20 @@ SPECS: dict[str, ClassifyTaskSpec] = {
 
 
 def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
-    """The task's spec and its train and dev examples (labels as class indices), reports printed."""
-    try:
-        if task.startswith("trec"):
-            return _read_trec_task(root, task, strict)
-        if task == "cfimdb":
-            return SPECS[task], {split: _report(read_split(root / "cs224n", "cfimdb", split, strict=strict))
-                                 for split in ("train", "dev")}
-        if task == "20newsgroups":
-            return _read_newsgroups_task(root)
-        data = {}
-        for split in ("train", "dev"):
-            result = read_glue(root / "glue", task, split, strict=strict)
-            print(result.report(), file=sys.stderr)
-            data[split] = list(result.examples)
-        return SPECS[task], data
-    except (DataFileError, FileNotFoundError) as error:
-        raise SystemExit(f"error: {error}") from None
+    """The task's spec and its train and dev examples (labels as class indices), reports printed.
+
+    A missing or unreadable file raises DataFileError / FileNotFoundError naming it (the job's user_errors
+    turns that into one line).
+    """
+    if task.startswith("trec"):
+        return _read_trec_task(root, task, strict)
+    if task == "cfimdb":
+        return SPECS[task], {split: _report(read_split(root / "cs224n", "cfimdb", split, strict=strict))
+                             for split in ("train", "dev")}
+    if task == "20newsgroups":
+        return _read_newsgroups_task(root)
+    return SPECS[task], {split: _report(read_glue(root / "glue", task, split, strict=strict))
+                         for split in ("train", "dev")}
 
 
 def _report(result) -> list:
@@ -555,8 +552,7 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parser.parse_args(argv)
-        check_seeds(parser, args, argv)
+        args = parse_job_args(parser, argv)
         check_args(parser, args)
         out = Path(args.out or default_run_dir("classify"))
         run_one_or_seeds(args.seeds, args.seed, out, args.resume,

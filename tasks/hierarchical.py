@@ -39,11 +39,10 @@ from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import DataFileError
 from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, encode_texts, load_encoder, train_and_reload_best, user_errors)
-from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
+from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                               level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
@@ -234,16 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parser.parse_args(argv)
-        check_seeds(parser, args, argv)
+        args = parse_job_args(parser, argv)
         if args.layer_map and args.variant:
             parser.error("give --variant or --layer-map, not both")
         args.variant = args.variant or "flat"
         root = data_root(args.data_dir)
-        try:
-            data = read_dataset(root, args.dataset)
-        except (DataFileError, FileNotFoundError) as error:
-            raise SystemExit(f"error: {error}") from None
+        data = read_dataset(root, args.dataset)  # file problems: one line, by user_errors
         print(label_statistics(data), file=sys.stderr)
         out = Path(args.out or default_run_dir("hierarchical"))
         run_one_or_seeds(args.seeds, args.seed, out, args.resume,

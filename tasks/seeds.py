@@ -39,6 +39,13 @@ def check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace, argv:
         parser.error(f"--seeds has repeats: {args.seeds}")
 
 
+def parse_job_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """parser.parse_args, then the --seed / --seeds checks (for jobs that take --seeds)."""
+    args = parser.parse_args(argv)
+    check_seeds(parser, args, argv)
+    return args
+
+
 def write_result(directory: Path, result: dict) -> None:
     atomic_write_text(directory / RESULT_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
 

@@ -45,7 +45,7 @@ from tasks.data import DataFileError
 from tasks.entities import bio_entities, format_report, score_spans, spans_to_bio, token_accuracy, type_confusion
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, load_encoder, train_and_reload_best, user_errors)
-from tasks.seeds import add_seeds_argument, check_seeds, run_one_or_seeds, write_result
+from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 from tasks.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
 from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
 from tasks.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
@@ -288,8 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parser.parse_args(argv)
-        check_seeds(parser, args, argv)
+        args = parse_job_args(parser, argv)
         if args.method != "bio" and args.label_pieces != "all":
             parser.error("--label-pieces applies to --method bio (the CRF and the span model work on words)")
         if args.method == "span" and args.word_decoding != "first":
