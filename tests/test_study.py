@@ -81,6 +81,35 @@ def test_verdict_says_whether_the_paper_best_is_ours():
     assert study.verdict(s, rows).endswith("agrees within one std")
 
 
+def test_only_runs_the_named_runs_and_the_table_marks_the_rest_not_run(tiny_model_dir, shared_root, tmp_path):
+    extra = ["--model", str(tiny_model_dir), "--data-dir", str(shared_root), "--limit", "16", "--epochs", "1",
+             "--batch_size", "8", "--max-length", "32"]
+    calls = []
+
+    def recording(module, argv):
+        calls.append(Path(argv[argv.index("--out") + 1]).name)
+        return study.run_module(module, argv)
+
+    rows = study.run_study(tiny_study(), tmp_path, seeds=[1], extra=extra, runner=recording, only=["chunks-mean"])
+    assert calls == ["chunks-mean"]
+    assert rows[0] == {"run": "head", "error": None, "std": None, "seeds": [], "curves": []}
+    assert rows[1]["error"] is not None
+    text = study.table(tiny_study(), rows)
+    assert "| head | not run | 0 |" in text and "the paper's best here, head, is not run yet" in text
+    assert "(not run yet: head)" in text
+    study.plot(tiny_study(), rows, tmp_path / "plot.png")  # draws the runs that are done
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="no run"):
+        study.run_study(tiny_study(), tmp_path, seeds=[1], only=["tail"], runner=recording)
+
+
+def test_only_a_pretrained_run_also_runs_the_pre_training_it_starts_from(tmp_path, capsys):
+    few = study.build_studies()["few-shot"]
+    assert study.run_study(few, tmp_path, seeds=[1], dry_run=True, only=["pretrained-0.01"]) == []
+    err = capsys.readouterr().err
+    assert "few-shot/pretrain-sst:" in err and "few-shot/pretrained-0.01:" in err and "plain-" not in err
+
+
 def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path, capsys):
     assert study.main(["forgetting", "--dry-run", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
