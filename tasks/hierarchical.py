@@ -188,6 +188,8 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
         freeze(model.bert)
     task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
                             args.max_length, args.truncation)
+    if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
+        model.structured.init_biases_to_priors(task.train_targets)
     settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name, "layer_map": [list(g) for g in layers],
                 "levels": hierarchy.levels, "model": str(model_dir)}
     state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"], tokenizer,
@@ -221,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an explicit map instead of --variant: 'level:layers;...', both 1-based, e.g. '1:4;2:5,6'")
     parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
                         help="what a document longer than --max-length keeps")
+    parser.add_argument("--bias-init", choices=("prior", "default"), default="prior",
+                        help="each label's classifier bias starts at the log-odds of its training frequency (prior) "
+                             "or at nn.Linear's small random default (default); see StructuredClassifier")
     add_seeds_argument(parser)
     parser.add_argument("--no-analysis", dest="analysis", action="store_false",
                         help="skip the layer analysis of the best checkpoint on dev")

@@ -124,6 +124,20 @@ class StructuredClassifier(nn.Module):
         self.classifiers = nn.ModuleList(nn.Linear(len(group) * hidden_size, size)
                                          for group, size in zip(layers, level_sizes))
 
+    @torch.no_grad()
+    def init_biases_to_priors(self, targets: Sequence[torch.Tensor]) -> None:
+        """Start each label's bias at the log-odds of its training frequency, so that sigmoid(b_k) = p_k.
+
+        With zero biases, the first many steps of BCE over hundreds of rare labels only learn that every label is
+        rare (the same push for every document); starting at the priors leaves the gradient with what tells
+        documents apart (Lin et al. 2017, "Focal Loss", section 4.1, use the same start). targets: per level,
+        the training set's (N, K_n) multi-hot matrix. Frequencies are smoothed ((count + 0.5) / (N + 1)) so that
+        a label never seen in training gets a finite bias.
+        """
+        for classifier, t in zip(self.classifiers, targets):
+            p = (t.sum(dim=0) + 0.5) / (t.size(0) + 1)
+            classifier.bias.copy_(torch.log(p) - torch.log1p(-p))
+
     def forward(self, hidden_states: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """hidden_states: the encoder's L + 1 outputs (B, T, C), embeddings first. Returns logits per level (B, K_n)."""
         cls = [h[:, 0] for h in hidden_states]  # c_i: (B, C) per layer

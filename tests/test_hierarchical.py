@@ -53,7 +53,8 @@ def test_run_writes_every_artefact_with_the_layer_map_it_used(runs):
         assert (out / name).is_file(), name
     result = json.loads((out / "result.json").read_text())
     assert result["layer_map"] == [list(g) for g in layer_map("in-pairs", 2, 3)] == [[1], [2], [2]]
-    assert json.loads((out / "config.json").read_text())["labels_per_level"] == [2, 3, 1]
+    config = json.loads((out / "config.json").read_text())
+    assert config["labels_per_level"] == [2, 3, 1] and config["bias_init"] == "prior"
     for split in ("best", "test_of_best"):
         report = result[split]
         assert {f"level{n}" for n in (1, 2, 3)} <= set(report) and 0 <= report["micro"] <= 1
@@ -89,10 +90,11 @@ def test_analysis_has_one_entry_per_layer(runs):
 
 def test_an_explicit_layer_map_is_used(tiny_model_dir, data_root, tmp_path):
     assert hierarchical.main(run_args(tiny_model_dir, data_root, tmp_path / "run", "--layer-map", "1:1;2:1,2;3:2",
-                                      "--epochs", "1", "--no-analysis")) == 0
+                                      "--epochs", "1", "--no-analysis", "--bias-init", "default")) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["variant"] == "custom" and result["layer_map"] == [[1], [1, 2], [2]]
     assert not (tmp_path / "run" / "analysis.json").exists()
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["bias_init"] == "default"
 
 
 @pytest.mark.parametrize("flags, message", [

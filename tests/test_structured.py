@@ -199,6 +199,18 @@ def test_each_levels_logits_are_its_linear_over_the_concatenated_cls_vectors():
         torch.testing.assert_close(a, b, atol=0.0, rtol=0.0)
 
 
+def test_prior_biases_make_the_zero_input_scores_the_smoothed_training_frequencies():
+    model = StructuredClassifier(4, (2, 3), ((1,), (2,)), dropout=0.0).eval()
+    targets = [torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]]),  # level 1: counts 2, 0 of N = 3
+               torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])]  # level 2: counts 0, 3, 1
+    model.init_biases_to_priors(targets)
+    torch.testing.assert_close(torch.sigmoid(model.classifiers[0].bias), torch.tensor([2.5, 0.5]) / 4, **TOL)
+    torch.testing.assert_close(torch.sigmoid(model.classifiers[1].bias), torch.tensor([0.5, 3.5, 1.5]) / 4, **TOL)
+    # With [CLS] vectors of zeros the scores are exactly the priors; the weights are left as they were.
+    zeros = [torch.zeros(1, 2, 4) for _ in range(3)]
+    torch.testing.assert_close(torch.sigmoid(model(zeros)[0][0]), torch.tensor([2.5, 0.5]) / 4, **TOL)
+
+
 def test_the_classifier_rejects_a_map_for_another_number_of_levels():
     with pytest.raises(ValueError, match="2 levels but a layer map for 3"):
         StructuredClassifier(8, [2, 3], ((1,), (2,), (3,)))
