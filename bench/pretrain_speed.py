@@ -40,7 +40,8 @@ from pretrain.run import PretrainingModel, collate
 def make_batch(config, batch_size: int, length: int, seed: int = 0):
     """Full windows of random ordinary ids, masked with our masking (15%, cap 20), NSP labels alternating."""
     rng = random.Random(seed)
-    vocab = MaskingVocab(mask_id=103, vocab_size=config.vocab_size, special_ids=frozenset({0, 100, 101, 102, 103}),
+    vocab = MaskingVocab(mask_id=103, vocab_size=config.vocab_size,
+                         special_ids=frozenset({0, 100, 101, 102, 103}),
                          is_continuation=tuple(False for _ in range(config.vocab_size)))
     examples, masked = [], []
     half = (length - 3) // 2
@@ -84,7 +85,8 @@ def main(argv=None) -> int:
 
     def step_ours_forward():
         ours.zero_grad(set_to_none=True)
-        ours(t.input_ids, t.attention_mask, t.token_type_ids, labels=labels, next_sentence_label=nsp).loss.backward()
+        ours(t.input_ids, t.attention_mask, t.token_type_ids, labels=labels,
+             next_sentence_label=nsp).loss.backward()
 
     def step_ours_pretrain():
         fast.zero_grad(set_to_none=True)
@@ -93,13 +95,13 @@ def main(argv=None) -> int:
     for model in (ours, theirs):
         model.train()  # dropout is 0 at these sizes, so train mode computes the same as eval
     with torch.no_grad():
-        reference = theirs(input_ids=t.input_ids, attention_mask=t.attention_mask, token_type_ids=t.token_type_ids,
-                           labels=labels, next_sentence_label=nsp).loss
+        reference = theirs(input_ids=t.input_ids, attention_mask=t.attention_mask,
+                           token_type_ids=t.token_type_ids, labels=labels, next_sentence_label=nsp).loss
         ours_full = ours(t.input_ids, t.attention_mask, t.token_type_ids, labels=labels,
                          next_sentence_label=nsp).loss
         ours_fast = fast.losses(batch).loss
-    print(f"{args.size}, batch {args.batch_size} x {args.length}, {int((labels != -100).sum())} masked positions, "
-          f"{torch.get_num_threads()} threads")
+    print(f"{args.size}, batch {args.batch_size} x {args.length}, "
+          f"{int((labels != -100).sum())} masked positions, {torch.get_num_threads()} threads")
     print(f"loss: transformers {reference.item():.6f}, ours-forward {ours_full.item():.6f}, "
           f"ours-pretrain {ours_fast.item():.6f}")
 

@@ -16,9 +16,10 @@ from pathlib import Path
 # Wang et al. (2020) with bert-base: vanilla -> label embedding, for context only (their setup, not ours).
 PAPER = {"wnli": (55.1, 57.8), "rte": (63.9, 66.4), "mrpc": (87.3, 89.5), "cola": (54.5, 56.3),
          "trec-coarse": (97.0, 97.4)}
-METRIC = {"wnli": "accuracy", "rte": "accuracy", "mrpc": "accuracy", "cola": "matthews", "trec-coarse": "accuracy"}
-NAMES = {"wnli": "WNLI (accuracy)", "rte": "RTE (accuracy)", "mrpc": "MRPC (accuracy)", "cola": "CoLA (Matthews)",
-         "trec-coarse": "TREC coarse (accuracy)"}
+METRIC = {"wnli": "accuracy", "rte": "accuracy", "mrpc": "accuracy", "cola": "matthews",
+          "trec-coarse": "accuracy"}
+NAMES = {"wnli": "WNLI (accuracy)", "rte": "RTE (accuracy)", "mrpc": "MRPC (accuracy)",
+         "cola": "CoLA (Matthews)", "trec-coarse": "TREC coarse (accuracy)"}
 FRACTIONS = ("0.01", "0.05", "0.2", "1.0")
 
 
@@ -54,7 +55,8 @@ def small_sets(root: Path) -> str:
 
 
 def curve(root: Path) -> str:
-    lines = ["| SST-2 training data | examples | seeds | vanilla accuracy | label embedding accuracy | difference |",
+    lines = ["| SST-2 training data | examples | seeds | vanilla accuracy | label embedding accuracy | "
+             "difference |",
              "|---|---|---|---|---|---|"]
     for fraction in FRACTIONS:
         vanilla, label = load(root, f"sst2-{fraction}", "vanilla"), load(root, f"sst2-{fraction}", "label")

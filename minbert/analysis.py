@@ -65,7 +65,8 @@ class LayerStatistics:
 
     def add(self, hidden_states: Iterable[torch.Tensor], attentions: Iterable[torch.Tensor],
             attention_mask: torch.Tensor) -> None:
-        """hidden_states: L + 1 tensors (B, T, C); attentions: L tensors (B, H, T, T); attention_mask: (B, T)."""
+        """hidden_states: L + 1 tensors (B, T, C); attentions: L tensors (B, H, T, T);
+        attention_mask: (B, T)."""
         cls = torch.stack([h[:, 0] for h in hidden_states], dim=1).double()  # (B, L+1, C)
         angles = angular_distance(cls[:, :, None], cls[:, None, :]).sum(dim=0)  # (L+1, L+1)
         self.angle_sum = angles if self.angle_sum is None else self.angle_sum + angles

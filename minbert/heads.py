@@ -104,7 +104,8 @@ class BertForPreTraining(nn.Module):
         mlm_loss = nsp_loss = None
         if labels is not None:
             if labels.shape != input_ids.shape:
-                raise ValueError(f"labels has shape {tuple(labels.shape)}, input_ids {tuple(input_ids.shape)}")
+                raise ValueError(f"labels has shape {tuple(labels.shape)}, "
+                                 f"input_ids {tuple(input_ids.shape)}")
             # Mean over the predicted positions only (BERT §A.1: the loss is over masked tokens).
             mlm_loss = F.cross_entropy(prediction_logits.flatten(0, 1), labels.flatten(),
                                        ignore_index=IGNORE_INDEX)

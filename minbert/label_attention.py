@@ -72,7 +72,8 @@ def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torc
     # the other rows (build a new tensor with torch.cat rather than writing into `scores` in place).
     # BEGIN SOLUTION
     cls_row = scores[:, :, :1, 1:]  # (B, H, 1, T-1)
-    best = torch.cat([cls_row, label_scores[..., 1:]], dim=2).max(dim=2, keepdim=True).values  # (B, H, 1, T-1)
+    best = torch.cat([cls_row, label_scores[..., 1:]],
+                     dim=2).max(dim=2, keepdim=True).values  # (B, H, 1, T-1)
     new_cls_row = torch.cat([scores[:, :, :1, :1], best], dim=-1)  # (B, H, 1, T)
     return torch.cat([new_cls_row, scores[:, :, 1:]], dim=2)
     # END SOLUTION
@@ -93,23 +94,25 @@ def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return context, (probs if return_probs else None)
 
 
-def label_self_attention(attention: BertSelfAttention, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
-                         attention_mask: torch.Tensor, output_attentions: bool = False) -> SelfAttentionOutput:
+def label_self_attention(attention: BertSelfAttention, hidden_states: torch.Tensor,
+                         label_embeddings: torch.Tensor, attention_mask: torch.Tensor,
+                         output_attentions: bool = False) -> SelfAttentionOutput:
     """A BertSelfAttention's own projections, with label attention. label_embeddings: (M, C)."""
     query = attention.split_heads(attention.query(hidden_states))  # (B, H, T, D)
     key = attention.split_heads(attention.key(hidden_states))
     value = attention.split_heads(attention.value(hidden_states))
     label_query = attention.split_heads(attention.query(label_embeddings)[None])  # (M, C) -> (1, H, M, D)
     dropout_p = attention.dropout_prob if attention.training else 0.0
-    context, probs = label_attention(query, key, value, label_query, attention_mask, dropout_p, output_attentions)
+    context, probs = label_attention(query, key, value, label_query, attention_mask, dropout_p,
+                                     output_attentions)
     return SelfAttentionOutput(attention.merge_heads(context), probs)  # (B, T, C)
 
 
 def label_layer(layer: BertLayer, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
                 attention_mask: torch.Tensor, output_attentions: bool = False) -> LayerOutput:
     """BertLayer.forward with label attention in place of its self-attention."""
-    context, probs = label_self_attention(layer.attention.self, hidden_states, label_embeddings, attention_mask,
-                                          output_attentions)
+    context, probs = label_self_attention(layer.attention.self, hidden_states, label_embeddings,
+                                          attention_mask, output_attentions)
     attention_output = layer.attention.output(context, hidden_states)
     return LayerOutput(layer.output(layer.intermediate(attention_output), attention_output), probs)
 
@@ -120,8 +123,8 @@ def parse_label_layers(spec: str | Sequence[int] | None, num_layers: int) -> tup
         return tuple(range(num_layers))
     if isinstance(spec, str):
         if not spec.startswith("last:") or not spec[5:].isdigit() or not 1 <= int(spec[5:]) <= num_layers:
-            raise ValueError(f"label layers must be 'all', 'last:k' with 1 <= k <= {num_layers}, or a list of "
-                             f"layer indices; got {spec!r}")
+            raise ValueError(f"label layers must be 'all', 'last:k' with 1 <= k <= {num_layers}, or a "
+                             f"list of layer indices; got {spec!r}")
         return tuple(range(num_layers - int(spec[5:]), num_layers))
     layers = tuple(sorted(set(spec)))
     if not layers or layers[0] < 0 or layers[-1] >= num_layers:
@@ -132,7 +135,8 @@ def parse_label_layers(spec: str | Sequence[int] | None, num_layers: int) -> tup
 class LabelAttentionBert(nn.Module):
     """Our BertModel (its weights untouched) plus label embeddings used by the chosen layers."""
 
-    def __init__(self, bert: BertModel, num_labels: int, label_layers: str | Sequence[int] | None = "all") -> None:
+    def __init__(self, bert: BertModel, num_labels: int,
+                 label_layers: str | Sequence[int] | None = "all") -> None:
         super().__init__()
         self.bert = bert
         self.config = bert.config
@@ -145,7 +149,8 @@ class LabelAttentionBert(nn.Module):
                 output_attentions: bool = False) -> BertModelOutput:
         """As BertModel.forward: (B, T) ids, mask and segments."""
         return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, input_ids,
-                                       attention_mask, token_type_ids, output_hidden_states, output_attentions)
+                                       attention_mask, token_type_ids, output_hidden_states,
+                                       output_attentions)
 
 
 def label_attention_forward(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int],

@@ -67,7 +67,8 @@ def split_sentences(text: str) -> list[str]:
     for match in _BOUNDARY.finditer(text):
         candidate = text[start:match.end(1)]
         last_word = candidate.rsplit(None, 1)[-1].rstrip(".!?\"')]").lower() if candidate.strip() else ""
-        if match.group(1).startswith(".") and (last_word in ABBREVIATIONS or re.fullmatch(r"[a-z]", last_word)):
+        if match.group(1).startswith(".") and (last_word in ABBREVIATIONS
+                                               or re.fullmatch(r"[a-z]", last_word)):
             continue
         sentences.append(candidate.strip())
         start = match.end()

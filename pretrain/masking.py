@@ -83,7 +83,8 @@ def maskable_units(input_ids: Sequence[int], vocab: MaskingVocab, whole_word: bo
     for position, token in enumerate(input_ids):
         if token in vocab.special_ids:
             continue
-        continues_word = whole_word and vocab.is_continuation[token] and units and units[-1][-1] == position - 1
+        continues_word = (whole_word and vocab.is_continuation[token] and units
+                          and units[-1][-1] == position - 1)
         if continues_word:
             units[-1].append(position)
         else:
@@ -92,7 +93,8 @@ def maskable_units(input_ids: Sequence[int], vocab: MaskingVocab, whole_word: bo
     # END SOLUTION
 
 
-def number_to_predict(input_ids: Sequence[int], vocab: MaskingVocab, mask_prob: float, max_predictions: int) -> int:
+def number_to_predict(input_ids: Sequence[int], vocab: MaskingVocab, mask_prob: float,
+                      max_predictions: int) -> int:
     """round(15% of the maskable positions), at least 1 (if any), at most `max_predictions`."""
     maskable = sum(1 for token in input_ids if token not in vocab.special_ids)
     if maskable == 0:
@@ -119,8 +121,9 @@ def corrupt(token: int, replacement: str, vocab: MaskingVocab, rng: random.Rando
     return token
 
 
-def mask_tokens(input_ids: Sequence[int], vocab: MaskingVocab, rng: random.Random, mask_prob: float = MASK_PROB,
-                max_predictions: int = MAX_PREDICTIONS, whole_word: bool = False) -> MaskedSequence:
+def mask_tokens(input_ids: Sequence[int], vocab: MaskingVocab, rng: random.Random,
+                mask_prob: float = MASK_PROB, max_predictions: int = MAX_PREDICTIONS,
+                whole_word: bool = False) -> MaskedSequence:
     """BERT's masking of one sequence (token or whole-word units); 80/10/10 per position."""
     units = maskable_units(input_ids, vocab, whole_word)
     budget = number_to_predict(input_ids, vocab, mask_prob, max_predictions)
@@ -195,5 +198,6 @@ def mask_sequence(input_ids: Sequence[int], vocab: MaskingVocab, rng: random.Ran
     if strategy == "span":
         return span_mask(input_ids, vocab, rng, mask_prob, max_predictions)
     if strategy in ("token", "whole-word"):
-        return mask_tokens(input_ids, vocab, rng, mask_prob, max_predictions, whole_word=strategy == "whole-word")
+        return mask_tokens(input_ids, vocab, rng, mask_prob, max_predictions,
+                           whole_word=strategy == "whole-word")
     raise ValueError(f"masking strategy must be one of {MASKING_STRATEGIES}, got {strategy!r}")

@@ -118,7 +118,8 @@ class PretrainingModel(nn.Module):
                                           batch.span_targets, word_embeddings)
             parts.append(sbo_loss)
         loss = sum(parts) if parts else encoded.last_hidden_state.sum() * 0.0
-        return PretrainingLosses(loss, mlm_loss, nsp_loss, sbo_loss, mlm_correct, mlm_count, nsp_correct, nsp_count)
+        return PretrainingLosses(loss, mlm_loss, nsp_loss, sbo_loss, mlm_correct, mlm_count, nsp_correct,
+                                 nsp_count)
 
 
 # ----- examples and batches -----------------------------------------------------------------------
@@ -131,7 +132,8 @@ class PretrainingBatch(NamedTuple):
     span_targets: tuple[torch.Tensor, ...]  # span_boundary.span_targets of the masked spans
 
     def to(self, device) -> "PretrainingBatch":
-        return PretrainingBatch(self.tokens.to(device), self.labels.to(device), self.next_sentence_labels.to(device),
+        return PretrainingBatch(self.tokens.to(device), self.labels.to(device),
+                                self.next_sentence_labels.to(device),
                                 tuple(t.to(device) for t in self.span_targets))
 
     def rows(self) -> int:
@@ -161,8 +163,8 @@ class PretrainingTask:
 
     name = "pretrain"
 
-    def __init__(self, train_documents, heldout_documents, tokenizer: BertTokenizer, batch_size: int, seed: int,
-                 max_seq_length: int, masking: str, mask_prob: float, max_predictions: int,
+    def __init__(self, train_documents, heldout_documents, tokenizer: BertTokenizer, batch_size: int,
+                 seed: int, max_seq_length: int, masking: str, mask_prob: float, max_predictions: int,
                  short_seq_prob: float, nsp: bool) -> None:
         self.train_documents, self.heldout_documents = train_documents, heldout_documents
         self.tokenizer, self.vocab = tokenizer, MaskingVocab.from_tokenizer(tokenizer)
@@ -174,7 +176,8 @@ class PretrainingTask:
         self.heldout_batches = self.make_batches(heldout_documents, seed + EVAL_SEED_OFFSET, epoch=0,
                                                  report="held-out")
 
-    def make_batches(self, documents, seed: int, epoch: int, report: str | None = None) -> list[PretrainingBatch]:
+    def make_batches(self, documents, seed: int, epoch: int,
+                     report: str | None = None) -> list[PretrainingBatch]:
         rng = random.Random(f"pretrain-{seed}-{epoch}")
         examples, stats = create_examples(documents, self.max_seq_length, rng, self.cls_id, self.sep_id,
                                           self.short_seq_prob, self.nsp)
@@ -183,15 +186,18 @@ class PretrainingTask:
         if not examples:
             raise ValueError(f"the {report or 'training'} documents gave no examples")
         rng.shuffle(examples)
-        masked = [mask_sequence(e.input_ids, self.vocab, rng, self.masking, self.mask_prob, self.max_predictions)
+        masked = [mask_sequence(e.input_ids, self.vocab, rng, self.masking, self.mask_prob,
+                                self.max_predictions)
                   for e in examples]
         groups = bucketed_batches([len(e.input_ids) for e in examples], self.batch_size, seed, epoch)
-        return [collate([examples[i] for i in g], [masked[i] for i in g], self.tokenizer.pad_id) for g in groups]
+        return [collate([examples[i] for i in g], [masked[i] for i in g], self.tokenizer.pad_id)
+                for g in groups]
 
     def train_batches(self, epoch: int) -> list[Any]:
         if self._cached[0] == epoch:  # the loop asks for epoch 0 twice (once to count the steps)
             return self._cached[1]
-        batches = self.make_batches(self.train_documents, self.seed, epoch, report=f"epoch {epoch + 1} training")
+        batches = self.make_batches(self.train_documents, self.seed, epoch,
+                                    report=f"epoch {epoch + 1} training")
         self._cached = (epoch, batches)
         if len(batches) == 1 and batches[0].labels.shape[0] < self.batch_size:
             print(f"note: the corpus gives {batches[0].labels.shape[0]} examples, fewer than --batch-size "
@@ -296,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "used only if you name it here)")
     c.add_argument("--heldout", type=float, default=0.05,
                    help="fraction of documents held out for evaluation (whole documents)")
-    c.add_argument("--data-dir", default=None, help="folder of the course's CSV files (as in tasks.multitask)")
+    c.add_argument("--data-dir", default=None,
+                   help="folder of the course's CSV files (as in tasks.multitask)")
     c.add_argument("--data-root", default=None,
                    help="folder holding 20newsgroups/ (default $MINBERT_DATA)")
     c.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
@@ -330,7 +337,8 @@ def check_flags(args) -> None:
     if args.span_boundary and args.masking != "span":
         raise SystemExit("error: --span-boundary needs --masking span (it predicts masked spans)")
     if args.span_boundary and not args.mlm:
-        raise SystemExit("error: --span-boundary predicts masked tokens; it needs the masked-LM (drop --no-mlm)")
+        raise SystemExit("error: --span-boundary predicts masked tokens; it needs the masked-LM "
+                         "(drop --no-mlm)")
     if not args.mlm and args.masking != "token":
         raise SystemExit("error: --masking has no effect with --no-mlm")
     if not (0.0 < args.mask_prob < 1.0):
@@ -356,8 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pretraining, report = load_model(model_dir, BertForPreTraining)
         fresh_heads = any(k.startswith("cls.") for k in report.initialised)
         if fresh_heads:
-            print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP classifier "
-                  "start fresh, and the masked-LM decoder is tied to the word embeddings", file=sys.stderr)
+            print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP "
+                  "classifier start fresh, and the masked-LM decoder is tied to the word embeddings",
+                  file=sys.stderr)
         if args.head_lr is None:
             args.head_lr = 1e-3 if fresh_heads else args.lr
         if args.max_length > pretraining.config.max_position_embeddings:
@@ -370,18 +379,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         documents, description = read_corpus(args)
         print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
         run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
-        train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer), args.heldout,
-                                                           config.seed)
+        train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
+                                                           args.heldout, config.seed)
         if not train_documents:
-            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after holding out "
-                             f"{len(heldout_documents)}; add text or lower --heldout")
+            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after "
+                             f"holding out {len(heldout_documents)}; add text or lower --heldout")
         task = PretrainingTask(train_documents, heldout_documents, tokenizer,
                                config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
                                args.max_predictions, args.short_seq_prob, args.nsp)
-        span_boundary = SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary else None
+        span_boundary = (SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary
+                         else None)
         model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
         state = train(model, [task], config, run, pretraining_score,
-                      save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer), resume=args.resume)
+                      save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
+                      resume=args.resume)
         if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
             return 0
         best = next((r for r in reversed(state.history) if r["best"]), None)

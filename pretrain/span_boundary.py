@@ -40,8 +40,8 @@ class SpanBoundaryHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         init_bert_weights(self, config)
 
-    def forward(self, hidden_states: torch.Tensor, rows: torch.Tensor, left: torch.Tensor, right: torch.Tensor,
-                offsets: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, rows: torch.Tensor, left: torch.Tensor,
+                right: torch.Tensor, offsets: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
         """hidden_states: (B, T, C). rows, left, right, offsets: (N,) the batch row of each masked token,
         the positions s-1 and e+1 of its span, and i - s. Returns logits (N, V)."""
         offsets = offsets.clamp(max=self.position_embeddings.num_embeddings - 1)

@@ -19,9 +19,10 @@ TREC files' quirks), each with its dev metric:
 
 A sentence is encoded `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`; a classifier reads the final [CLS]
 vector (--pooling), or other layers' (--layer-features, --layer-combine); a text longer than --max-length is
-cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/features.py). `--label-embedding` adds one learned embedding per class, read by the [CLS] row of
-the chosen layers' attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the
-method and how the authors' code differs are in minbert/label_attention.py).
+cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/features.py).
+`--label-embedding` adds one learned embedding per class, read by the [CLS] row of the chosen layers'
+attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the method and how the
+authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
 ± standard deviation (tasks/seeds.py) in <out>/summary.json, both for the last epoch (the fixed budget:
@@ -47,8 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT, init_from_class_means,
-                                     init_from_keywords, label_attention_forward, label_loss, parse_label_layers)
+from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT,
+                                     init_from_class_means, init_from_keywords, label_attention_forward,
+                                     label_loss, parse_label_layers)
 from minbert.model import BertModel, BertModelOutput
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks import metrics
@@ -98,7 +100,8 @@ SPECS: dict[str, ClassifyTaskSpec] = {
     # The 50 fine classes (and their keywords: the coarse ones plus the fine name) come from the file.
     "trec-fine": ClassifyTaskSpec((), "accuracy", ()),
     # Long texts (the course's IMDb subset; Usenet posts): where --truncation and --chunks matter.
-    "cfimdb": ClassifyTaskSpec(("negative", "positive"), "accuracy", (("bad", "boring"), ("great", "wonderful"))),
+    "cfimdb": ClassifyTaskSpec(("negative", "positive"), "accuracy",
+                               (("bad", "boring"), ("great", "wonderful"))),
     # The 20 groups (and keywords: the parts of their names) come from the archive.
     "20newsgroups": ClassifyTaskSpec((), "accuracy", ()),
 }
@@ -147,16 +150,18 @@ def _read_trec_task(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSp
     print(f"read {len(examples)} questions from {root / TREC_FILE}" +
           "".join(f"\n  skipped {row}" for row in skipped), file=sys.stderr)
     train_part, dev_part = trec_split(examples, TREC_DEV_FRACTION, seed=0)
-    print(f"TREC has no dev file: a fixed stratified split gives {len(train_part)} train / {len(dev_part)} dev",
-          file=sys.stderr)
+    print(f"TREC has no dev file: a fixed stratified split gives {len(train_part)} train / "
+          f"{len(dev_part)} dev", file=sys.stderr)
     spec = SPECS[task]
     if task == "trec-fine":
         labels = tuple(sorted({e.fine for e in examples}))
-        keywords = tuple(TREC_COARSE_KEYWORDS[label.split(":")[0]] + (label.split(":")[1],) for label in labels)
+        keywords = tuple(TREC_COARSE_KEYWORDS[label.split(":")[0]] + (label.split(":")[1],)
+                         for label in labels)
         spec = ClassifyTaskSpec(labels, spec.metric, keywords)
 
     def convert(part):
-        return [SentenceExample(e.id, e.sentence, spec.labels.index(e.fine if task == "trec-fine" else e.coarse))
+        return [SentenceExample(e.id, e.sentence,
+                                spec.labels.index(e.fine if task == "trec-fine" else e.coarse))
                 for e in part]
 
     return spec, {"train": convert(train_part), "dev": convert(dev_part)}
@@ -208,8 +213,8 @@ class ClassifyModel(nn.Module):
         self.bert = bert
         hidden = bert.config.hidden_size
         # None: the last layer, pooled by `pooling`; else [CLS] vectors of these layers (tasks/features.py)
-        self.feature_layers = None if layer_features == "last" else select_layers(layer_features,
-                                                                                   bert.config.num_hidden_layers)
+        self.feature_layers = (None if layer_features == "last"
+                               else select_layers(layer_features, bert.config.num_hidden_layers))
         self.layer_combine = layer_combine
         size = feature_size(hidden, self.feature_layers, layer_combine) if self.feature_layers else hidden
         self.head = SentenceClassifier(size, num_classes, dropout, pooling)
@@ -233,7 +238,8 @@ class ClassifyModel(nn.Module):
                                        output_attentions=output_attentions)
 
     def features(self, tokens: TokenBatch) -> torch.Tensor:
-        """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors combined."""
+        """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors
+        combined."""
         if self.feature_layers is None:
             return pool(self.encode(tokens), tokens.attention_mask, self.head.pooling)
         output = self.encode(tokens, output_hidden_states=True)
@@ -272,8 +278,8 @@ class LabelLossSettings:
 class ClassifyTask:
     """One classification set: cross-entropy (+ lambda L_label) training, the task's metric on dev."""
 
-    def __init__(self, name: str, spec: ClassifyTaskSpec, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
-                 batch_size: int, seed: int, max_length: int, truncation: str = "head",
+    def __init__(self, name: str, spec: ClassifyTaskSpec, tokenizer: BertTokenizer, train: Sequence,
+                 dev: Sequence, batch_size: int, seed: int, max_length: int, truncation: str = "head",
                  label_loss_settings: LabelLossSettings | None = None, chunks: bool = False,
                  max_chunks: int = 0) -> None:
         self.name, self.spec = name, spec
@@ -301,7 +307,8 @@ class ClassifyTask:
 
     def collate(self, items: Sequence) -> TokenBatch | ChunkBatch:
         if not self.chunks:
-            return pad_batch([ids for ids, _ in items], [segments for _, segments in items], pad_id=self.pad_id)
+            return pad_batch([ids for ids, _ in items], [segments for _, segments in items],
+                             pad_id=self.pad_id)
         chunks = max(len(item) for item in items)
         flat = pad_batch([c for item in items for c in item + [[self.pad_id]] * (chunks - len(item))],
                          pad_id=self.pad_id)  # (B N, T); a padding chunk is one [PAD]
@@ -311,8 +318,10 @@ class ClassifyTask:
                           flat.attention_mask.reshape(len(items), chunks, length), chunk_mask)
 
     def train_batches(self, epoch: int) -> list[Any]:
-        groups = bucketed_batches([self.length(x) for x in self.train_inputs], self.batch_size, self.seed, epoch)
-        return [(self.collate([self.train_inputs[i] for i in g]), torch.tensor([self.train_labels[i] for i in g]))
+        groups = bucketed_batches([self.length(x) for x in self.train_inputs], self.batch_size, self.seed,
+                                  epoch)
+        return [(self.collate([self.train_inputs[i] for i in g]),
+                 torch.tensor([self.train_labels[i] for i in g]))
                 for g in groups]
 
     def loss(self, model: ClassifyModel, batch: Any) -> torch.Tensor:
@@ -321,14 +330,15 @@ class ClassifyTask:
         loss = F.cross_entropy(model(tokens.to(device)), labels.to(device))  # L_c
         if model.label_embeddings is not None and self.label_loss.weight > 0:
             loss = loss + self.label_loss.weight * label_loss(
-                model.head.classifier, model.label_embeddings, self.label_loss.path, self.label_loss.reduction,
-                pooler=model.bert.pooler)
+                model.head.classifier, model.label_embeddings, self.label_loss.path,
+                self.label_loss.reduction, pooler=model.bert.pooler)
         return loss
 
     def predict(self, model: ClassifyModel, inputs: Sequence) -> list[int]:
         """Predicted class per example, in the input's order (batches sorted by length for speed)."""
         predictions = [0] * len(inputs)
-        batch_size = EVAL_BATCH_SIZE // 8 if self.chunks else EVAL_BATCH_SIZE  # a chunked text is several inputs
+        # a chunked text is several inputs
+        batch_size = EVAL_BATCH_SIZE // 8 if self.chunks else EVAL_BATCH_SIZE
         for group in sorted_batches([self.length(x) for x in inputs], batch_size):
             batch = self.collate([inputs[i] for i in group]).to(device_of(model))
             for i, label in zip(group, model(batch).argmax(-1).tolist()):
@@ -341,8 +351,8 @@ class ClassifyTask:
     def write_outputs(self, model: ClassifyModel, directory: Path) -> list[int]:
         """Dev predictions (label names) in the course's format; returns them."""
         predictions = self.predict(model, self.dev_inputs)
-        write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Label", [e.id for e in self.dev],
-                          [self.spec.labels[p] for p in predictions])
+        write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Label",
+                          [e.id for e in self.dev], [self.spec.labels[p] for p in predictions])
         return predictions
 
 
@@ -382,8 +392,8 @@ def parse_keywords(text: str | None, spec: ClassifyTaskSpec) -> tuple[tuple[str,
         return spec.keywords
     groups = tuple(tuple(group.split()) for group in text.split(";"))
     if len(groups) != len(spec.labels) or not all(groups):
-        raise SystemExit(f"error: --label-keywords needs {len(spec.labels)} non-empty ';'-separated groups, one "
-                         f"per class in the order {list(spec.labels)}; got {len(groups)}")
+        raise SystemExit(f"error: --label-keywords needs {len(spec.labels)} non-empty ';'-separated "
+                         f"groups, one per class in the order {list(spec.labels)}; got {len(groups)}")
     return groups
 
 
@@ -410,8 +420,8 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
     train_examples = subsample(data["train"], args.train_fraction, seed)
     if args.limit:
         train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
-    print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of {len(data['train'])}), "
-          f"{len(data['dev'])} dev; seed {seed}", file=sys.stderr)
+    print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
+          f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
     run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
     bert, tokenizer, model_dir = load_encoder(args.model)
     check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
@@ -427,8 +437,8 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
         freeze(model.bert)
     if args.label_embedding:
         print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
-              f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), init {args.label_init}, "
-              f"lambda {args.label_lambda}", file=sys.stderr)
+              f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), "
+              f"init {args.label_init}, lambda {args.label_lambda}", file=sys.stderr)
     task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
                         args.max_length, args.truncation,
                         LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction),
@@ -440,8 +450,10 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
         except ValueError as error:  # keywords without word pieces, a class with no training example
             raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
     settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
-                "label_layers": list(model.label_layers) if args.label_embedding else None, "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run, lambda dev: main_score(spec.metric, dev[args.task]),
+                "label_layers": list(model.label_layers) if args.label_embedding else None,
+                "model": str(model_dir)}
+    state = train_and_reload_best(model, [task], config, run,
+                                  lambda dev: main_score(spec.metric, dev[args.task]),
                                   tokenizer, settings, resume)
     if state is None:  # a torchrun process other than rank 0: done
         return None
@@ -474,31 +486,34 @@ def build_parser() -> argparse.ArgumentParser:
                         help="what a text longer than --max-length keeps: its head, its tail, or both ends "
                              "(Sun et al. 2019, scaled to the window: 31 + 95 pieces at 128)")
     parser.add_argument("--layer-features", default="last",
-                        help="the classifier reads the last layer (pooled by --pooling), or the [CLS] vectors of "
-                             "layer:K (0 = embeddings), first-4, last-4 or all layers (Sun et al. 2019)")
+                        help="the classifier reads the last layer (pooled by --pooling), or the [CLS] "
+                             "vectors of layer:K (0 = embeddings), first-4, last-4 or all layers "
+                             "(Sun et al. 2019)")
     parser.add_argument("--layer-combine", choices=LAYER_COMBINES, default="concat",
                         help="how several layers' [CLS] vectors are combined")
     parser.add_argument("--chunks", choices=CHUNK_POOLINGS, default=None,
-                        help="long texts: encode every --max-length window of the text and combine the chunks' "
-                             "vectors by mean, max or self-attention (instead of --truncation)")
+                        help="long texts: encode every --max-length window of the text and combine the "
+                             "chunks' vectors by mean, max or self-attention (instead of --truncation)")
     parser.add_argument("--max-chunks", type=int, default=0,
-                        help="with --chunks: at most this many chunks per text, the first ones and the last (0: all)")
+                        help="with --chunks: at most this many chunks per text, the first ones and the "
+                             "last (0: all)")
     parser.add_argument("--train-fraction", type=float, default=1.0,
                         help="train on a stratified random fraction of the training set (low-resource runs); "
                              "the sample depends on the seed")
     add_seeds_argument(parser)
     g = parser.add_argument_group("label-embedding attention (Wang et al. 2020)")
-    g.add_argument("--label-embedding", action="store_true", help="use label-embedding attention and the label loss")
+    g.add_argument("--label-embedding", action="store_true",
+                   help="use label-embedding attention and the label loss")
     g.add_argument("--label-lambda", type=float, default=None,
                    help=f"weight of the label loss, lambda (default {LABEL_LOSS_WEIGHT:g}; 0 turns it off)")
     g.add_argument("--label-layers", default=None,
                    help="which layers use it: 'all' (default, the paper), 'last:k', or 0-based indices '4,5'")
     g.add_argument("--label-init", choices=LABEL_INITS, default=None,
-                   help="label embeddings start random (default), at the mean word embedding of keywords, or at "
-                        "the class-averaged final [CLS] vector of the pretrained model")
+                   help="label embeddings start random (default), at the mean word embedding of keywords, "
+                        "or at the class-averaged final [CLS] vector of the pretrained model")
     g.add_argument("--label-keywords", default=None,
-                   help="keywords for --label-init keywords: one ';'-separated group per class, in class order "
-                        "(default: a few words per class, see SPECS in tasks/classify.py)")
+                   help="keywords for --label-init keywords: one ';'-separated group per class, in class "
+                        "order (default: a few words per class, see SPECS in tasks/classify.py)")
     g.add_argument("--label-loss-path", choices=LABEL_LOSS_PATHS, default=None,
                    help="direct: the classifier reads the label embeddings (the paper, default); pooler: "
                         "through the pretrained pooler first (the authors' code)")
@@ -527,7 +542,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         try:
             args.label_layers = [int(x) for x in args.label_layers.split(",")]
         except ValueError:
-            parser.error(f"--label-layers must be 'all', 'last:k' or comma-separated indices, got {args.label_layers!r}")
+            parser.error(f"--label-layers must be 'all', 'last:k' or comma-separated indices, "
+                         f"got {args.label_layers!r}")
     if args.label_lambda < 0:
         parser.error("--label-lambda must be >= 0")
     if not 0.0 < args.train_fraction <= 1.0:
@@ -542,9 +558,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error("--max-chunks needs --chunks")
     if args.max_chunks < 0 or args.max_chunks == 1:
         parser.error("--max-chunks is 0 (all) or at least 2 (the first chunks and the last)")
-    if args.label_embedding and args.layer_combine == "concat" and args.layer_features in ("first-4", "last-4", "all"):
-        parser.error("--label-embedding's label loss feeds hidden-size vectors to the classifier: combine several "
-                     "layers with --layer-combine mean or max")
+    if (args.label_embedding and args.layer_combine == "concat"
+            and args.layer_features in ("first-4", "last-4", "all")):
+        parser.error("--label-embedding's label loss feeds hidden-size vectors to the classifier: combine "
+                     "several layers with --layer-combine mean or max")
     if args.chunks and args.label_embedding and args.label_init == "class-mean":
         parser.error("--label-init class-mean averages single windows; use random or keywords with --chunks")
 
@@ -556,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_args(parser, args)
         out = Path(args.out or default_run_dir("classify"))
         run_one_or_seeds(args.seeds, args.seed, out, args.resume,
-                         lambda seed, directory, resume: run_one(args, seed, directory, resume), title=args.task,
+                         lambda seed, directory, resume: run_one(args, seed, directory, resume),
+                         title=args.task,
                          extra={"task": args.task, "label_embedding": args.label_embedding,
                                 "train_fraction": args.train_fraction})
         return 0

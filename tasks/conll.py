@@ -82,8 +82,10 @@ def read_conll(path: str | os.PathLike, tags: Sequence[str] | None = None, tagge
     return sentences
 
 
-def write_conll(path: str | os.PathLike, sentences: Sequence[Sentence], predicted: Sequence[Sequence[str]]) -> None:
-    """token, gold (when the sentences have tags) and predicted tag per line; a blank line between sentences."""
+def write_conll(path: str | os.PathLike, sentences: Sequence[Sentence],
+                predicted: Sequence[Sequence[str]]) -> None:
+    """token, gold (when the sentences have tags) and predicted tag per line; a blank line between
+    sentences."""
     if len(sentences) != len(predicted):
         raise ValueError(f"{len(sentences)} sentences but {len(predicted)} predictions")
     blocks = []

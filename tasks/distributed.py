@@ -73,7 +73,8 @@ def setup(device: str) -> Distributed:
 
 def device_for(device: str, world: Distributed) -> torch.device:
     """Each process on a machine gets its own GPU (cuda:LOCAL_RANK); CPU processes share the CPU."""
-    return torch.device(f"cuda:{world.local_rank}") if device.startswith("cuda") and world.enabled else torch.device(device)
+    return (torch.device(f"cuda:{world.local_rank}") if device.startswith("cuda") and world.enabled
+            else torch.device(device))
 
 
 def batch_rows(batch: Any) -> int:
@@ -135,7 +136,8 @@ def wrap(losses: TaskLosses, world: Distributed, device: torch.device) -> nn.Mod
     """DDP around the losses when distributed (any head may sit out a step: find_unused_parameters)."""
     if not world.enabled:
         return losses
-    return nn.parallel.DistributedDataParallel(losses, device_ids=[device.index] if device.type == "cuda" else None,
+    return nn.parallel.DistributedDataParallel(losses,
+                                               device_ids=[device.index] if device.type == "cuda" else None,
                                                find_unused_parameters=True)
 
 

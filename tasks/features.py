@@ -5,14 +5,17 @@ Layer features (`--layer-features`, `--layer-combine`):
 
     last        the final layer's [CLS] vector (BERT's default)
     layer:K     layer K's (0 = the embeddings, 1..L the layers)
-    first-4     layers 1-4, combined        last-4   layers L-3..L, combined        all   layers 1..L, combined
+    first-4     layers 1-4, combined
+    last-4      layers L-3..L, combined
+    all         layers 1..L, combined
 
 combined by concatenation (the classifier's input grows to n x C), the element-wise mean, or the max.
 
 Chunks (`--chunks mean|max|attention`): a text of n pieces is cut into ceil(n / (max_length - 2))
 consecutive chunks, each encoded as `[CLS] chunk [SEP]`, and the chunks' final [CLS] vectors are combined by
-their mean, their max, or a learned self-attention pooling (a score per chunk, softmax over the chunks); chunks
-that only pad a batch are masked out of all three. Every piece is in exactly one chunk (`chunk_pieces`).
+their mean, their max, or a learned self-attention pooling (a score per chunk, softmax over the chunks);
+chunks that only pad a batch are masked out of all three. Every piece is in exactly one chunk
+(`chunk_pieces`).
 
 Shape legend: B batch, N chunks per text, C hidden size.
 
@@ -42,15 +45,16 @@ def select_layers(spec: str, num_layers: int) -> tuple[int, ...]:
         return tuple(range(1, num_layers + 1))
     if spec.startswith("layer:") and spec[6:].isdigit() and int(spec[6:]) <= num_layers:
         return (int(spec[6:]),)
-    raise ValueError(f"layer features must be last, layer:K with 0 <= K <= {num_layers}, first-4, last-4 or all; "
-                     f"got {spec!r}")
+    raise ValueError(f"layer features must be last, layer:K with 0 <= K <= {num_layers}, first-4, last-4 "
+                     f"or all; got {spec!r}")
 
 
 def feature_size(hidden_size: int, layers: Sequence[int], combine: str) -> int:
     return hidden_size * len(layers) if combine == "concat" else hidden_size
 
 
-def layer_features(hidden_states: Sequence[torch.Tensor], layers: Sequence[int], combine: str) -> torch.Tensor:
+def layer_features(hidden_states: Sequence[torch.Tensor], layers: Sequence[int],
+                   combine: str) -> torch.Tensor:
     """The chosen layers' [CLS] vectors (each (B, C)), combined: (B, n C) for concat, else (B, C)."""
     cls = [hidden_states[i][:, 0] for i in layers]
     if combine == "concat":

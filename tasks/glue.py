@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tasks.data import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample, SkippedRow,
-                        decode_data_file)
+from tasks.data import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample,
+                        SkippedRow, decode_data_file)
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,17 @@ class GlueSpec:
 
 
 GLUE: dict[str, GlueSpec] = {
-    "cola": GlueSpec({"train": "CoLA/cola_public/raw/in_domain_train.tsv", "dev": "CoLA/glue_v1.0_dev_test/dev.tsv"},
+    "cola": GlueSpec({"train": "CoLA/cola_public/raw/in_domain_train.tsv",
+                      "dev": "CoLA/glue_v1.0_dev_test/dev.tsv"},
                      None, (3,), 1, ("0", "1"), "matthews"),
     "mrpc": GlueSpec({"train": "MRPC/train.tsv", "dev": "MRPC/dev.tsv"},
-                     ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), (3, 4), 0, ("0", "1"), "accuracy+f1"),
-    "rte": GlueSpec({"train": "RTE/train.tsv", "dev": "RTE/dev.tsv"}, ("index", "sentence1", "sentence2", "label"),
+                     ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), (3, 4), 0, ("0", "1"),
+                     "accuracy+f1"),
+    "rte": GlueSpec({"train": "RTE/train.tsv", "dev": "RTE/dev.tsv"},
+                    ("index", "sentence1", "sentence2", "label"),
                     (1, 2), 3, ("entailment", "not_entailment"), "accuracy"),
-    "wnli": GlueSpec({"train": "WNLI/train.tsv", "dev": "WNLI/dev.tsv"}, ("index", "sentence1", "sentence2", "label"),
+    "wnli": GlueSpec({"train": "WNLI/train.tsv", "dev": "WNLI/dev.tsv"},
+                     ("index", "sentence1", "sentence2", "label"),
                      (1, 2), 3, ("0", "1"), "accuracy"),
     "sst2": GlueSpec({"train": "SST-2/train.tsv", "dev": "SST-2/dev.tsv"}, ("sentence", "label"), (0,), 1,
                      ("0", "1"), "accuracy"),
@@ -68,7 +72,8 @@ def read_glue(root: str | os.PathLike, task: str, split: str, strict: bool = Fal
     rows = list(csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE))
     if spec.header is not None:
         if not rows or tuple(rows[0]) != spec.header:
-            raise DataFileError(f"{path}:1: expected the header {list(spec.header)}, got {rows[0] if rows else []}")
+            raise DataFileError(f"{path}:1: expected the header {list(spec.header)}, "
+                                f"got {rows[0] if rows else []}")
         first = 2
         rows = rows[1:]
     else:

@@ -39,7 +39,8 @@ from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
 from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.hierarchy import DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics, read_dataset
+from tasks.hierarchy import (DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics,
+                             read_dataset)
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, encode_texts, load_encoder, train_and_reload_best, user_errors)
 from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
@@ -61,15 +62,17 @@ class HierarchicalModel(nn.Module):
 
     def forward(self, tokens: TokenBatch) -> list[torch.Tensor]:
         """Logits per level, (B, K_n) each."""
-        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids, output_hidden_states=True)
+        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
+                           output_hidden_states=True)
         return self.structured(output.hidden_states)
 
 
 class HierarchicalTask:
     """Level-weighted BCE training; R-Precision per level on dev."""
 
-    def __init__(self, name: str, hierarchy: Hierarchy, tokenizer: BertTokenizer, train: Sequence[LabelledDocument],
-                 dev: Sequence[LabelledDocument], batch_size: int, seed: int, max_length: int, truncation: str) -> None:
+    def __init__(self, name: str, hierarchy: Hierarchy, tokenizer: BertTokenizer,
+                 train: Sequence[LabelledDocument], dev: Sequence[LabelledDocument], batch_size: int,
+                 seed: int, max_length: int, truncation: str) -> None:
         self.name, self.hierarchy = name, hierarchy
         self.pad_id = tokenizer.pad_id
         self.tokenizer, self.max_length, self.truncation = tokenizer, max_length, truncation
@@ -121,16 +124,18 @@ def rprecision_table(reports: dict[str, dict[str, float]], num_levels: int) -> s
         cells = []
         for s in splits:
             count = reports[s][f"level{n}_documents"]
-            cells.append(f"{100 * reports[s][f'level{n}']:.1f} | {count}" if count else "n/a | 0")  # no gold: undefined
+            # no gold: undefined
+            cells.append(f"{100 * reports[s][f'level{n}']:.1f} | {count}" if count else "n/a | 0")
         lines.append(f"| level {n} | " + " | ".join(cells) + " |")
     for name in ("micro", "macro"):
         lines.append(f"| {name} | " + " | ".join(f"{100 * reports[s][name]:.1f} | " for s in splits) + " |")
     return "\n".join(lines) + "\n"
 
 
-def write_test_predictions(task: HierarchicalTask, model: HierarchicalModel, documents: Sequence[LabelledDocument],
-                           path: Path) -> None:
-    """One JSON line per document: its gold labels and, per level, the top-R labels (R = gold on the level, 1 if none)."""
+def write_test_predictions(task: HierarchicalTask, model: HierarchicalModel,
+                           documents: Sequence[LabelledDocument], path: Path) -> None:
+    """One JSON line per document: its gold labels and, per level, the top-R labels (R = gold on the level, 1
+    if none)."""
     scores = task.scores(model, task.encode(documents))
     lines = []
     for row, document in enumerate(documents):
@@ -183,17 +188,18 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
     test_docs = data.splits["test"][:args.limit] if args.limit else data.splits["test"]
     run.write_config({**vars(args), "layer_map": [list(g) for g in layers], "data": data.description,
                       "labels_per_level": [len(level) for level in hierarchy.levels]})
-    model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers, args.hidden_dropout_prob)
+    model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
+                              args.hidden_dropout_prob)
     if config.freeze_encoder:
         freeze(model.bert)
     task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
                             args.max_length, args.truncation)
     if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
         model.structured.init_biases_to_priors(task.train_targets)
-    settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name, "layer_map": [list(g) for g in layers],
-                "levels": hierarchy.levels, "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"], tokenizer,
-                                  settings, resume)
+    settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name,
+                "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
+    state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"],
+                                  tokenizer, settings, resume)
     if state is None:  # a torchrun process other than rank 0: done
         return None
     with torch.no_grad():
@@ -201,14 +207,17 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
         write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
         if args.analysis:
             atomic_write_text(run.path / "analysis.json", json.dumps(
-                {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)}, indent=1) + "\n")
+                {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},
+                indent=1) + "\n")
     table = rprecision_table(reports, hierarchy.num_levels)
-    atomic_write_text(run.path / "rprecision.md", f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
-                                                  f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
+    atomic_write_text(run.path / "rprecision.md",
+                      f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
+                      f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
     print(table, file=sys.stderr)
     result = {"dataset": args.dataset, "variant": name, "seed": seed, "layer_map": [list(g) for g in layers],
-              "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"], "test_of_best": reports["test"],
-              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"]}
+              "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"],
+              "test_of_best": reports["test"], "best_epoch": state.best_epoch,
+              "train_seconds": state.history[-1]["elapsed_s"]}
     write_result(run.path, result)
     return result
 
@@ -220,12 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", choices=VARIANTS, default=None,
                         help="which layers feed which level (default: flat)")
     parser.add_argument("--layer-map", default=None,
-                        help="an explicit map instead of --variant: 'level:layers;...', both 1-based, e.g. '1:4;2:5,6'")
+                        help="an explicit map instead of --variant: 'level:layers;...', both 1-based, "
+                             "e.g. '1:4;2:5,6'")
     parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
                         help="what a document longer than --max-length keeps")
     parser.add_argument("--bias-init", choices=("prior", "default"), default="prior",
-                        help="each label's classifier bias starts at the log-odds of its training frequency (prior) "
-                             "or at nn.Linear's small random default (default); see StructuredClassifier")
+                        help="each label's classifier bias starts at the log-odds of its training frequency "
+                             "(prior) or at nn.Linear's small random default (default); "
+                             "see StructuredClassifier")
     add_seeds_argument(parser)
     parser.add_argument("--no-analysis", dest="analysis", action="store_false",
                         help="skip the layer analysis of the best checkpoint on dev")

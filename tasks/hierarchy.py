@@ -16,7 +16,8 @@ The datasets (read from $MINBERT_DATA; see each SOURCE.txt under ../shared/data)
   Headers are dropped (they name the group), and quoted replies with them.
 - enron: UC Berkeley's annotated Enron emails, multi-label on 2 levels (4 facets, 53 categories, e.g. "3.6").
   The headers are dropped except the subject line; 70 / 10 / 20 split by a fixed seed.
-- trec: questions, coarse (6) -> fine (50) labels; the one file is split 80 / 10 / 10, stratified by fine label.
+- trec: questions, coarse (6) -> fine (50) labels; the one file is split 80 / 10 / 10, stratified by fine
+  label.
 
 Read next: structured.py.
 """
@@ -40,9 +41,9 @@ NEWSGROUPS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"
 NEWSGROUPS_SPLITS = {"train": "20news-bydate-train", "test": "20news-bydate-test"}
 # A header line, also indented or quoted ("   Newsgroups: sci.med", "BR> From: ...").
 HEADER_LINE = re.compile(r"^[\s~>|*-]*(?:[A-Za-z]{1,4}>\s*)?"
-                         r"(From|Newsgroups|Subject|Organization|Message-I[Dd]|Date|Path|Lines|Sender|Reply-To|"
-                         r"References|Distribution|Keywords|Summary|Article-I\.D\.|NNTP-Posting-Host|Followup-To|"
-                         r"Expires|Approved|Xref|X-[A-Za-z-]+):")
+                         r"(From|Newsgroups|Subject|Organization|Message-I[Dd]|Date|Path|Lines|"
+                         r"Sender|Reply-To|References|Distribution|Keywords|Summary|Article-I\.D\.|"
+                         r"NNTP-Posting-Host|Followup-To|Expires|Approved|Xref|X-[A-Za-z-]+):")
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ class Hierarchy:
         self.level = self._levels()
         self.num_levels = max(self.level.values())
         # Labels per level, sorted: the column order of each level's classifier.
-        self.levels = [sorted(label for label, lv in self.level.items() if lv == n) for n in range(1, self.num_levels + 1)]
+        self.levels = [sorted(label for label, lv in self.level.items() if lv == n)
+                       for n in range(1, self.num_levels + 1)]
 
     def _levels(self) -> dict[str, int]:
         children: dict[str, list[str]] = {label: [] for label in self.parents}
@@ -132,13 +134,15 @@ class HierarchicalData:
 
 def read_dataset(root: str | Path, name: str) -> HierarchicalData:
     """One of DATASETS from the shared data folder `root`; file problems raise DataFileError."""
-    readers = {"hwv": read_hwv, "20newsgroups": read_newsgroups_hierarchy, "enron": read_enron, "trec": read_trec_hierarchy}
+    readers = {"hwv": read_hwv, "20newsgroups": read_newsgroups_hierarchy, "enron": read_enron,
+               "trec": read_trec_hierarchy}
     if name not in readers:
         raise ValueError(f"unknown dataset {name!r}; choose from {DATASETS}")
     return readers[name](Path(root))
 
 
-def seeded_split(documents: Sequence[LabelledDocument], fractions: Sequence[float], name: str) -> list[list[LabelledDocument]]:
+def seeded_split(documents: Sequence[LabelledDocument], fractions: Sequence[float],
+                 name: str) -> list[list[LabelledDocument]]:
     """Cut documents (sorted by id, then shuffled with a fixed seed) into parts of the given fractions."""
     order = sorted(documents, key=lambda d: d.id)
     random.Random(f"{name}-split").shuffle(order)
@@ -160,7 +164,8 @@ def read_hwv(root: Path) -> HierarchicalData:
     for line_number, line in enumerate(decode_data_file(taxonomy).splitlines(), start=1):
         fields = line.split("\t")
         if len(fields) < 2:
-            raise DataFileError(f"{taxonomy}:{line_number}: expected 'parent<TAB>child...', got {line[:40]!r}")
+            raise DataFileError(f"{taxonomy}:{line_number}: expected 'parent<TAB>child...', "
+                                f"got {line[:40]!r}")
         parent, children = fields[0], fields[1:]
         parents.setdefault(parent, set())
         for child in children:
@@ -190,7 +195,8 @@ def read_hwv(root: Path) -> HierarchicalData:
             documents.append(LabelledDocument(f"{file_name.split('.')[0]}-{line_number}", text, augmented))
     train, dev, test = seeded_split(documents, (0.7, 0.1, 0.2), "hwv")
     return HierarchicalData(hierarchy, {"train": train, "dev": dev, "test": test},
-                            f"HWV: {len(documents)} documents from {folder} (val + test pooled, split 70/10/20)")
+                            f"HWV: {len(documents)} documents from {folder} "
+                            "(val + test pooled, split 70/10/20)")
 
 
 # ----- 20 Newsgroups -------------------------------------------------------------------------------
@@ -206,8 +212,8 @@ def newsgroups_posts(archive: str | Path, split: str) -> list[tuple[str, str, st
     """
     archive = Path(archive)
     if not archive.is_file():
-        raise FileNotFoundError(f"{archive}: the 20 Newsgroups archive is missing (set MINBERT_DATA to the folder "
-                                "holding 20newsgroups/)")
+        raise FileNotFoundError(f"{archive}: the 20 Newsgroups archive is missing (set MINBERT_DATA to the "
+                                "folder holding 20newsgroups/)")
     if split not in NEWSGROUPS_SPLITS:
         raise ValueError(f"20 Newsgroups has splits {sorted(NEWSGROUPS_SPLITS)}, not {split!r}")
     posts = []
@@ -243,7 +249,8 @@ def read_newsgroups_hierarchy(root: Path) -> HierarchicalData:
     hierarchy = Hierarchy.from_paths(sorted(paths))
     train, dev = seeded_split(splits["train"], (0.9, 0.1), "20newsgroups")
     return HierarchicalData(hierarchy, {"train": train, "dev": dev, "test": splits["test"]},
-                            f"20 Newsgroups: bydate train split 90/10 into train/dev, bydate test ({archive})")
+                            f"20 Newsgroups: bydate train split 90/10 into train/dev, bydate test "
+                            f"({archive})")
 
 
 # ----- Enron ---------------------------------------------------------------------------------------
@@ -257,7 +264,8 @@ def read_enron(root: Path) -> HierarchicalData:
     categories: dict[str, set[str]] = {}
     with tarfile.open(archive, "r:gz") as tar:
         for member in tar:
-            if not member.isfile() or not member.name.endswith((".txt", ".cats")) or member.name.endswith("categories.txt"):
+            if (not member.isfile() or not member.name.endswith((".txt", ".cats"))
+                    or member.name.endswith("categories.txt")):
                 continue
             stem, kind = member.name.rsplit(".", 1)
             content = tar.extractfile(member).read().decode("latin-1")
@@ -270,12 +278,14 @@ def read_enron(root: Path) -> HierarchicalData:
                     continue
                 fields = line.split(",")
                 if len(fields) != 3 or not all(f.strip().isdigit() for f in fields):
-                    raise DataFileError(f"{archive}:{member.name}:{line_number}: expected 'top,sub,count', got {line!r}")
+                    raise DataFileError(f"{archive}:{member.name}:{line_number}: expected 'top,sub,count', "
+                                        f"got {line!r}")
                 labels.add(f"{fields[0].strip()}.{fields[1].strip()}")
             categories[stem] = labels
     missing = sorted(set(texts) ^ set(categories))
     if missing:
-        raise DataFileError(f"{archive}: {len(missing)} email(s) without both .txt and .cats, e.g. {missing[0]}")
+        raise DataFileError(f"{archive}: {len(missing)} email(s) without both .txt and .cats, "
+                            f"e.g. {missing[0]}")
     parents = {}
     for labels in categories.values():
         for label in labels:
@@ -293,7 +303,8 @@ def read_enron(root: Path) -> HierarchicalData:
 def enron_text(raw: str) -> str:
     """An email without its headers, except the subject, which is part of what the writer wrote."""
     head, _, body = raw.partition("\n\n")
-    subject = next((line[len("Subject:"):].strip() for line in head.splitlines() if line.startswith("Subject:")), "")
+    subject = next((line[len("Subject:"):].strip() for line in head.splitlines()
+                    if line.startswith("Subject:")), "")
     return " ".join(f"{subject}\n{body}".split())
 
 
@@ -311,7 +322,8 @@ def read_trec_hierarchy(root: Path) -> HierarchicalData:
         return [LabelledDocument(e.id, e.sentence, frozenset((e.coarse, e.fine))) for e in part]
 
     return HierarchicalData(hierarchy, {"train": convert(train), "dev": convert(dev), "test": convert(test)},
-                            f"TREC: {len(examples)} questions from {path} (split 80/10/10, stratified by fine label)")
+                            f"TREC: {len(examples)} questions from {path} "
+                            "(split 80/10/10, stratified by fine label)")
 
 
 def label_statistics(data: HierarchicalData) -> str:
@@ -319,5 +331,6 @@ def label_statistics(data: HierarchicalData) -> str:
     levels = " / ".join(str(len(level)) for level in data.hierarchy.levels)
     sizes = " / ".join(f"{name} {len(docs)}" for name, docs in data.splits.items())
     mean_labels = sum(len(d.labels) for d in data.splits["train"]) / max(1, len(data.splits["train"]))
-    return f"{data.description}\n  labels per level {levels}; documents {sizes}; {mean_labels:.2f} labels per training document"
+    return (f"{data.description}\n  labels per level {levels}; documents {sizes}; "
+            f"{mean_labels:.2f} labels per training document")
 

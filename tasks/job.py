@@ -44,9 +44,10 @@ HEADS_WEIGHTS = "heads.safetensors"
 HEADS_SETTINGS = "heads.json"
 
 
-COURSE_DATA_HELP = ("folder holding the course's CSV files (default: $MINBERT_DATA/cs224n, then ./data/cs224n, then a "
-                    "download, then the bundled demo sample)")
-SHARED_DATA_HELP = "the shared datasets folder (default: $MINBERT_DATA, then ../shared/data beside the checkout)"
+COURSE_DATA_HELP = ("folder holding the course's CSV files (default: $MINBERT_DATA/cs224n, then "
+                    "./data/cs224n, then a download, then the bundled demo sample)")
+SHARED_DATA_HELP = ("the shared datasets folder (default: $MINBERT_DATA, then ../shared/data beside the "
+                    "checkout)")
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str = COURSE_DATA_HELP) -> None:
@@ -74,7 +75,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
 # diverged run (FloatingPointError from the training loop: the message names the step and the last good
 # checkpoint).
-USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileNotFoundError, FloatingPointError)
+USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileNotFoundError,
+               FloatingPointError)
 # Writing failed for a reason outside the program.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
 
@@ -103,10 +105,11 @@ def check_max_length(max_length: int, config: BertConfig, pairs: bool = False) -
     """--max-length must hold [CLS] and [SEP] (and a second [SEP] for pairs) and fit the model's positions."""
     smallest = 3 if pairs else 2
     if max_length < smallest:
-        raise SystemExit(f"error: --max-length {max_length} is too small: the special tokens alone need {smallest}")
+        raise SystemExit(f"error: --max-length {max_length} is too small: the special tokens alone "
+                         f"need {smallest}")
     if max_length > config.max_position_embeddings:
-        raise SystemExit(f"error: --max-length {max_length} exceeds the model's {config.max_position_embeddings} "
-                         "positions")
+        raise SystemExit(f"error: --max-length {max_length} exceeds the model's "
+                         f"{config.max_position_embeddings} positions")
 
 
 def default_run_dir(job: str) -> Path:
@@ -115,7 +118,8 @@ def default_run_dir(job: str) -> Path:
 
 def data_root(data_dir: str | None) -> Path:
     """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA, else
-    ../shared/data beside the checkout. (The course jobs find their CSV files with tasks.data.resolve_data_dir.)"""
+    ../shared/data beside the checkout. (The course jobs find their CSV files with
+    tasks.data.resolve_data_dir.)"""
     candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
                                                str(Path(__file__).resolve().parents[2] / "shared" / "data")]
     for candidate in filter(None, candidates):
@@ -137,7 +141,8 @@ def load_encoder(name_or_path: str) -> tuple[BertModel, BertTokenizer, Path]:
 
 def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every parameter and buffer outside the encoder (`bert.`)."""
-    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("bert.")}
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+            if not k.startswith("bert.")}
 
 
 def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, settings: dict) -> None:
@@ -156,14 +161,16 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     unknown = set(heads) - set(head_state(model))
     if missing or unknown:
         raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
-                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other head options?")
+                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other "
+                         "head options?")
     model.load_state_dict({**model.state_dict(), **heads})
 
 
 def train_and_reload_best(model: nn.Module, tasks: Sequence, config: TrainConfig, run: RunDir, overall_score,
                           tokenizer: BertTokenizer, settings: dict, resume: bool) -> TrainState | None:
-    """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`, in
-    eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the outputs."""
+    """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`,
+    in eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the
+    outputs."""
     state = train(model, tasks, config, run, overall_score,
                   save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
     if distributed.process_rank() != 0:

@@ -116,8 +116,8 @@ class PairTask:
     """Paraphrase (kind "paraphrase", labels 0/1) or similarity (kind "similarity", scores 0..5)."""
 
     def __init__(self, name: str, kind: str, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
-                 batch_size: int, seed: int, max_length: int, cross: bool, similarity_loss: str = "cosine-mse",
-                 softmax: bool = False) -> None:
+                 batch_size: int, seed: int, max_length: int, cross: bool,
+                 similarity_loss: str = "cosine-mse", softmax: bool = False) -> None:
         self.name, self.kind, self.cross, self.softmax = name, kind, cross, softmax
         self.tokenizer, self.max_length = tokenizer, max_length
         self.batch_size, self.seed = batch_size, seed
@@ -186,10 +186,12 @@ class PairTask:
         predictions, gold = self.predict(model, self.dev_inputs), [e.label for e in self.dev]
         if self.kind == "paraphrase":
             return {"accuracy": metrics.accuracy(predictions, gold)}
-        return {"pearson": metrics.pearson(predictions, gold), "spearman": metrics.spearman(predictions, gold)}
+        return {"pearson": metrics.pearson(predictions, gold),
+                "spearman": metrics.spearman(predictions, gold)}
 
     def write_outputs(self, model: nn.Module, test: Sequence | None, directory) -> None:
-        header = "Predicted_Is_Paraphrase" if self.kind == "paraphrase" else "Predicted_Similiary"  # course's spelling
+        header = ("Predicted_Is_Paraphrase" if self.kind == "paraphrase"
+                  else "Predicted_Similiary")  # course's spelling
         write_predictions(directory / f"{self.name}-dev-output.csv", header, [e.id for e in self.dev],
                           self.predict(model, self.dev_inputs))
         if test is not None:
@@ -214,9 +216,10 @@ def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_l
     if name == "sst":
         return SentimentTask("sst", **common)
     if name == "para":
-        return PairTask("para", "paraphrase", cross=paraphrase_head == "cross", softmax=paraphrase_head == "softmax",
-                        **common)
-    return PairTask("sts", "similarity", cross=similarity_head == "cross", similarity_loss=similarity_loss, **common)
+        return PairTask("para", "paraphrase", cross=paraphrase_head == "cross",
+                        softmax=paraphrase_head == "softmax", **common)
+    return PairTask("sts", "similarity", cross=similarity_head == "cross", similarity_loss=similarity_loss,
+                    **common)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,7 +248,8 @@ def check_flags(args) -> None:
         raise SystemExit("error: --similarity-loss applies to the cosine similarity head only; "
                          "drop it or use --similarity-head cosine")
     if args.option == "pretrain" and args.layerwise_decay != 1.0:
-        raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain freezes it")
+        raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain "
+                         "freezes it")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -258,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
         print(f"data: {source.description}", file=sys.stderr)
         run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-        data = {prefix: read_splits(source, dataset, args.strict, args.limit) for prefix, dataset in COURSE_TASKS.items()}
+        data = {prefix: read_splits(source, dataset, args.strict, args.limit)
+                for prefix, dataset in COURSE_TASKS.items()}
 
         bert, tokenizer, model_dir = load_encoder(args.model)
         check_max_length(args.max_length, bert.config, pairs=True)
@@ -270,18 +275,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                              args.similarity_head, args.similarity_loss) for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
-                                                     "similarity_head", "similarity_loss", "hidden_dropout_prob")}}
-        state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings, args.resume)
+                                                     "similarity_head", "similarity_loss",
+                                                     "hidden_dropout_prob")}}
+        state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
+                                      args.resume)
         if state is None:  # a torchrun process other than rank 0: done
             return 0
         with torch.no_grad():
             for task in tasks:
                 task.write_outputs(model, data[task.name]["test"], run.predictions)
         best = next((r for r in reversed(state.history) if r["best"]), None)
-        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: {best['dev'] if best else ''}\n"
+        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
+              f"{best['dev'] if best else ''}\n"
               f"outputs in {run.path}", file=sys.stderr)
         if source.is_sample:
-            print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.", file=sys.stderr)
+            print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
+                  file=sys.stderr)
         return 0
 
 

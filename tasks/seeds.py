@@ -27,10 +27,12 @@ RESULT_FILE = "result.json"
 
 def add_seeds_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
-                        help="train once per seed into <out>/seed-<n>/ and report mean ± std (replaces --seed)")
+                        help="train once per seed into <out>/seed-<n>/ and report mean ± std "
+                             "(replaces --seed)")
 
 
-def check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] | None) -> None:
+def check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                argv: Sequence[str] | None) -> None:
     """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
@@ -70,7 +72,8 @@ def format_summary(title: str, summary: dict, metrics: Sequence[str] | None = No
     lines = [f"{title}: {summary['runs']} seed(s) {summary['seeds']}"]
     for which, name in (("final", "last epoch"), ("best", "best epoch on dev")):
         shown = metrics or list(summary[which])
-        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}" for m in shown]
+        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}"
+                 for m in shown]
         lines.append(f"  {name}: " + ", ".join(cells))
     return "\n".join(lines)
 

@@ -135,8 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              args.max_length)
         settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
                     "num_classes": NUM_CLASSES[args.task], "data": source.description}
-        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"], tokenizer,
-                                      settings, args.resume)
+        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"],
+                                      tokenizer, settings, args.resume)
         if state is None:  # a torchrun process other than rank 0: done
             return 0
         with torch.no_grad():

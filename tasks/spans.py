@@ -52,16 +52,18 @@ class SpanClassifier(nn.Module):
             raise ValueError(f"span pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling = pooling
         self.attention = nn.Linear(hidden_size, 1) if pooling == "attention" else None
-        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(3 * hidden_size, hidden_size), nn.GELU(),
-                                        nn.Dropout(dropout), nn.Linear(hidden_size, num_types + 1))
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(3 * hidden_size, hidden_size),
+                                        nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_types + 1))
 
     def forward(self, words: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
-        """words: (B, W, C); spans: (B, S, 2) long (start, end), padding spans (0, 1). Returns logits (B, S, K+1)."""
+        """words: (B, W, C); spans: (B, S, 2) long (start, end), padding spans (0, 1). Returns logits
+        (B, S, K+1)."""
         starts, ends = spans[..., 0], spans[..., 1]  # (B, S)
         batch = torch.arange(words.size(0), device=words.device)[:, None]
         first, last = words[batch, starts], words[batch, ends - 1]  # (B, S, C)
         positions = torch.arange(words.size(1), device=words.device)
-        inside = (positions[None, None, :] >= starts[..., None]) & (positions[None, None, :] < ends[..., None])
+        inside = ((positions[None, None, :] >= starts[..., None])
+                  & (positions[None, None, :] < ends[..., None]))
         if self.pooling == "mean":
             weights = inside.to(words.dtype)
             weights = weights / weights.sum(dim=-1, keepdim=True)  # (B, S, W)
@@ -76,7 +78,8 @@ def decode_spans(probabilities: torch.Tensor, spans: Sequence[tuple[int, int]], 
                  nested: bool = False) -> list[Span]:
     """Entities of one sentence from its spans' class probabilities (S, K+1), greedily by probability."""
     best = probabilities.max(dim=-1)
-    candidates = sorted(((p, span, k) for p, span, k in zip(best.values.tolist(), spans, best.indices.tolist())
+    candidates = sorted(((p, span, k)
+                         for p, span, k in zip(best.values.tolist(), spans, best.indices.tolist())
                          if k != NULL), key=lambda c: -c[0])
     kept: list[tuple[int, int, int]] = []
     for _, (start, end), k in candidates:

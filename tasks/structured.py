@@ -81,7 +81,8 @@ def layer_map(variant: str, num_layers: int, num_levels: int) -> LayerMap:
         if num_levels == 2:
             return ((rest[0],), (num_layers,))
         middle = rest[2:-1]
-        between = spread(middle, num_levels - 3) if middle and num_levels > 3 else [(num_layers,)] * (num_levels - 3)
+        between = (spread(middle, num_levels - 3) if middle and num_levels > 3
+                   else [(num_layers,)] * (num_levels - 3))
         second = rest[1] if len(rest) > 1 else rest[0]
         return ((rest[0],), (second,), *between, (num_layers,))
     raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
@@ -101,7 +102,8 @@ def parse_layer_map(text: str, num_layers: int, num_levels: int) -> LayerMap:
             raise
         raise ValueError(f"a layer map is 'level:layer,layer;level:layer...', got {text!r}") from None
     if sorted(found) != list(range(1, num_levels + 1)):
-        raise ValueError(f"the layer map must name each level 1..{num_levels} once, got levels {sorted(found)}")
+        raise ValueError(f"the layer map must name each level 1..{num_levels} once, "
+                         f"got levels {sorted(found)}")
     bad = sorted({x for layers in found.values() for x in layers if not 1 <= x <= num_layers})
     if bad:
         raise ValueError(f"layers {bad} do not exist: the model has layers 1..{num_layers}")
@@ -115,7 +117,8 @@ def describe_layer_map(layers: LayerMap) -> str:
 class StructuredClassifier(nn.Module):
     """One linear classifier per level over the concatenated [CLS] vectors of its layers."""
 
-    def __init__(self, hidden_size: int, level_sizes: Sequence[int], layers: LayerMap, dropout: float = 0.1) -> None:
+    def __init__(self, hidden_size: int, level_sizes: Sequence[int], layers: LayerMap,
+                 dropout: float = 0.1) -> None:
         super().__init__()
         if len(level_sizes) != len(layers):
             raise ValueError(f"{len(level_sizes)} levels but a layer map for {len(layers)}")
@@ -128,18 +131,19 @@ class StructuredClassifier(nn.Module):
     def init_biases_to_priors(self, targets: Sequence[torch.Tensor]) -> None:
         """Start each label's bias at the log-odds of its training frequency, so that sigmoid(b_k) = p_k.
 
-        With zero biases, the first many steps of BCE over hundreds of rare labels only learn that every label is
-        rare (the same push for every document); starting at the priors leaves the gradient with what tells
+        With zero biases, the first many steps of BCE over hundreds of rare labels only learn that every label
+        is rare (the same push for every document); starting at the priors leaves the gradient with what tells
         documents apart (Lin et al. 2017, "Focal Loss", section 4.1, use the same start). targets: per level,
-        the training set's (N, K_n) multi-hot matrix. Frequencies are smoothed ((count + 0.5) / (N + 1)) so that
-        a label never seen in training gets a finite bias.
+        the training set's (N, K_n) multi-hot matrix. Frequencies are smoothed ((count + 0.5) / (N + 1)) so
+        that a label never seen in training gets a finite bias.
         """
         for classifier, t in zip(self.classifiers, targets):
             p = (t.sum(dim=0) + 0.5) / (t.size(0) + 1)
             classifier.bias.copy_(torch.log(p) - torch.log1p(-p))
 
     def forward(self, hidden_states: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """hidden_states: the encoder's L + 1 outputs (B, T, C), embeddings first. Returns logits per level (B, K_n)."""
+        """hidden_states: the encoder's L + 1 outputs (B, T, C), embeddings first. Returns logits per level
+        (B, K_n)."""
         cls = [h[:, 0] for h in hidden_states]  # c_i: (B, C) per layer
         return [classifier(self.dropout(torch.cat([cls[i] for i in group], dim=-1)))
                 for classifier, group in zip(self.classifiers, self.layers)]
@@ -152,7 +156,8 @@ def level_weighted_bce(logits: Sequence[torch.Tensor], targets: Sequence[torch.T
                for x, t in zip(logits, targets))
 
 
-def level_targets(label_sets: Sequence[frozenset[str]], levels: Sequence[Sequence[str]]) -> list[torch.Tensor]:
+def level_targets(label_sets: Sequence[frozenset[str]],
+                  levels: Sequence[Sequence[str]]) -> list[torch.Tensor]:
     """Multi-hot targets per level: (B, K_n), column order = the level's sorted labels."""
     targets = []
     for level in levels:
@@ -167,7 +172,8 @@ def level_targets(label_sets: Sequence[frozenset[str]], levels: Sequence[Sequenc
 
 
 def r_precision_report(scores: Sequence[np.ndarray], targets: Sequence[np.ndarray]) -> dict[str, float]:
-    """R-Precision per level (documents with a gold label on it), micro (all labels flat), macro (mean of levels).
+    """R-Precision per level (documents with a gold label on it), micro (all labels flat), macro (mean of
+    levels).
 
     scores, targets: per level, (N, K_n). Also reports how many documents each level's number averages.
     """
@@ -179,6 +185,7 @@ def r_precision_report(scores: Sequence[np.ndarray], targets: Sequence[np.ndarra
         report[f"level{n}_documents"] = count
         if count:
             levels.append(value)
-    report["micro"], _ = metrics.mean_r_precision(np.concatenate(scores, axis=1), np.concatenate(targets, axis=1))
+    report["micro"], _ = metrics.mean_r_precision(np.concatenate(scores, axis=1),
+                                                  np.concatenate(targets, axis=1))
     report["macro"] = float(np.mean(levels)) if levels else 0.0
     return report

@@ -7,31 +7,31 @@
 
 Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
 A run is done when its directory holds summary.json (runs with several seeds) or result.json; the runner skips
-those and continues unfinished ones with --resume, so a half-finished study resumes where it stopped. At the end
-it writes <out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states whether our
-best configuration is the paper's. A run's done marker: summary.json for classification runs, best/ for
-pre-training.
+those and continues unfinished ones with --resume, so a half-finished study resumes where it stopped. At the
+end it writes <out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states
+whether our best configuration is the paper's. A run's done marker: summary.json for classification runs,
+best/ for pre-training.
 
 The studies (error = 1 - dev accuracy). Their CPU budgets are part of their definitions, so that the command
-reproduces the README's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training set (1,347
-sentences, a different stratified draw per seed; see --train-fraction in tasks/classify.py) for 3 epochs at 64
-pieces (SST-2's sentences fit); long-text trains 2 epochs on all of CFIMDB.
+reproduces the README's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training set
+(1,347 sentences, a different stratified draw per seed; see --train-fraction in tasks/classify.py) for 3
+epochs at 64 pieces (SST-2's sentences fit); long-text trains 2 epochs on all of CFIMDB.
 
-    long-text       cfimdb (1,707 train / 245 dev reviews, most longer than 128 pieces) at 128 pieces per window:
-                    head-only, tail-only, head+tail, and chunked encoding (at most 4 windows, i.e. 512 pieces, the
-                    paper's limit) with mean / max / self-attention pooling
+    long-text       cfimdb (1,707 train / 245 dev reviews, most longer than 128 pieces) at 128 pieces per
+                    window: head-only, tail-only, head+tail, and chunked encoding (at most 4 windows, i.e. 512
+                    pieces, the paper's limit) with mean / max / self-attention pooling
     layer-features  sst2: the [CLS] of single layers 0..L, first-4, last-4, all (concat, mean, max)
     layer-decay     sst2: xi in 1.0, 0.95, 0.90, 0.85 at lr 2e-5 and 5e-5
     forgetting      sst2: lr 2e-5, 5e-5, 1e-4, 4e-4, dev error after every epoch of 4 (the curves)
-    few-shot        sst2 with 0.4%, 1%, 2%, 4%, 10%, 20%, 100% of its training set, from the embedded model and from
-                    the embedded model after 1 epoch of masked-LM + NSP on the SST training sentences (SST-2's
-                    phrases come from SST, so that text is within-task)
+    few-shot        sst2 with 0.4%, 1%, 2%, 4%, 10%, 20%, 100% of its training set, from the embedded model
+                    and from the embedded model after 1 epoch of masked-LM + NSP on the SST training sentences
+                    (SST-2's phrases come from SST, so that text is within-task)
 
---only RUN... runs (and tabulates) a part of a study; runs not yet done show as "not run" in the table, so a study
-can be filled in over several sessions.
+--only RUN... runs (and tabulates) a part of a study; runs not yet done show as "not run" in the table, so a
+study can be filled in over several sessions.
 
-The paper's numbers (bert-base, GPUs, IMDb and others) are context, not targets; each study records the paper's
-finding that our run agrees or disagrees with.
+The paper's numbers (bert-base, GPUs, IMDb and others) are context, not targets; each study records the
+paper's finding that our run agrees or disagrees with.
 
 Read next: ../README.md (the tables).
 """
@@ -51,7 +51,8 @@ from tasks.job import user_errors
 SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
 SST2_BUDGET = ("--epochs", "3", "--max-length", "64")
 SST2_SUBSET = ("--train-fraction", "0.02")  # the CPU budget of the SST-2 studies other than few-shot
-NUM_LAYERS = 6  # the embedded all-MiniLM-L6-v2; a study on another --model passes its own depth (--num-layers)
+# the embedded all-MiniLM-L6-v2; a study on another --model passes its own depth (--num-layers)
+NUM_LAYERS = 6
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,10 @@ def build_studies(num_layers: int = NUM_LAYERS) -> dict[str, Study]:
     long_text = ("--epochs", "2", "--max-length", "128")
     sst2 = (*SST2_BUDGET, *SST2_SUBSET)
     studies = [
-        Study("long-text", "cfimdb reviews at 128 pieces per window: what to keep, or encode every window",
-              "head+tail (first 128 + last 382 pieces) gave the lowest IMDb error; hierarchical (chunked) encoding "
-              "did not beat it", (
+        Study("long-text",
+              "cfimdb reviews at 128 pieces per window: what to keep, or encode every window",
+              "head+tail (first 128 + last 382 pieces) gave the lowest IMDb error; hierarchical (chunked) "
+              "encoding did not beat it", (
                   classify_run("head", "cfimdb", *long_text, "--truncation", "head"),
                   classify_run("tail", "cfimdb", *long_text, "--truncation", "tail"),
                   classify_run("head+tail", "cfimdb", *long_text, "--truncation", "head+tail"),
@@ -95,7 +97,8 @@ def build_studies(num_layers: int = NUM_LAYERS) -> dict[str, Study]:
               "the last layer is the best single layer; concatenating the last four layers is about as good",
               tuple(classify_run(f"layer-{k}", "sst2", *sst2, "--layer-features", f"layer:{k}")
                     for k in range(num_layers + 1)) + tuple(
-                  classify_run(f"{group}-{how}", "sst2", *sst2, "--layer-features", group, "--layer-combine", how)
+                  classify_run(f"{group}-{how}", "sst2", *sst2, "--layer-features", group,
+                               "--layer-combine", how)
                   for group in ("first-4", "last-4", "all") for how in ("concat", "mean", "max")),
               paper_best=f"layer-{num_layers}"),
         Study("layer-decay", "sst2: layer-wise learning-rate decay xi at two learning rates",
@@ -105,15 +108,19 @@ def build_studies(num_layers: int = NUM_LAYERS) -> dict[str, Study]:
               paper_best="lr2e-5-xi0.95"),
         Study("forgetting", "sst2: dev error after every epoch at four learning rates",
               "small rates (2e-5) converge; 4e-4 fails to converge (catastrophic forgetting)",
-              tuple(classify_run(f"lr{lr}", "sst2", "--epochs", "4", "--max-length", "64", *SST2_SUBSET, "--lr", lr)
+              tuple(classify_run(f"lr{lr}", "sst2", "--epochs", "4", "--max-length", "64", *SST2_SUBSET,
+                                 "--lr", lr)
                     for lr in ("2e-5", "5e-5", "1e-4", "4e-4")),
               paper_best="lr2e-5", curves=True),
-        Study("few-shot", "sst2 with a fraction of its training set, with and without within-task further pre-training",
+        Study("few-shot",
+              "sst2 with a fraction of its training set, with and without within-task further pre-training",
               "further pre-training helps most when the labelled set is small", (
                   Run("pretrain-sst", "pretrain.run", ("--within", "sst", "--epochs", "1"), seeded=False),
-                  *(classify_run(f"plain-{f}", "sst2", *SST2_BUDGET, "--train-fraction", str(f)) for f in SST2_FRACTIONS),
-                  *(Run(f"pretrained-{f}", "tasks.classify", ("--task", "sst2", *SST2_BUDGET, "--train-fraction", str(f),
-                                                               "--model", "{needs}"), needs="pretrain-sst")
+                  *(classify_run(f"plain-{f}", "sst2", *SST2_BUDGET, "--train-fraction", str(f))
+                    for f in SST2_FRACTIONS),
+                  *(Run(f"pretrained-{f}", "tasks.classify",
+                        ("--task", "sst2", *SST2_BUDGET, "--train-fraction", str(f), "--model", "{needs}"),
+                        needs="pretrain-sst")
                     for f in SST2_FRACTIONS),
               ), paper_best="", x_axis=lambda name: float(name.split("-")[-1])),
     ]
@@ -123,7 +130,8 @@ def build_studies(num_layers: int = NUM_LAYERS) -> dict[str, Study]:
 # ----- running -------------------------------------------------------------------------------------
 
 
-def run_argv(run: Run, directory: Path, study_dir: Path, seeds: Sequence[int], extra: Sequence[str]) -> list[str]:
+def run_argv(run: Run, directory: Path, study_dir: Path, seeds: Sequence[int],
+             extra: Sequence[str]) -> list[str]:
     # The study-wide flags first, so that a run's own flags (e.g. its --model) win.
     argv = [*extra, *(a.replace("{needs}", str(study_dir / run.needs / "best")) if run.needs else a
                       for a in run.argv), "--out", str(directory)]
@@ -152,13 +160,15 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         directory = study_dir / run.name
         argv = run_argv(run, directory, study_dir, seeds, extra)
         done = is_done(run, directory)
-        print(f"{'done  ' if done else 'run   '} {study.name}/{run.name}: python -m {run.module} {' '.join(argv)}",
+        print(f"{'done  ' if done else 'run   '} {study.name}/{run.name}: "
+              f"python -m {run.module} {' '.join(argv)}",
               file=sys.stderr)
         if done or dry_run:
             continue
         code = runner(run.module, argv)
         if code:
-            raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); rerun the study to continue")
+            raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); "
+                             "rerun the study to continue")
     return [] if dry_run else collect(study, study_dir)
 
 
@@ -201,8 +211,8 @@ def collect(study: Study, study_dir: Path) -> list[dict]:
 
 
 def verdict(study: Study, rows: Sequence[dict]) -> str:
-    """Whether our lowest-error run is the one the paper found best (or, for few-shot, where pre-training helps).
-    Only runs that are done count; the verdict says which are missing."""
+    """Whether our lowest-error run is the one the paper found best (or, for few-shot, where pre-training
+    helps). Only runs that are done count; the verdict says which are missing."""
     done = [r for r in rows if r["error"] is not None]
     missing = [r["run"] for r in rows if r["error"] is None]
     note = f" (not run yet: {', '.join(missing)})" if missing else ""
@@ -217,14 +227,16 @@ def verdict(study: Study, rows: Sequence[dict]) -> str:
             return "no small fraction has both runs yet" + note
         agrees = set(small) <= set(helped)
         return (f"further pre-training lowered the error at fractions {helped or 'none'} of {pairs}; "
-                f"{'agrees' if agrees else 'disagrees'} with the paper's finding that it helps most on small sets"
+                f"{'agrees' if agrees else 'disagrees'} with the paper's finding that it helps most on "
+                "small sets"
                 + note)
     best = min(done, key=lambda r: r["error"])
     if not study.paper_best:
         return f"our best: {best['run']}" + note
     paper = next(r for r in rows if r["run"] == study.paper_best)
     if paper["error"] is None:
-        return f"our best so far: {best['run']}; the paper's best here, {study.paper_best}, is not run yet" + note
+        return (f"our best so far: {best['run']}; the paper's best here, {study.paper_best}, "
+                "is not run yet" + note)
     tied = paper["error"] - best["error"] <= max(best["std"], paper["std"])
     word = "agrees" if best["run"] == study.paper_best else ("agrees within one std" if tied else "disagrees")
     return (f"our best: {best['run']} (error {100 * best['error']:.2f}%); the paper's best here, "
@@ -261,7 +273,8 @@ def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
                         yerr=[100 * r["std"] for r in chosen], marker="o", label=prefix, capsize=3)
         ax.set(xscale="log", xlabel="fraction of the training set", ylabel="dev error %")
     else:
-        ax.bar([r["run"] for r in rows], [100 * r["error"] for r in rows], yerr=[100 * r["std"] for r in rows])
+        ax.bar([r["run"] for r in rows], [100 * r["error"] for r in rows],
+               yerr=[100 * r["std"] for r in rows])
         ax.set(ylabel="dev error %")
         plt.setp(ax.get_xticklabels(), rotation=45, ha="right")
     ax.set_title(f"{study.name}: {study.description}", fontsize=9)
@@ -276,12 +289,15 @@ def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = argparse.ArgumentParser(prog="python -m tasks.study", description=__doc__,
-                                         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+                                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                                         allow_abbrev=False)
         parser.add_argument("study", nargs="?", help="which study (see --list)")
         parser.add_argument("--list", action="store_true", help="list the studies and their runs")
-        parser.add_argument("--out", default="runs/study", help="where the studies' runs go (default %(default)s)")
+        parser.add_argument("--out", default="runs/study",
+                            help="where the studies' runs go (default %(default)s)")
         parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds of every run")
-        parser.add_argument("--num-layers", type=int, default=NUM_LAYERS, help="the model's depth (layer studies)")
+        parser.add_argument("--num-layers", type=int, default=NUM_LAYERS,
+                            help="the model's depth (layer studies)")
         parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
         parser.add_argument("--only", nargs="+", default=(), metavar="RUN",
                             help="run only these runs of the study (and the runs they start from)")

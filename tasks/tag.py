@@ -1,4 +1,5 @@
-"""Token and span classification: named entities on WNUT-17 by BIO tagging (with or without a CRF) or by spans.
+"""Token and span classification: named entities on WNUT-17 by BIO tagging (with or without a CRF) or
+by spans.
 
     python -m tasks.tag --method bio
     python -m tasks.tag --method bio-crf --word-decoding mean
@@ -42,7 +43,8 @@ from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batch
 from tasks.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
 from tasks.crf import CRF
 from tasks.data import DataFileError
-from tasks.entities import bio_entities, format_report, score_spans, spans_to_bio, token_accuracy, type_confusion
+from tasks.entities import (bio_entities, format_report, score_spans, spans_to_bio, token_accuracy,
+                            type_confusion)
 from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
                        device_of, load_encoder, train_and_reload_best, user_errors)
 from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
@@ -56,7 +58,8 @@ EVAL_BATCH_SIZE = 64
 
 
 class TagBatch(NamedTuple):
-    """Everything every method needs about B sentences; all row-aligned tensors (so torchrun can slice them)."""
+    """Everything every method needs about B sentences; all row-aligned tensors (so torchrun can slice
+    them)."""
 
     tokens: TokenBatch  # (B, T) pieces
     piece_labels: torch.Tensor  # (B, T) tag per piece, IGNORE on [CLS], [SEP], padding (and later pieces)
@@ -79,8 +82,8 @@ class EncodedSentence(NamedTuple):
 class TaggingModel(nn.Module):
     """BERT encoder + the method's head: a tag classifier (and a CRF), or a span classifier."""
 
-    def __init__(self, bert: BertModel, method: str, tags: Sequence[str], types: Sequence[str], dropout: float,
-                 span_pooling: str = "mean") -> None:
+    def __init__(self, bert: BertModel, method: str, tags: Sequence[str], types: Sequence[str],
+                 dropout: float, span_pooling: str = "mean") -> None:
         super().__init__()
         self.bert, self.method = bert, method
         hidden = bert.config.hidden_size
@@ -94,14 +97,16 @@ class TaggingModel(nn.Module):
 
     def pieces(self, tokens: TokenBatch) -> torch.Tensor:
         """(B, T, C) final hidden states."""
-        return self.dropout(self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids).last_hidden_state)
+        return self.dropout(self.bert(tokens.input_ids, tokens.attention_mask,
+                                      tokens.token_type_ids).last_hidden_state)
 
 
 class TaggingTask:
     """One CoNLL training set and its dev set, for one method."""
 
-    def __init__(self, method: str, tokenizer: BertTokenizer, train: Sequence[Sentence], dev: Sequence[Sentence],
-                 batch_size: int, seed: int, max_length: int, label_pieces: str = "all", word_decoding: str = "first",
+    def __init__(self, method: str, tokenizer: BertTokenizer, train: Sequence[Sentence],
+                 dev: Sequence[Sentence], batch_size: int, seed: int, max_length: int,
+                 label_pieces: str = "all", word_decoding: str = "first",
                  max_span_width: int = 8, nested: bool = False) -> None:
         self.name = "wnut17"
         self.method, self.label_pieces, self.word_decoding = method, label_pieces, word_decoding
@@ -112,7 +117,8 @@ class TaggingTask:
         self.train_encoded = [self.encode(s) for s in train]
         self.dev = list(dev)
         self.dev_encoded = [self.encode(s) for s in dev]
-        cut = sum(len(s.tokens) - e.words for s, e in zip(list(train) + self.dev, self.train_encoded + self.dev_encoded))
+        cut = sum(len(s.tokens) - e.words
+                  for s, e in zip(list(train) + self.dev, self.train_encoded + self.dev_encoded))
         if cut:
             print(f"note: {cut} word(s) beyond the {max_length}-piece window are left out (predicted O)",
                   file=sys.stderr)
@@ -137,7 +143,8 @@ class TaggingTask:
             torch.tensor([word_index(e.word_ids, length) for e in items]),
             torch.tensor([e.tags + [0] * (words - e.words) for e in items]),
             torch.tensor([[True] * e.words + [False] * (words - e.words) for e in items]),
-            torch.tensor([e.spans + [(0, 1)] * (spans - len(e.spans)) for e in items]).reshape(len(items), spans, 2),
+            torch.tensor([e.spans + [(0, 1)] * (spans - len(e.spans))
+                          for e in items]).reshape(len(items), spans, 2),
             torch.tensor([e.span_classes + [IGNORE] * (spans - len(e.spans)) for e in items]),
         )
 
@@ -157,21 +164,24 @@ class TaggingTask:
             return F.cross_entropy(scores.flatten(0, 1), batch.piece_labels.flatten(), ignore_index=IGNORE)
         if self.method == "bio-crf":
             return model.crf(self.word_scores(model, batch), batch.word_tags, batch.word_mask)
-        words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1), "first")[0]
+        words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1),
+                             "first")[0]
         logits = model.spans(words, batch.spans)  # (B, S, K+1)
         return F.cross_entropy(logits.flatten(0, 1), batch.span_labels.flatten(), ignore_index=IGNORE)
 
-    def predict(self, model: TaggingModel, encoded: Sequence[EncodedSentence]) -> list[list[tuple[str, int, int]]]:
+    def predict(self, model: TaggingModel,
+                encoded: Sequence[EncodedSentence]) -> list[list[tuple[str, int, int]]]:
         """Predicted entity spans per sentence (words beyond the window: none)."""
         out: list[list[tuple[str, int, int]]] = [[] for _ in encoded]
         for group in sorted_batches([len(e.ids) for e in encoded], EVAL_BATCH_SIZE):
             batch = to_device(self.collate([encoded[i] for i in group]), device_of(model))
             if self.method == "span":
-                words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1), "first")[0]
+                words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1),
+                                     "first")[0]
                 probabilities = model.spans(words, batch.spans).softmax(-1)
                 for row, i in enumerate(group):
-                    out[i] = decode_spans(probabilities[row, :len(encoded[i].spans)], encoded[i].spans, self.types,
-                                          self.nested)
+                    out[i] = decode_spans(probabilities[row, :len(encoded[i].spans)], encoded[i].spans,
+                                          self.types, self.nested)
                 continue
             if self.method == "bio-crf":
                 paths = model.crf.decode(self.word_scores(model, batch), batch.word_mask)
@@ -212,7 +222,8 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 # ----- one run ----------------------------------------------------------------------------------------
 
 
-def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int, out: Path, resume: bool) -> dict | None:
+def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int, out: Path,
+            resume: bool) -> dict | None:
     args = argparse.Namespace(**{**vars(args), "seed": seed})
     config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
     torch.manual_seed(seed)
@@ -224,13 +235,14 @@ def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int,
     check_max_length(args.max_length, bert.config)
     task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed, args.max_length,
                        args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
-    model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob, args.span_pooling)
+    model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob,
+                         args.span_pooling)
     if config.freeze_encoder:
         freeze(model.bert)
     settings = {"job": "tag", "method": args.method, "tags": list(task.tags), "types": list(task.types),
                 "span_pooling": args.span_pooling, "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer, settings,
-                                  resume)
+    state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
+                                  settings, resume)
     if state is None:  # a torchrun process other than rank 0: done
         return None
     with torch.no_grad():
@@ -242,11 +254,13 @@ def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int,
     scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
     flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
     accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
-    atomic_write_text(run.path / "report.txt", f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
+    atomic_write_text(run.path / "report.txt",
+                      f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
                       f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
     print(format_report(scores, confusion), file=sys.stderr)
     result = {"method": args.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
-              "best": {**state.history[[r["epoch"] for r in state.history].index(state.best_epoch)]["dev"]["wnut17"],
+              "best": {**state.history[[r["epoch"] for r in state.history]
+                                       .index(state.best_epoch)]["dev"]["wnut17"],
                        "token_accuracy": accuracy},
               "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
               "confusion": {f"{g} -> {p}": n for (g, p), n in sorted(confusion.items())}}
@@ -267,14 +281,19 @@ def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks.tag", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--method", choices=METHODS, default="bio", help="BIO tagging, BIO with a CRF, or spans")
+    parser.add_argument("--method", choices=METHODS, default="bio",
+                        help="BIO tagging, BIO with a CRF, or spans")
     parser.add_argument("--label-pieces", choices=("all", "first"), default="all",
-                        help="bio: every piece of a word carries its tag in training, or only the first piece")
+                        help="bio: every piece of a word carries its tag in training, or only the first "
+                             "piece")
     parser.add_argument("--word-decoding", choices=("first", "mean"), default="first",
-                        help="bio, bio-crf: a word's scores are its first piece's, or the mean of its pieces'")
-    parser.add_argument("--max-span-width", type=int, default=8, help="span: the longest span classified, in words")
+                        help="bio, bio-crf: a word's scores are its first piece's, or the mean of its "
+                             "pieces'")
+    parser.add_argument("--max-span-width", type=int, default=8,
+                        help="span: the longest span classified, in words")
     parser.add_argument("--span-pooling", choices=POOLINGS, default="mean",
-                        help="span: the span's content vector, the mean of its words or self-attention pooling")
+                        help="span: the span's content vector, the mean of its words or self-attention "
+                             "pooling")
     parser.add_argument("--nested", action="store_true", help="span: keep spans inside spans when decoding")
     parser.add_argument("--predict", nargs="+", default=None, metavar="CONLL",
                         help="also write predictions for these CoNLL files (tagged or tokens only)")
@@ -301,14 +320,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)
         dev_sentences = read_conll(root / DEV_FILE, tags)
-        print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev", file=sys.stderr)
+        print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev",
+              file=sys.stderr)
         for path in args.predict or []:
             if not Path(path).is_file():
                 raise SystemExit(f"error: --predict {path}: no such file")
         out = Path(args.out or default_run_dir("tag"))
         run_one_or_seeds(args.seeds, args.seed, out, args.resume,
-                         lambda seed, directory, resume: run_one(args, train_sentences, dev_sentences, seed, directory,
-                                                                 resume),
+                         lambda seed, directory, resume: run_one(args, train_sentences, dev_sentences, seed,
+                                                                 directory, resume),
                          title=f"wnut17 {args.method}", metrics=("f1", "precision", "recall"),
                          extra={"method": args.method})
         return 0

@@ -93,7 +93,8 @@ class TrainConfig:
             (0.0 < self.layerwise_decay <= 1.0, "--layerwise-decay must be in (0, 1]"),
             (self.sampling in SAMPLINGS, f"--sampling must be one of {SAMPLINGS}"),
             (self.schedule in SCHEDULES, f"--schedule must be one of {sorted(SCHEDULES)}"),
-            (self.max_steps >= 0 and self.checkpoint_every >= 0, "--max-steps and --checkpoint-every must be >= 0"),
+            (self.max_steps >= 0 and self.checkpoint_every >= 0,
+             "--max-steps and --checkpoint-every must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -116,7 +117,8 @@ class TrainState:
 # ----- schedule of batches --------------------------------------------------------------------------
 
 
-def interleave(task_batches: dict[str, list[Any]], sampling: str, seed: int, epoch: int) -> list[list[tuple[str, Any]]]:
+def interleave(task_batches: dict[str, list[Any]], sampling: str, seed: int,
+               epoch: int) -> list[list[tuple[str, Any]]]:
     """The epoch's steps: each step is a list of (task name, batch) whose losses are summed."""
     queues = {name: list(batches) for name, batches in task_batches.items() if batches}
     steps = []
@@ -196,7 +198,8 @@ class RunDir:
     def write_config(self, settings: dict) -> None:
         if distributed.process_rank() != 0:  # under torchrun, rank 0 writes
             return
-        atomic_write_text(self.path / "config.json", json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
+        atomic_write_text(self.path / "config.json",
+                          json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
 
     def append_metrics(self, record: dict) -> None:
         lines = self.metrics.read_text(encoding="utf-8") if self.metrics.exists() else ""
@@ -207,7 +210,8 @@ class RunDir:
 
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                        state: TrainState, world: distributed.Distributed = distributed.Distributed()) -> None:
+                        state: TrainState,
+                        world: distributed.Distributed = distributed.Distributed()) -> None:
     """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG.
 
     Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
@@ -275,7 +279,8 @@ def train(
     by_name = {t.name: t for t in tasks}
     task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
     optimizer = build_optimizer(model, config)
-    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, config.sampling, config.seed, 0))
+    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, config.sampling,
+                                     config.seed, 0))
     total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
     state = TrainState()
@@ -299,7 +304,8 @@ def train(
             state.epoch_losses = {t.name: [] for t in tasks}
         losses: dict[str, list[float]] = state.epoch_losses
         model.train()
-        bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=f"epoch {state.epoch + 1}/{config.epochs}",
+        bar = tqdm(total=len(steps), initial=state.step_in_epoch,
+                   desc=f"epoch {state.epoch + 1}/{config.epochs}",
                    file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
         for step in steps[state.step_in_epoch:]:
             if _done(state, config):
@@ -364,7 +370,8 @@ def train(
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
                         run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
-                        epoch_complete: bool, world: distributed.Distributed = distributed.Distributed()) -> dict:
+                        epoch_complete: bool,
+                        world: distributed.Distributed = distributed.Distributed()) -> dict:
     """Dev metrics of every task, appended to the history and to metrics.jsonl.
 
     Distributed, rank 0 evaluates and writes, and every process gets its record (the same history everywhere).
@@ -375,7 +382,8 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
         with torch.no_grad():
             dev = {t.name: t.evaluate(model) for t in tasks}
         record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
-                  "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name]) if losses.get(t.name) else None)
+                  "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name])
+                                          if losses.get(t.name) else None)
                                  for t in tasks},
                   "dev": dev, "overall": overall_score(dev), "best": False,
                   "elapsed_s": round(time.perf_counter() - started, 1)}
@@ -404,7 +412,8 @@ def plot_history(history: list[dict], path: Path) -> None:
     left.legend()
     for task in history[0]["dev"]:
         for metric in history[0]["dev"][task]:
-            right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o", label=f"{task} {metric}")
+            right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o",
+                       label=f"{task} {metric}")
     right.plot(epochs, [r["overall"] for r in history], marker="s", color="black", label="overall")
     right.set(title="dev metrics", xlabel="epoch")
     right.legend(fontsize="small")
@@ -414,11 +423,13 @@ def plot_history(history: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the freshly initialised task heads") -> None:
+def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the freshly initialised "
+                                                    "task heads") -> None:
     """The loop's flags, shared by every job (the course's names kept: --batch_size, --lr, --epochs...)."""
     d = TrainConfig()
     g = parser.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training data (default %(default)s)")
+    g.add_argument("--epochs", type=int, default=d.epochs,
+                   help="passes over the training data (default %(default)s)")
     g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate of the encoder")
     g.add_argument("--head-lr", type=float, default=d.head_lr, help=head_lr_help)
     g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=d.batch_size,

@@ -29,7 +29,8 @@ from minbert.tokenizer import BertTokenizer
 IGNORE = -100  # cross-entropy's ignore_index
 
 
-def encode_words(tokenizer: BertTokenizer, words: Sequence[str], max_length: int) -> tuple[list[int], list[int | None]]:
+def encode_words(tokenizer: BertTokenizer, words: Sequence[str],
+                 max_length: int) -> tuple[list[int], list[int | None]]:
     """[CLS] pieces of every word [SEP], and per piece the index of its word (None for [CLS] and [SEP]).
 
     Words that do not fit in max_length - 2 pieces are left out (whole words only).
@@ -44,8 +45,10 @@ def encode_words(tokenizer: BertTokenizer, words: Sequence[str], max_length: int
     return ids + [tokenizer.sep_id], word_ids + [None]
 
 
-def piece_labels(word_tags: Sequence[int], word_ids: Sequence[int | None], all_pieces: bool = True) -> list[int]:
-    """One training label per piece: the word's tag on its pieces (or on its first piece only), IGNORE elsewhere."""
+def piece_labels(word_tags: Sequence[int], word_ids: Sequence[int | None],
+                 all_pieces: bool = True) -> list[int]:
+    """One training label per piece: the word's tag on its pieces (or on its first piece only), IGNORE
+    elsewhere."""
     labels = []
     previous = None
     for word in word_ids:
@@ -67,7 +70,8 @@ def word_index(word_ids: Sequence[int | None], length: int) -> list[int]:
 def word_predictions(piece_scores: torch.Tensor, word_ids: Sequence[int | None], num_words: int,
                      how: str = "first") -> list[int]:
     """One predicted tag per word from per-piece scores (T, K): the first piece's argmax, or the argmax of the
-    mean of the pieces' softmax distributions (how="mean"). Words without pieces (cut by the window) get 0 (O)."""
+    mean of the pieces' softmax distributions (how="mean"). Words without pieces (cut by the window) get 0
+    (O)."""
     index = torch.tensor([word_index(word_ids, piece_scores.size(0))])
     vectors, present = word_vectors(piece_scores.softmax(-1)[None], index, num_words, how)
     predictions = vectors[0].argmax(-1).tolist()

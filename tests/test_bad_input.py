@@ -26,8 +26,9 @@ def data(tmp_path) -> Path:
 
 
 def run(tiny_model_dir, data, out, *extra, model=None):
-    return sentiment.main(["--model", str(model or tiny_model_dir), "--data-dir", str(data), "--out", str(out),
-                           "--limit", "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32", *extra])
+    return sentiment.main(["--model", str(model or tiny_model_dir), "--data-dir", str(data),
+                           "--out", str(out), "--limit", "16", "--batch_size", "8", "--epochs", "1",
+                           "--max-length", "32", *extra])
 
 
 def fails_with(capsys, call, message: str) -> str:
@@ -50,14 +51,16 @@ def test_missing_data_file(tiny_model_dir, data, tmp_path, capsys):
 
 def test_empty_data_file(tiny_model_dir, data, tmp_path, capsys):
     (data / "ids-sst-train.csv").write_text("", encoding="utf-8")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "ids-sst-train.csv: the file is empty")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
+               "ids-sst-train.csv: the file is empty")
 
 
 def test_wrong_column_names(tiny_model_dir, data, tmp_path, capsys):
     path = data / "ids-sst-train.csv"
     lines = path.read_text(encoding="utf-8").splitlines()
     path.write_text("\n".join(["\tid\ttext\tlabel"] + lines[1:]) + "\n", encoding="utf-8")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"), "ids-sst-train.csv:1: wrong header")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
+               "ids-sst-train.csv:1: wrong header")
 
 
 def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
@@ -71,8 +74,8 @@ def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
     ("7\tabc\t \t1", "empty sentence"),  # empty string
     ("7\tabc", "expected"),  # a missing field
 ])
-def test_malformed_rows_are_skipped_with_file_and_line_and_fatal_when_strict(tiny_model_dir, data, tmp_path, capsys,
-                                                                             row, reason):
+def test_malformed_rows_are_skipped_with_file_and_line_and_fatal_when_strict(tiny_model_dir, data, tmp_path,
+                                                                             capsys, row, reason):
     path = data / "ids-sst-train.csv"
     lines = path.read_text(encoding="utf-8").splitlines()
     path.write_text("\n".join(lines[:3] + [row] + lines[3:]) + "\n", encoding="utf-8")
@@ -94,16 +97,18 @@ def test_very_long_texts_are_cut_to_max_length(tiny_model_dir, data, tmp_path):
 def test_glue_labels_out_of_range_and_missing_columns(tiny_model_dir, tmp_path, capsys):
     rte = tmp_path / "shared" / "glue" / "RTE"
     rte.mkdir(parents=True)
-    rows = ["index\tsentence1\tsentence2\tlabel"] + [f"{i}\tA cat .\tA dog .\t{'entailment' if i % 2 else 'not_entailment'}"
-                                                     for i in range(8)]
-    (rte / "train.tsv").write_text("\n".join(rows + ["8\tA .\tB .\tmaybe", "9\tonly one"]) + "\n", encoding="utf-8")
+    rows = (["index\tsentence1\tsentence2\tlabel"]
+            + [f"{i}\tA cat .\tA dog .\t{'entailment' if i % 2 else 'not_entailment'}" for i in range(8)])
+    (rte / "train.tsv").write_text("\n".join(rows + ["8\tA .\tB .\tmaybe", "9\tonly one"]) + "\n",
+                                   encoding="utf-8")
     (rte / "dev.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    argv = ["--model", str(tiny_model_dir), "--data-dir", str(tmp_path / "shared"), "--task", "rte", "--epochs", "1",
-            "--max-steps", "1", "--batch_size", "4", "--max-length", "32"]
+    argv = ["--model", str(tiny_model_dir), "--data-dir", str(tmp_path / "shared"), "--task", "rte",
+            "--epochs", "1", "--max-steps", "1", "--batch_size", "4", "--max-length", "32"]
     assert classify.main([*argv, "--out", str(tmp_path / "a")]) == 0
     err = capsys.readouterr().err
     assert "train.tsv:10: label 'maybe' is not one of" in err and "train.tsv:11: expected at least 4" in err
-    fails_with(capsys, lambda: classify.main([*argv, "--out", str(tmp_path / "b"), "--strict"]), "train.tsv:10")
+    fails_with(capsys, lambda: classify.main([*argv, "--out", str(tmp_path / "b"), "--strict"]),
+               "train.tsv:10")
 
 
 # ----- models and checkpoints ------------------------------------------------------------------------
@@ -134,7 +139,8 @@ def test_checkpoint_of_another_size(tiny_model_dir, data, tmp_path, capsys):
                "model.safetensors: shape mismatch")
 
 
-def test_max_length_beyond_the_models_positions_or_below_the_special_tokens(tiny_model_dir, data, tmp_path, capsys):
+def test_max_length_beyond_the_models_positions_or_below_the_special_tokens(tiny_model_dir, data, tmp_path,
+                                                                            capsys):
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "a", "--max-length", "1000"),
                "--max-length 1000 exceeds the model's 128 positions")
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "b", "--max-length", "1"),
@@ -147,10 +153,12 @@ def test_max_length_beyond_the_models_positions_or_below_the_special_tokens(tiny
 def test_unwritable_output_directory(tiny_model_dir, data, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, blocker / "run"), "cannot write to the output directory")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, blocker / "run"),
+               "cannot write to the output directory")
 
 
-def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, data, tmp_path, capsys, monkeypatch):
+def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, data, tmp_path, capsys,
+                                                               monkeypatch):
     out = tmp_path / "out"
     assert run(tiny_model_dir, data, out, "--max-steps", "1") == 0  # a first checkpoint exists
     real_save = torch.save
@@ -179,7 +187,8 @@ def test_bad_hyperparameters_name_the_flag(tiny_model_dir, data, tmp_path, capsy
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", *flags), message)
 
 
-def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, data, tmp_path, capsys, monkeypatch):
+def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, data, tmp_path, capsys,
+                                                               monkeypatch):
     real_loss = sentiment.SentimentTask.loss
     calls = []
 

@@ -21,7 +21,8 @@ def test_every_example_exactly_once_per_epoch(n, batch_size):
         flat = [i for b in batches for i in b]
         assert sorted(flat) == list(range(n))
         assert all(1 <= len(b) <= batch_size for b in batches)
-        assert sum(len(b) < batch_size for b in batches) <= -(-n // (batch_size * 50))  # one short batch per bucket
+        # one short batch per bucket
+        assert sum(len(b) < batch_size for b in batches) <= -(-n // (batch_size * 50))
 
 
 def test_batches_are_deterministic_and_change_with_epoch_and_seed():

@@ -37,12 +37,14 @@ def data_root(tmp_path_factory) -> Path:
     rte.mkdir(parents=True)
     for split, n in (("train", 40), ("dev", 12)):
         rows = ["index\tsentence1\tsentence2\tlabel"] + [
-            f"{i}\t{sentence(i, 9)}\t{sentence(i + 1)}\t{('entailment', 'not_entailment')[i % 2]}" for i in range(n)]
+            f"{i}\t{sentence(i, 9)}\t{sentence(i + 1)}\t{('entailment', 'not_entailment')[i % 2]}"
+            for i in range(n)]
         (rte / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     cola = root / "glue" / "CoLA"
     (cola / "cola_public" / "raw").mkdir(parents=True)
     (cola / "glue_v1.0_dev_test").mkdir(parents=True)
-    for path, n in ((cola / "cola_public" / "raw" / "in_domain_train.tsv", 30), (cola / "glue_v1.0_dev_test" / "dev.tsv", 10)):
+    for path, n in ((cola / "cola_public" / "raw" / "in_domain_train.tsv", 30),
+                    (cola / "glue_v1.0_dev_test" / "dev.tsv", 10)):
         path.write_text("".join(f"src\t{i % 2}\t\t{sentence(i)}\n" for i in range(n)), encoding="utf-8")
     (root / "trec").mkdir()
     coarse = ["ABBR:abb", "DESC:def", "ENTY:animal", "HUM:ind", "LOC:city", "NUM:date"]
@@ -52,8 +54,8 @@ def data_root(tmp_path_factory) -> Path:
 
 
 def run_args(tiny_model_dir, data_root, out, *extra):
-    return ["--model", str(tiny_model_dir), "--data-dir", str(data_root), "--out", str(out), "--batch_size", "8",
-            "--epochs", "2", "--max-length", "32", *extra]
+    return ["--model", str(tiny_model_dir), "--data-dir", str(data_root), "--out", str(out),
+            "--batch_size", "8", "--epochs", "2", "--max-length", "32", *extra]
 
 
 @pytest.fixture
@@ -68,7 +70,8 @@ def tiny_bert() -> BertModel:
 def test_label_embeddings_are_a_head_and_the_encoder_is_registered_once(tiny_bert):
     model = ClassifyModel(tiny_bert, 3, 0.0, label_layers="last:1")
     names = [name for name, _ in model.named_parameters()]
-    assert "label_embeddings" in names and all(n.startswith(("bert.", "head.", "label_embeddings")) for n in names)
+    assert "label_embeddings" in names and all(n.startswith(("bert.", "head.", "label_embeddings"))
+                                               for n in names)
     assert not any(k.startswith("bert.bert.") for k in model.state_dict())
     groups = build_optimizer(model, TrainConfig(lr=1e-5, head_lr=1e-3))
     head_params = [p for g in groups.param_groups if g["lr"] == 1e-3 for p in g["params"]]
@@ -80,7 +83,8 @@ def test_without_label_embeddings_the_model_is_the_vanilla_classifier(tiny_bert)
     model = ClassifyModel(tiny_bert, 2, 0.0).eval()
     assert model.label_embeddings is None
     tokens = classify.pad_batch([[2, 5, 7, 3], [2, 9, 3]], pad_id=0)
-    expected = model.head.classifier(tiny_bert(tokens.input_ids, tokens.attention_mask).last_hidden_state[:, 0])
+    expected = model.head.classifier(tiny_bert(tokens.input_ids,
+                                               tokens.attention_mask).last_hidden_state[:, 0])
     torch.testing.assert_close(model(tokens), expected)
 
 
@@ -94,7 +98,8 @@ def test_the_loss_is_cross_entropy_plus_lambda_times_the_label_loss(tiny_bert):
                 + 3.0 * label_loss(model.head.classifier, model.label_embeddings, "direct", "sum"))
     torch.testing.assert_close(tokenizer_free.loss(model, (tokens, labels)), expected)
     tokenizer_free.label_loss = LabelLossSettings(weight=0.0)
-    torch.testing.assert_close(tokenizer_free.loss(model, (tokens, labels)), F.cross_entropy(model(tokens), labels))
+    torch.testing.assert_close(tokenizer_free.loss(model, (tokens, labels)),
+                               F.cross_entropy(model(tokens), labels))
 
 
 # ----- metrics, subsets, encoding -------------------------------------------------------------------
@@ -123,7 +128,8 @@ def test_subsample_is_stratified_seeded_and_keeps_every_class():
 
 def test_pairs_are_encoded_as_cls_a_sep_b_sep_and_long_texts_keep_head_and_tail(embedded_model_dir):
     tokenizer = BertTokenizer.from_pretrained(embedded_model_dir)
-    ids, segments = classify.encode_examples(tokenizer, [PairExample("p", "a cat", "a dog", 0)], 32, "head+tail")
+    ids, segments = classify.encode_examples(tokenizer, [PairExample("p", "a cat", "a dog", 0)], 32,
+                                             "head+tail")
     assert tokenizer.convert_ids_to_tokens(ids[0]) == ["[CLS]", "a", "cat", "[SEP]", "a", "dog", "[SEP]"]
     assert segments[0] == [0, 0, 0, 0, 1, 1, 1]
     words = [f"w{i}" for i in range(300)]
@@ -199,8 +205,8 @@ def test_resume_skips_finished_seeds(seeds_run, tiny_model_dir, data_root, capsy
                                          ("trec-coarse", ["--train-fraction", "0.5"]),
                                          ("trec-fine", ["--label-embedding", "--label-layers", "last:1"])])
 def test_single_sentence_tasks_run(tiny_model_dir, data_root, tmp_path, task, extra):
-    assert classify.main(run_args(tiny_model_dir, data_root, tmp_path / "run", "--task", task, "--epochs", "1",
-                                  *extra)) == 0
+    assert classify.main(run_args(tiny_model_dir, data_root, tmp_path / "run", "--task", task,
+                                  "--epochs", "1", *extra)) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["task"] == task and (("matthews" in result["final"]) == (task == "cola"))
     if task == "trec-coarse":
@@ -218,7 +224,8 @@ def test_single_sentence_tasks_run(tiny_model_dir, data_root, tmp_path, task, ex
     (["--layer-combine", "max"], "--layer-combine applies to several layers"),
     (["--chunks", "mean"], "--chunks splits single texts"),  # rte is a pair task
     (["--max-chunks", "3"], "--max-chunks needs --chunks"),
-    (["--label-embedding", "--layer-features", "all"], "combine several layers with --layer-combine mean or max"),
+    (["--label-embedding", "--layer-features", "all"],
+     "combine several layers with --layer-combine mean or max"),
 ])
 def test_contradictory_flags_are_errors(tiny_model_dir, data_root, tmp_path, flags, message, capsys):
     with pytest.raises(SystemExit) as error:
@@ -245,8 +252,8 @@ def test_missing_data_is_named(tiny_model_dir, tmp_path):
 
 def test_label_attention_notebook_runs_on_two_tiny_runs(tiny_model_dir, data_root, tmp_path, run_notebook):
     for arm, extra in (("vanilla", []), ("label", ["--label-embedding", "--label-init", "keywords"])):
-        assert classify.main(run_args(tiny_model_dir, data_root, tmp_path / arm, "--task", "cola", "--epochs", "1",
-                                      *extra)) == 0
+        assert classify.main(run_args(tiny_model_dir, data_root, tmp_path / arm, "--task", "cola",
+                                      "--epochs", "1", *extra)) == 0
     outputs = run_notebook("label_attention.ipynb", {"MINBERT_VANILLA_RUN": str(tmp_path / "vanilla"),
                                                      "MINBERT_LABEL_RUN": str(tmp_path / "label")})
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 1  # the highlighted text

@@ -3,8 +3,9 @@ gradient of the whole batch, and a real 2-process run under torchrun (gloo, CPU)
 one-process run with the same global batch.
 
 Tolerance for the weights: atol 1e-6, rtol 1e-5 (float32; the two runs add the same gradients in a different
-order: autograd over the whole batch against two slices averaged by all-reduce; measured: 7.5e-9 at most). Dropout is off in both runs:
-each process draws its own masks, so with dropout on the runs are equally valid but not equal.
+order: autograd over the whole batch against two slices averaged by all-reduce; measured: 7.5e-9 at most).
+Dropout is off in both runs: each process draws its own masks, so with dropout on the runs are equally valid
+but not equal.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def test_weighted_slice_losses_average_to_the_whole_batch_loss_and_gradient():
 def test_a_process_without_rows_gets_one_row_with_weight_zero():
     batch = toy_batch(1)
     parts = [shard(batch, Distributed(rank, 2)) for rank in range(2)]
-    assert [batch_rows(p) for p, _ in parts] == [1, 1] and [w for _, w in parts] == [0.0, 2.0]  # mean: the row
+    assert ([batch_rows(p) for p, _ in parts] == [1, 1]
+            and [w for _, w in parts] == [0.0, 2.0])  # mean: the row
     assert shard(batch, Distributed(0, 1)) == (batch, 1.0)  # one process: the batch itself
 
 
@@ -97,8 +99,8 @@ JOBS = {
 
 
 def job_args(job: str, model: Path, out: Path) -> list[str]:
-    return [*JOBS[job], "--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--batch_size", "8",
-            "--max-length", "32", "--hidden_dropout_prob", "0"]
+    return [*JOBS[job], "--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out),
+            "--batch_size", "8", "--max-length", "32", "--hidden_dropout_prob", "0"]
 
 
 def run(command: list[str]) -> subprocess.CompletedProcess:
@@ -117,7 +119,8 @@ def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_mod
     run([sys.executable, *job_args(job, no_dropout_model, one)])
     result = run([*TORCHRUN, *job_args(job, no_dropout_model, two)])
     assert result.stderr.count("outputs in") == 1  # only rank 0 reports
-    assert sorted(p.name for p in (two / "predictions").iterdir()) == sorted(p.name for p in (one / "predictions").iterdir())
+    assert (sorted(p.name for p in (two / "predictions").iterdir())
+            == sorted(p.name for p in (one / "predictions").iterdir()))
     single = torch.load(one / "checkpoints" / "last.pt", weights_only=True)
     double = torch.load(two / "checkpoints" / "last.pt", weights_only=True)
     assert single["train_state"]["global_step"] == double["train_state"]["global_step"]
@@ -126,7 +129,8 @@ def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_mod
     history = [json.loads(line) for line in (two / "metrics.jsonl").read_text().splitlines()]
     reference = [json.loads(line) for line in (one / "metrics.jsonl").read_text().splitlines()]
     def flat(record):  # {"sts": {"pearson": x}} -> {"sts.pearson": x}
-        return {f"{task}.{metric}": value for task, values in record["dev"].items() for metric, value in values.items()}
+        return {f"{task}.{metric}": value for task, values in record["dev"].items()
+                for metric, value in values.items()}
 
     assert [flat(h) for h in history] == [pytest.approx(flat(r), abs=1e-6) for r in reference]
     for h, r in zip(history, reference):  # the epoch's mean losses, gathered across the processes
@@ -136,9 +140,10 @@ def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_mod
 def test_pretraining_with_span_boundary_runs_under_torchrun(tiny_model_dir, tmp_path):
     out = tmp_path / "pretrain"
     run([*TORCHRUN, "-m", "pretrain.run", "--model", str(tiny_model_dir), "--within", "sst", "--data-dir",
-         str(SAMPLE_DIR), "--out", str(out), "--limit", "40", "--batch_size", "8", "--epochs", "1", "--max-length", "32",
-         "--masking", "span", "--span-boundary"])
-    assert (out / "best" / "model.safetensors").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) == 2
+         str(SAMPLE_DIR), "--out", str(out), "--limit", "40", "--batch_size", "8", "--epochs", "1",
+         "--max-length", "32", "--masking", "span", "--span-boundary"])
+    assert ((out / "best" / "model.safetensors").is_file()
+            and len((out / "metrics.jsonl").read_text().splitlines()) == 2)
 
 
 def test_bi_encoder_pair_batches_slice_both_halves():

@@ -88,19 +88,21 @@ def test_classify_task_chunks_a_long_text_and_the_model_pools_its_windows(embedd
                                      attention_probs_dropout_prob=0.0)).eval()
     long_text = " ".join(f"word{i}" for i in range(40))
     examples = [SentenceExample("a", long_text, 1), SentenceExample("b", "short one", 0)]
-    task = ClassifyTask("cfimdb", SPECS["cfimdb"], tokenizer, examples, examples, batch_size=2, seed=0, max_length=16,
-                        chunks=True)
+    task = ClassifyTask("cfimdb", SPECS["cfimdb"], tokenizer, examples, examples, batch_size=2, seed=0,
+                        max_length=16, chunks=True)
     pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(long_text))
     first = task.train_inputs[0]
     assert [p for chunk in first for p in chunk[1:-1]] == pieces  # every piece once, in order
-    assert all(chunk[0] == tokenizer.cls_id and chunk[-1] == tokenizer.sep_id and len(chunk) <= 16 for chunk in first)
+    assert all(chunk[0] == tokenizer.cls_id and chunk[-1] == tokenizer.sep_id and len(chunk) <= 16
+               for chunk in first)
     batch = task.collate(task.train_inputs)
     assert isinstance(batch, ChunkBatch) and batch.chunk_mask.tolist() == [[True] * len(first),
                                                                         [True] + [False] * (len(first) - 1)]
     model = ClassifyModel(bert, 2, 0.0, chunk_pooling="mean").eval()
     by_hand = []
     for item in task.train_inputs:
-        cls = [bert(torch.tensor([c]), torch.ones(1, len(c), dtype=torch.long)).last_hidden_state[0, 0] for c in item]
+        cls = [bert(torch.tensor([c]), torch.ones(1, len(c), dtype=torch.long)).last_hidden_state[0, 0]
+               for c in item]
         by_hand.append(torch.stack(cls).mean(0))
     expected = model.head.classifier(torch.stack(by_hand))
     torch.testing.assert_close(model(batch), expected, atol=1e-5, rtol=1e-5)

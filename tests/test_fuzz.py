@@ -44,7 +44,8 @@ def vocabulary_words(embedded_model_dir) -> list[str]:
 
 # ----- tokenizer -----------------------------------------------------------------------------------
 
-unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)  # Cs: lone surrogates
+# Cs: lone surrogates
+unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
 
 
 def check_layout(tokenizer, encoding, max_length: int, pair: bool) -> None:
@@ -61,7 +62,8 @@ def check_layout(tokenizer, encoding, max_length: int, pair: bool) -> None:
 @FUZZ
 @given(text=unicode_text, max_length=st.integers(3, 64), truncation=st.sampled_from(TRUNCATION_STRATEGIES))
 def test_any_unicode_text_encodes_within_the_limit(tokenizer, text, max_length, truncation):
-    check_layout(tokenizer, tokenizer.encode(text, max_length=max_length, truncation=truncation), max_length, False)
+    check_layout(tokenizer, tokenizer.encode(text, max_length=max_length, truncation=truncation),
+                 max_length, False)
     tokenizer.decode(tokenizer.encode(text).input_ids)  # and decodes without error
 
 
@@ -95,8 +97,9 @@ def test_sentences_of_vocabulary_words_round_trip(tokenizer, vocabulary_words, d
 
 # Arbitrary bytes, and bytes that look more like the files (tabs, newlines, digits, quotes, a header).
 raw_bytes = st.binary(max_size=400)
-tabular_bytes = st.lists(st.sampled_from([b"\t", b"\n", b"\r\n", b'"', b"0", b"1", b"2.5", b"-1", b"nan", b"id",
-                                          b"sentence", b"label", b"a b", b"\xef\xbb\xbf", b"\xff", b"\xe9"]),
+tabular_bytes = st.lists(st.sampled_from([b"\t", b"\n", b"\r\n", b'"', b"0", b"1", b"2.5", b"-1", b"nan",
+                                          b"id", b"sentence", b"label", b"a b", b"\xef\xbb\xbf", b"\xff",
+                                          b"\xe9"]),
                          max_size=60).map(b"".join)
 any_file = st.one_of(raw_bytes, tabular_bytes)
 
@@ -136,8 +139,9 @@ def test_glue_reader_gives_rows_or_a_data_file_error(tmp_path_factory, content, 
 
 
 @FUZZ
-@given(content=st.one_of(raw_bytes, st.lists(st.sampled_from([b"NUM:date ", b"HUM:ind ", b"what ", b"?", b"\n",
-                                                               b"\xf0", b"x:y ", b":", b" "]), max_size=40).map(b"".join)),
+@given(content=st.one_of(raw_bytes, st.lists(st.sampled_from([b"NUM:date ", b"HUM:ind ", b"what ", b"?",
+                                                               b"\n", b"\xf0", b"x:y ", b":", b" "]),
+                                             max_size=40).map(b"".join)),
        strict=st.booleans())
 def test_trec_reader_gives_rows_or_a_data_file_error(tmp_path_factory, content, strict):
     path = write(tmp_path_factory, "train_5500.label", content) / "train_5500.label"
@@ -151,8 +155,9 @@ def test_trec_reader_gives_rows_or_a_data_file_error(tmp_path_factory, content, 
 
 @FUZZ
 @given(taxonomy=any_file, documents=st.one_of(raw_bytes, st.lists(st.sampled_from(
-    [b'{"token": ["a b"], "label": ["A", "B"]}', b'{"token": []}', b"\n", b"{", b'"label"', b"[1]", b'{"label": 3}',
-     b'{"token": ["x"], "label": []}', b'{"token": [1], "label": ["A"]}', b'{"token": ["x"], "label": ["Z"]}']),
+    [b'{"token": ["a b"], "label": ["A", "B"]}', b'{"token": []}', b"\n", b"{", b'"label"', b"[1]",
+     b'{"label": 3}', b'{"token": ["x"], "label": []}', b'{"token": [1], "label": ["A"]}',
+     b'{"token": ["x"], "label": ["Z"]}']),
     max_size=8).map(b"\n".join)))
 def test_hwv_reader_gives_documents_or_a_data_file_error(tmp_path_factory, taxonomy, documents):
     root = tmp_path_factory.mktemp("fuzz")

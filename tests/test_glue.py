@@ -1,4 +1,5 @@
-"""Readers of the small classification sets: row counts of the shared files (their SOURCE.txt) and crafted bad files."""
+"""Readers of the small classification sets: row counts of the shared files (their SOURCE.txt) and crafted
+bad files."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from tasks.data import DataFileError, MalformedRowError, PairExample, SentenceEx
 from tasks.glue import read_glue, read_trec, trec_split
 
 # SOURCE.txt counts (train, dev) and the share of label 1 in train
-SHARED = {"cola": (8551, 1043, 6023), "mrpc": (3668, 408, 2474), "rte": (2490, 277, 1241), "wnli": (635, 71, 312),
-          "sst2": (67349, 872, 37569)}
+SHARED = {"cola": (8551, 1043, 6023), "mrpc": (3668, 408, 2474), "rte": (2490, 277, 1241),
+          "wnli": (635, 71, 312), "sst2": (67349, 872, 37569)}
 
 
 @pytest.mark.data
@@ -49,7 +50,8 @@ def write(path, text, encoding="utf-8"):
 
 
 def test_bad_glue_rows_are_reported_with_their_line_and_fatal_when_strict(tmp_path):
-    write(tmp_path / "RTE" / "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\t\"Quoted start\tB.\tentailment\n"
+    write(tmp_path / "RTE" / "train.tsv",
+          "index\tsentence1\tsentence2\tlabel\n0\t\"Quoted start\tB.\tentailment\n"
           "1\tA.\tB.\tmaybe\n2\tA.\n")
     result = read_glue(tmp_path, "rte", "train")
     assert [e.sentence1 for e in result] == ['"Quoted start']
@@ -72,7 +74,8 @@ def test_wrong_header_missing_and_empty_files_are_errors(tmp_path):
 
 
 def test_mrpc_byte_order_mark_is_tolerated(tmp_path):
-    write(tmp_path / "MRPC" / "dev.tsv", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA.\tB.\n")
+    write(tmp_path / "MRPC" / "dev.tsv",
+          "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA.\tB.\n")
     assert read_glue(tmp_path, "mrpc", "dev").examples[0].label == 1
 
 

@@ -1,6 +1,6 @@
-"""python -m tasks.hierarchical on a tiny model and a small HWV-format collection written here: every artefact,
-the tables, the layer map actually used, the analysis, bad flags, and the notebook. Metrics are checked in
-tests/test_structured.py; the shared collections are read in tests/test_hierarchy.py."""
+"""python -m tasks.hierarchical on a tiny model and a small HWV-format collection written here: every
+artefact, the tables, the layer map actually used, the analysis, bad flags, and the notebook. Metrics are
+checked in tests/test_structured.py; the shared collections are read in tests/test_hierarchy.py."""
 
 from __future__ import annotations
 
@@ -33,23 +33,24 @@ def data_root(tmp_path_factory) -> Path:
 
 
 def run_args(tiny_model_dir, data_root, out, *extra):
-    return ["--model", str(tiny_model_dir), "--data-dir", str(data_root), "--out", str(out), "--dataset", "hwv",
-            "--batch_size", "8", "--epochs", "2", "--max-length", "32", *extra]
+    return ["--model", str(tiny_model_dir), "--data-dir", str(data_root), "--out", str(out),
+            "--dataset", "hwv", "--batch_size", "8", "--epochs", "2", "--max-length", "32", *extra]
 
 
 @pytest.fixture(scope="module")
 def runs(tiny_model_dir, data_root, tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("hierarchical")
     for variant in ("flat", "in-pairs"):
-        assert hierarchical.main(run_args(tiny_model_dir, data_root, base / variant, "--variant", variant)) == 0
+        assert hierarchical.main(run_args(tiny_model_dir, data_root, base / variant,
+                                          "--variant", variant)) == 0
     return {variant: base / variant for variant in ("flat", "in-pairs")}
 
 
 def test_run_writes_every_artefact_with_the_layer_map_it_used(runs):
     out = runs["in-pairs"]
-    for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt", "best/model.safetensors",
-                 "best/heads.safetensors", "best/heads.json", "rprecision.md", "result.json", "analysis.json",
-                 "predictions/test-output.jsonl"):
+    for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt",
+                 "best/model.safetensors", "best/heads.safetensors", "best/heads.json", "rprecision.md",
+                 "result.json", "analysis.json", "predictions/test-output.jsonl"):
         assert (out / name).is_file(), name
     result = json.loads((out / "result.json").read_text())
     assert result["layer_map"] == [list(g) for g in layer_map("in-pairs", 2, 3)] == [[1], [2], [2]]
@@ -82,15 +83,17 @@ def test_test_predictions_give_top_r_labels_of_each_level(runs):
 def test_analysis_has_one_entry_per_layer(runs):
     analysis = json.loads((runs["flat"] / "analysis.json").read_text())
     assert analysis["variant"] == "flat" and analysis["layer_map"] == [[2], [2], [2]]
-    assert len(analysis["cls_angular_distance"]) == 3 and len(analysis["cls_angular_distance"][0]) == 3  # 0..2
+    # 0..2
+    assert len(analysis["cls_angular_distance"]) == 3 and len(analysis["cls_angular_distance"][0]) == 3
     assert len(analysis["attention_entropy"]) == 2 and len(analysis["head_kl"]) == 2
     assert len(analysis["layer_kl"]) == 2 and analysis["documents"] == 5  # the dev split: 10% of 50
     assert all(value >= 0 for value in analysis["attention_entropy"] + analysis["head_kl"])
 
 
 def test_an_explicit_layer_map_is_used(tiny_model_dir, data_root, tmp_path):
-    assert hierarchical.main(run_args(tiny_model_dir, data_root, tmp_path / "run", "--layer-map", "1:1;2:1,2;3:2",
-                                      "--epochs", "1", "--no-analysis", "--bias-init", "default")) == 0
+    assert hierarchical.main(run_args(tiny_model_dir, data_root, tmp_path / "run",
+                                      "--layer-map", "1:1;2:1,2;3:2", "--epochs", "1", "--no-analysis",
+                                      "--bias-init", "default")) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["variant"] == "custom" and result["layer_map"] == [[1], [1, 2], [2]]
     assert not (tmp_path / "run" / "analysis.json").exists()
@@ -114,7 +117,8 @@ def test_contradictory_flags_are_errors(tiny_model_dir, data_root, tmp_path, fla
 ])
 def test_bad_layer_maps_are_one_line_errors(tiny_model_dir, data_root, tmp_path, layer_map_text, message):
     with pytest.raises(SystemExit, match=message):
-        hierarchical.main(run_args(tiny_model_dir, data_root, tmp_path / "run", "--layer-map", layer_map_text))
+        hierarchical.main(run_args(tiny_model_dir, data_root, tmp_path / "run",
+                                   "--layer-map", layer_map_text))
 
 
 def test_missing_dataset_files_are_named(tiny_model_dir, tmp_path):

@@ -14,7 +14,8 @@ from tasks import multitask, sentiment
 from tasks.data import SAMPLE_DIR, read_split
 from tasks.job import read_predictions
 
-COURSE_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase", "sts": "Predicted_Similiary"}
+COURSE_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase",
+                  "sts": "Predicted_Similiary"}
 
 
 def small_run(tiny_model_dir, out, *extra):
@@ -31,8 +32,9 @@ def multitask_run(tiny_model_dir, tmp_path_factory) -> Path:
 
 def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     out = multitask_run
-    for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt", "best/config.json",
-                 "best/model.safetensors", "best/vocab.txt", "best/heads.safetensors", "best/heads.json"):
+    for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt",
+                 "best/config.json", "best/model.safetensors", "best/vocab.txt", "best/heads.safetensors",
+                 "best/heads.json"):
         assert (out / name).is_file(), name
     first = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert first["epoch"] == 0 and first["global_step"] == 0  # --eval-first: the zero-shot baseline
@@ -130,4 +132,5 @@ def test_resume_without_checkpoint_says_so(tiny_model_dir, tmp_path):
 
 def test_multitask_notebook_runs_on_a_finished_run(multitask_run, run_notebook):
     outputs = run_notebook("multitask.ipynb", {"MINBERT_RUN": str(multitask_run)})
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3  # curves, confusion matrix, STS scatter
+    # curves, confusion matrix, STS scatter
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 3

@@ -14,8 +14,9 @@ import torch
 
 from minbert import label_attention as la
 from minbert.config import BertConfig
-from minbert.label_attention import (LabelAttentionBert, init_from_class_means, init_from_keywords, label_loss,
-                                     label_self_attention, merge_label_scores, parse_label_layers)
+from minbert.label_attention import (LabelAttentionBert, init_from_class_means, init_from_keywords,
+                                     label_loss, label_self_attention, merge_label_scores,
+                                     parse_label_layers)
 from minbert.model import BertModel, extended_attention_mask
 from minbert.tokenizer import BertTokenizer
 
@@ -69,7 +70,8 @@ def test_label_self_attention_matches_the_paper_written_as_loops(bert, config):
     hidden = bert.embeddings(input_ids)
     labels = torch.randn(4, config.hidden_size)
     attention = bert.encoder.layer[0].attention.self
-    ours = label_self_attention(attention, hidden, labels, extended_attention_mask(mask, hidden.dtype)).context
+    ours = label_self_attention(attention, hidden, labels,
+                                extended_attention_mask(mask, hidden.dtype)).context
     naive = naive_label_self_attention(attention, hidden, labels, mask)
     real = mask.bool()
     torch.testing.assert_close(ours[real], naive[real], **TOL)
@@ -79,7 +81,8 @@ def test_merge_label_scores_worked_example():
     scores = torch.tensor([[0.0, 1.0, 2.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None]  # (1, 1, 3, 3)
     labels = torch.tensor([[9.0, 0.5, 3.0], [9.0, 4.0, -1.0]])[None, None]  # (1, 1, M=2, 3)
     merged = merge_label_scores(scores, labels)
-    # [CLS]->[CLS] stays 0 (the label scores' 9s are ignored there); keys 1, 2 take max(1, .5, 4), max(2, 3, -1)
+    # [CLS]->[CLS] stays 0 (the label scores' 9s are ignored there); keys 1, 2 take max(1, .5, 4),
+    # max(2, 3, -1)
     assert merged[0, 0].tolist() == [[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]
     assert scores[0, 0, 0].tolist() == [0.0, 1.0, 2.0], "the input was modified in place"
 
@@ -105,8 +108,8 @@ def test_padding_is_never_attended_even_by_a_label_that_loves_it(bert, config):
 
 def test_minus_infinity_labels_equal_the_vanilla_model_exactly(bert, config, monkeypatch):
     model = LabelAttentionBert(bert, num_labels=3).eval()
-    monkeypatch.setattr(la, "label_scores", lambda q, k: torch.full((k.size(0), k.size(1), q.size(2), k.size(2)),
-                                                                     float("-inf")))
+    monkeypatch.setattr(la, "label_scores",
+                        lambda q, k: torch.full((k.size(0), k.size(1), q.size(2), k.size(2)), float("-inf")))
     input_ids, mask = padded_batch(config)
     ours = model(input_ids, mask, output_hidden_states=True)
     vanilla = bert(input_ids, mask, output_hidden_states=True)
@@ -132,7 +135,8 @@ def test_gradients_reach_label_embeddings_through_the_argmax_rows_only(bert, con
         q = attention.query(hidden).view(B, T, H, D).transpose(1, 2)
         k = attention.key(hidden).view(B, T, H, D).transpose(1, 2)
         ql = attention.query(model.label_embeddings).view(1, M, H, D).transpose(1, 2)
-        stacked = torch.cat([(q[:, :, :1] @ k.transpose(-1, -2)), ql @ k.transpose(-1, -2)], dim=2)  # (B, H, 1+M, T)
+        stacked = torch.cat([(q[:, :, :1] @ k.transpose(-1, -2)), ql @ k.transpose(-1, -2)],
+                            dim=2)  # (B, H, 1+M, T)
         winner = stacked.argmax(dim=2)  # (B, H, T): 0 = [CLS]'s own score, m + 1 = label m
         real = mask[:, None, :].expand_as(winner).bool().clone()
         real[..., 0] = False  # the [CLS] -> [CLS] score is never replaced
@@ -145,7 +149,8 @@ def test_gradients_reach_label_embeddings_through_the_argmax_rows_only(bert, con
         if m in winners:
             assert grad[m].abs().sum() > 0, f"label {m} wins a max but gets no gradient"
         else:
-            assert torch.equal(grad[m], torch.zeros_like(grad[m])), f"label {m} never wins but gets a gradient"
+            assert torch.equal(grad[m],
+                               torch.zeros_like(grad[m])), f"label {m} never wins but gets a gradient"
 
 
 def test_only_the_chosen_layers_use_labels(bert, config):
@@ -157,7 +162,8 @@ def test_only_the_chosen_layers_use_labels(bert, config):
             parse_label_layers(bad, 6)
     model = LabelAttentionBert(bert, num_labels=2, label_layers="last:1").eval()
     input_ids, mask = padded_batch(config)
-    ours, vanilla = model(input_ids, mask, output_hidden_states=True), bert(input_ids, mask, output_hidden_states=True)
+    ours, vanilla = (model(input_ids, mask, output_hidden_states=True),
+                     bert(input_ids, mask, output_hidden_states=True))
     assert torch.equal(ours.hidden_states[1], vanilla.hidden_states[1])  # layer 0 untouched
     assert not torch.allclose(ours.last_hidden_state, vanilla.last_hidden_state)
 
@@ -170,14 +176,16 @@ def test_label_loss_by_hand():
     # row 0: logits (2, 0) -> -log(e^2 / (e^2 + 1)); row 1: logits (0, 1) -> -log(e / (1 + e))
     expected = [math.log(1 + math.exp(-2.0)), math.log(1 + math.exp(-1.0))]
     torch.testing.assert_close(label_loss(classifier, labels), torch.tensor(sum(expected)))
-    torch.testing.assert_close(label_loss(classifier, labels, reduction="mean"), torch.tensor(sum(expected) / 2))
+    torch.testing.assert_close(label_loss(classifier, labels, reduction="mean"),
+                               torch.tensor(sum(expected) / 2))
     pooler = torch.nn.Module()
     pooler.dense = torch.nn.Linear(2, 2)
     with torch.no_grad():
         pooler.dense.weight.copy_(torch.eye(2))
         pooler.dense.bias.zero_()
     tanh = [math.log(1 + math.exp(-math.tanh(2.0))), math.log(1 + math.exp(-math.tanh(1.0)))]
-    torch.testing.assert_close(label_loss(classifier, labels, path="pooler", pooler=pooler), torch.tensor(sum(tanh)))
+    torch.testing.assert_close(label_loss(classifier, labels, path="pooler", pooler=pooler),
+                               torch.tensor(sum(tanh)))
     with pytest.raises(ValueError, match="path"):
         label_loss(classifier, labels, path="cls")
 

@@ -77,12 +77,14 @@ def pooled_loss(hidden: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor)
 
 def test_config_defaults_are_bert_base():
     c = BertConfig()
-    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size) == (768, 12, 12, 3072)
+    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+            c.intermediate_size) == (768, 12, 12, 3072)
     assert c.vocab_size == 30522 and c.layer_norm_eps == 1e-12 and c.head_dim == 64
 
 
 def test_config_rejects_hidden_not_divisible_by_heads():
-    with pytest.raises(ValueError, match=r"hidden_size \(30\) must be divisible by num_attention_heads \(4\)"):
+    with pytest.raises(ValueError,
+                       match=r"hidden_size \(30\) must be divisible by num_attention_heads \(4\)"):
         BertConfig.tiny(hidden_size=30)
 
 
@@ -237,7 +239,8 @@ def test_pretraining_logits_loss_and_gradients_match_transformers(config, batch)
     labels[0, [1, 4, 9]] = input_ids[0, [1, 4, 9]]
     labels[1, 2] = 5
     next_sentence_label = torch.tensor([0, 1, 0])
-    out = ours(input_ids, attention_mask, token_type_ids, labels=labels, next_sentence_label=next_sentence_label)
+    out = ours(input_ids, attention_mask, token_type_ids, labels=labels,
+               next_sentence_label=next_sentence_label)
     ref = theirs(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                  labels=labels, next_sentence_label=next_sentence_label)
     torch.testing.assert_close(out.prediction_logits, ref.prediction_logits, **TOL)
@@ -299,7 +302,8 @@ def test_padding_does_not_change_real_token_outputs(config, kernel):
         mask = torch.cat([torch.ones(1, 6), torch.zeros(1, extra)], dim=1).long()
         padded_segments = torch.cat([segments, torch.zeros(1, extra, dtype=torch.long)], dim=1)
         padded = model(padded_ids, mask, padded_segments)
-        torch.testing.assert_close(padded.last_hidden_state[:, :6], alone.last_hidden_state, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(padded.last_hidden_state[:, :6], alone.last_hidden_state, atol=1e-6,
+                                   rtol=1e-6)
         torch.testing.assert_close(padded.pooler_output, alone.pooler_output, atol=1e-6, rtol=1e-6)
 
 
@@ -307,10 +311,12 @@ def test_dropout_is_active_in_training_and_off_in_eval(batch):
     model = BertModel(BertConfig.tiny())
     input_ids, attention_mask, _ = batch
     model.train()
-    a, b = model(input_ids, attention_mask).last_hidden_state, model(input_ids, attention_mask).last_hidden_state
+    a, b = (model(input_ids, attention_mask).last_hidden_state,
+            model(input_ids, attention_mask).last_hidden_state)
     assert not torch.allclose(a, b)
     model.eval()
-    a, b = model(input_ids, attention_mask).last_hidden_state, model(input_ids, attention_mask).last_hidden_state
+    a, b = (model(input_ids, attention_mask).last_hidden_state,
+            model(input_ids, attention_mask).last_hidden_state)
     assert torch.equal(a, b)
 
 

@@ -32,7 +32,8 @@ from pretrain.span_boundary import SpanBoundaryHead, span_targets
 from tasks import multitask
 from tasks.data import SAMPLE_DIR
 
-# The embedded and tiny checkpoints have no pre-training heads: load_model warns, and the run says so (checked below).
+# The embedded and tiny checkpoints have no pre-training heads: load_model warns, and the run says so
+# (checked below).
 pytestmark = pytest.mark.filterwarnings("ignore:.*freshly initialised.*:UserWarning")
 
 CLS, SEP, PAD, MASK = 101, 102, 0, 103
@@ -191,8 +192,8 @@ def test_realised_span_lengths_in_words_match_on_long_texts(vocab):
 
 
 def test_split_sentences_worked_examples():
-    assert split_sentences("It rained. We stayed in! Did you? Yes.") == ["It rained.", "We stayed in!", "Did you?",
-                                                                          "Yes."]
+    assert split_sentences("It rained. We stayed in! Did you? Yes.") == ["It rained.", "We stayed in!",
+                                                                          "Did you?", "Yes."]
     assert split_sentences("Dr. Smith met J. Doe at 5 p.m. Then they left.") == [
         "Dr. Smith met J. Doe at 5 p.m. Then they left."]  # known abbreviation before a capital: no split
     assert split_sentences('He said "stop." Then he left.') == ['He said "stop."', "Then he left."]
@@ -349,13 +350,15 @@ def test_pretraining_loss_equals_transformers(tiny_pair):
     tokens, labels, nsp = batch.tokens, batch.labels, batch.next_sentence_labels
     pairs = nsp != NO_NSP_LABEL
     ref = theirs(input_ids=tokens.input_ids[pairs], attention_mask=tokens.attention_mask[pairs],
-                 token_type_ids=tokens.token_type_ids[pairs], labels=labels[pairs], next_sentence_label=nsp[pairs])
+                 token_type_ids=tokens.token_type_ids[pairs], labels=labels[pairs],
+                 next_sentence_label=nsp[pairs])
     # our BertForPreTraining.forward (all positions decoded), and the pre-training job's masked-only path
     out = ours(tokens.input_ids[pairs], tokens.attention_mask[pairs], tokens.token_type_ids[pairs],
                labels=labels[pairs], next_sentence_label=nsp[pairs])
     torch.testing.assert_close(out.loss, ref.loss, **TOL)
     fast = PretrainingModel(ours).losses(PretrainingBatch(
-        type(tokens)(*(t[pairs] for t in tokens)), labels[pairs], nsp[pairs], span_targets([[]] * int(pairs.sum()))))
+        type(tokens)(*(t[pairs] for t in tokens)), labels[pairs], nsp[pairs],
+        span_targets([[]] * int(pairs.sum()))))
     torch.testing.assert_close(fast.loss, ref.loss, **TOL)
     # transformers has no NSP "ignore" for single segments (and no loss without NSP labels): our NSP loss
     # skips them, and the masked-LM loss over all rows equals the cross-entropy of transformers' logits
@@ -432,12 +435,14 @@ def test_tiny_pretraining_run_lowers_heldout_loss_and_saves_a_loadable_checkpoin
     torch.testing.assert_close(theirs.cls.seq_relationship.weight, ours.cls.seq_relationship.weight)
     load_model(out / "best", BertModel)
     assert multitask.main(["--model", str(out / "best"), "--data-dir", str(SAMPLE_DIR), "--out",
-                           str(tmp_path / "mt"), "--limit", "16", "--batch-size", "8", "--max-steps", "1"]) == 0
+                           str(tmp_path / "mt"), "--limit", "16", "--batch-size", "8", "--max-steps",
+                           "1"]) == 0
 
 
 def test_pretraining_resumes_identically(tiny_model_dir, tmp_path):
-    common = ["--model", str(tiny_model_dir), "--within", "multitask", "--data-dir", str(SAMPLE_DIR), "--limit",
-              "20", "--epochs", "2", "--batch-size", "8", "--no-eval-first", "--masking", "whole-word"]
+    common = ["--model", str(tiny_model_dir), "--within", "multitask", "--data-dir", str(SAMPLE_DIR),
+              "--limit", "20", "--epochs", "2", "--batch-size", "8", "--no-eval-first", "--masking",
+              "whole-word"]
     straight, stopped = tmp_path / "a", tmp_path / "b"
     assert pretrain_run.main(common + ["--out", str(straight)]) == 0
     pretrain_run.main(common + ["--out", str(stopped), "--max-steps", "5"])
@@ -483,7 +488,8 @@ def test_shared_corpora_read_quickly_and_whole(data_dir):
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)
-    args = pretrain_run.build_parser().parse_args(["--within", "multitask", "--data-dir", str(data_dir / "cs224n")])
+    args = pretrain_run.build_parser().parse_args(["--within", "multitask", "--data-dir",
+                                                   str(data_dir / "cs224n")])
     documents, description = pretrain_run.read_corpus(args)
     assert "sst train (8544 rows)" in description and "sts train (6040 rows)" in description
     assert sum(len(d) == 2 for d in documents) > 22_000  # Quora and STS rows: two-sentence documents

@@ -42,13 +42,15 @@ def job_args(model: Path, out: Path) -> list[str]:
 
 def run(argv: list[str], expect: int = 0) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == expect, result.stderr[-3000:]
     return result
 
 
 def without_timing(path: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k != "elapsed_s"} for line in path.read_text().splitlines()]
+    return [{k: v for k, v in json.loads(line).items() if k != "elapsed_s"}
+            for line in path.read_text().splitlines()]
 
 
 def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):

@@ -205,7 +205,8 @@ def test_prior_biases_make_the_zero_input_scores_the_smoothed_training_frequenci
                torch.tensor([[0.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])]  # level 2: counts 0, 3, 1
     model.init_biases_to_priors(targets)
     torch.testing.assert_close(torch.sigmoid(model.classifiers[0].bias), torch.tensor([2.5, 0.5]) / 4, **TOL)
-    torch.testing.assert_close(torch.sigmoid(model.classifiers[1].bias), torch.tensor([0.5, 3.5, 1.5]) / 4, **TOL)
+    torch.testing.assert_close(torch.sigmoid(model.classifiers[1].bias), torch.tensor([0.5, 3.5, 1.5]) / 4,
+                               **TOL)
     # With [CLS] vectors of zeros the scores are exactly the priors; the weights are left as they were.
     zeros = [torch.zeros(1, 2, 4) for _ in range(3)]
     torch.testing.assert_close(torch.sigmoid(model(zeros)[0][0]), torch.tensor([2.5, 0.5]) / 4, **TOL)

@@ -1,6 +1,6 @@
-"""The fine-tuning study runner (tasks/study.py): the studies' runs, a half-finished study resumed without redoing
-finished runs, the table and the verdict; and the multi-task-then-single-task path (a multitask checkpoint as
-the starting point of tasks.classify)."""
+"""The fine-tuning study runner (tasks/study.py): the studies' runs, a half-finished study resumed without
+redoing finished runs, the table and the verdict; and the multi-task-then-single-task path (a multitask
+checkpoint as the starting point of tasks.classify)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def test_the_studies_and_their_runs():
     few = studies["few-shot"].runs
     assert few[0].module == "pretrain.run"
     assert all(r.needs == "pretrain-sst" for r in few if r.name.startswith("pretrained-"))
-    assert [r.name for r in studies["long-text"].runs] == ["head", "tail", "head+tail", "chunks-mean", "chunks-max",
-                                                           "chunks-attention"]
+    assert [r.name for r in studies["long-text"].runs] == ["head", "tail", "head+tail", "chunks-mean",
+                                                           "chunks-max", "chunks-attention"]
 
 
 @pytest.fixture
@@ -90,7 +90,8 @@ def test_only_runs_the_named_runs_and_the_table_marks_the_rest_not_run(tiny_mode
         calls.append(Path(argv[argv.index("--out") + 1]).name)
         return study.run_module(module, argv)
 
-    rows = study.run_study(tiny_study(), tmp_path, seeds=[1], extra=extra, runner=recording, only=["chunks-mean"])
+    rows = study.run_study(tiny_study(), tmp_path, seeds=[1], extra=extra, runner=recording,
+                           only=["chunks-mean"])
     assert calls == ["chunks-mean"]
     assert rows[0] == {"run": "head", "error": None, "std": None, "seeds": [], "curves": []}
     assert rows[1]["error"] is not None
@@ -116,13 +117,15 @@ def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path, capsys):
     assert err.count("python -m tasks.classify") == 4 and "--lr 4e-4" in err and not any(tmp_path.iterdir())
 
 
-def test_multitask_then_single_task_starts_classify_from_the_multitask_encoder(tiny_model_dir, shared_root, tmp_path):
+def test_multitask_then_single_task_starts_classify_from_the_multitask_encoder(tiny_model_dir, shared_root,
+                                                                               tmp_path):
     mt = tmp_path / "multitask"
-    assert multitask.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(mt), "--limit",
-                           "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32", "--max-steps", "2"]) == 0
+    assert multitask.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(mt),
+                           "--limit", "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32",
+                           "--max-steps", "2"]) == 0
     out = tmp_path / "fit"
-    assert classify.main(["--model", str(mt / "best"), "--data-dir", str(shared_root), "--task", "cfimdb", "--out",
-                          str(out), "--limit", "16", "--epochs", "1", "--batch_size", "8", "--max-length", "32",
-                          "--lr", "2e-5"]) == 0
+    assert classify.main(["--model", str(mt / "best"), "--data-dir", str(shared_root), "--task", "cfimdb",
+                          "--out", str(out), "--limit", "16", "--epochs", "1", "--batch_size", "8",
+                          "--max-length", "32", "--lr", "2e-5"]) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == str(mt / "best") and config["lr"] == 2e-5

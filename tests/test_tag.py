@@ -1,6 +1,6 @@
 """Tagging: the CoNLL reader (WNUT-17's quirk, malformed input by file and line), the word <-> piece alignment
-on tricky tokens, span enumeration and decoding (a nested entity), and python -m tasks.tag with each method on a
-tiny model. The CRF is tested in test_crf.py, the entity scorer in test_entities.py."""
+on tricky tokens, span enumeration and decoding (a nested entity), and python -m tasks.tag with each method on
+a tiny model. The CRF is tested in test_crf.py, the entity scorer in test_entities.py."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def test_whitespace_only_lines_separate_sentences(tmp_path):
     ("a\tO\nb\tB-persn\n", r"a\.conll:2: unknown tag 'B-persn'"),
     ("a\tO\nb\tI-person\n", r"a\.conll:2: I-person does not continue an entity of its type"),
     ("a\tB-group\nb\tI-person\n", r"a\.conll:2: I-person does not continue"),
-    ("b\tI-person\n", r"a\.conll:1: I-person does not continue an entity of its type \(the previous tag is the "
-                      r"sentence start\)"),
+    ("b\tI-person\n", r"a\.conll:1: I-person does not continue an entity of its type \(the previous tag "
+                      r"is the sentence start\)"),
     ("\n\t\n", r"a\.conll: no sentences"),
 ])
 def test_malformed_conll_is_reported_with_file_and_line(tmp_path, content, message):
@@ -68,17 +68,20 @@ def test_shared_wnut17_counts(data_dir):
     dev = read_conll(data_dir / tag.DEV_FILE, TAGS)
     assert (len(train), len(dev)) == (3394, 1009)  # SOURCE.txt
     assert sum(len(s.tokens) for s in train) == 62730 and sum(len(s.tokens) for s in dev) == 15733
-    assert sum(len(bio_entities(s.tags)) for s in train) == 1975 and sum(len(bio_entities(s.tags)) for s in dev) == 836
+    assert (sum(len(bio_entities(s.tags)) for s in train) == 1975
+            and sum(len(bio_entities(s.tags)) for s in dev) == 836)
 
 
 # ----- word pieces ---------------------------------------------------------------------------------
 
-TRICKY = ["@paulwalk", "http://t.co/x7Yq", "😂", "#blessed", "supercalifragilistic", "&", "gt", ";", "\u200b", "Zürich"]
+TRICKY = ["@paulwalk", "http://t.co/x7Yq", "😂", "#blessed", "supercalifragilistic", "&", "gt", ";",
+          "\u200b", "Zürich"]
 
 
 def test_piece_labels_round_trip_to_word_tags_on_tricky_tokens(tokenizer):
     ids, word_ids = encode_words(tokenizer, TRICKY, 128)
-    assert sorted(set(w for w in word_ids if w is not None)) == list(range(len(TRICKY)))  # every word has a piece
+    # every word has a piece
+    assert sorted(set(w for w in word_ids if w is not None)) == list(range(len(TRICKY)))
     assert ids[word_ids.index(8)] == tokenizer.unk_id  # the zero-width space gives no piece: [UNK]
     assert len([w for w in word_ids if w == 4]) > 2  # a word split into many pieces
     tags = [1, 2, 0, 3, 4, 0, 0, 0, 5, 6]
@@ -186,13 +189,13 @@ def tag_args(tiny_model_dir, root, out, *extra):
 @pytest.mark.parametrize("method, extra", [("bio", ["--label-pieces", "first", "--word-decoding", "mean"]),
                                            ("bio-crf", []),
                                            ("span", ["--span-pooling", "attention", "--nested"])])
-def test_each_method_runs_and_writes_conll_predictions_and_a_report(tiny_model_dir, wnut_root, tmp_path, method,
-                                                                     extra):
+def test_each_method_runs_and_writes_conll_predictions_and_a_report(tiny_model_dir, wnut_root, tmp_path,
+                                                                     method, extra):
     tokens_only = tmp_path / "tweets.conll"
     tokens_only.write_text("hello\nworld\n\nBank\nof\nAmerica\n", encoding="utf-8")
     out = tmp_path / method
-    assert tag.main(tag_args(tiny_model_dir, wnut_root, out, "--method", method, "--predict", str(tokens_only),
-                             *extra)) == 0
+    assert tag.main(tag_args(tiny_model_dir, wnut_root, out, "--method", method, "--predict",
+                             str(tokens_only), *extra)) == 0
     dev = read_conll(out / "predictions" / "dev.conll", TAGS, check_iob2=False)  # token, gold, predicted
     assert [s.tokens for s in dev] == [tuple(w for w, _ in s) for s in SENTENCES]
     lines = (out / "predictions" / "dev.conll").read_text().splitlines()

@@ -20,7 +20,8 @@ def test_merge_by_hand():
     labels = torch.tensor([[9.0, 0.5, 3.0], [9.0, 4.0, -1.0]])[None, None]  # (1, 1, M=2, 3)
     merged = merge_label_scores(scores, labels)
     assert merged.shape == (1, 1, 3, 3)
-    torch.testing.assert_close(merged[0, 0], torch.tensor([[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]))
+    torch.testing.assert_close(merged[0, 0],
+                               torch.tensor([[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]))
 
 
 @pytest.mark.points(1)
@@ -45,7 +46,8 @@ def test_minus_infinity_labels_change_nothing():
 @pytest.mark.points(1)
 def test_gradient_reaches_only_the_winning_label():
     scores = torch.zeros(1, 1, 3, 3, requires_grad=True)
-    labels = torch.tensor([[[[0.0, 2.0, -1.0], [0.0, 1.0, 3.0]]]], requires_grad=True)  # label 0 wins key 1, 1 key 2
+    # label 0 wins key 1, 1 key 2
+    labels = torch.tensor([[[[0.0, 2.0, -1.0], [0.0, 1.0, 3.0]]]], requires_grad=True)
     merge_label_scores(scores, labels)[0, 0, 0].sum().backward()
     torch.testing.assert_close(labels.grad[0, 0], torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
     torch.testing.assert_close(scores.grad[0, 0, 0], torch.tensor([1.0, 0.0, 0.0]))

@@ -23,7 +23,8 @@ VOCAB = MaskingVocab(mask_id=MASK, vocab_size=60, special_ids=frozenset({0, 1, 2
 def sequences(n: int, seed: int = 0) -> list[list[int]]:
     """[CLS] A [SEP] B [SEP] [PAD] [PAD] with 20 ordinary word ids per segment."""
     rng = random.Random(seed)
-    return [[CLS] + [rng.randrange(5, 40) for _ in range(20)] + [SEP] + [rng.randrange(5, 40) for _ in range(20)]
+    return [[CLS] + [rng.randrange(5, 40) for _ in range(20)] + [SEP]
+            + [rng.randrange(5, 40) for _ in range(20)]
             + [SEP, PAD, PAD] for _ in range(n)]
 
 
@@ -78,7 +79,8 @@ def test_fifteen_percent_chosen_labels_hold_the_originals():
 def test_at_most_max_predictions_and_at_least_one():
     rng = random.Random(3)
     long = [CLS] + [7] * 300 + [SEP]
-    assert sum(label != IGNORE_INDEX for label in mask_tokens(long, VOCAB, rng, max_predictions=20).labels) == 20
+    assert sum(label != IGNORE_INDEX
+               for label in mask_tokens(long, VOCAB, rng, max_predictions=20).labels) == 20
     short = [CLS, 9, SEP]
     assert sum(label != IGNORE_INDEX for label in mask_tokens(short, VOCAB, rng).labels) == 1
 

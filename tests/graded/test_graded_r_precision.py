@@ -17,7 +17,8 @@ pytestmark = pytest.mark.component("r_precision")
 @pytest.mark.points(2)
 def test_by_hand():
     scores = np.array([0.9, 0.1, 0.8, 0.3, 0.7])
-    assert r_precision(scores, np.array([1, 0, 0, 1, 0])) == pytest.approx(0.5)  # R = 2: top 2 are labels 0, 2
+    # R = 2: top 2 are labels 0, 2
+    assert r_precision(scores, np.array([1, 0, 0, 1, 0])) == pytest.approx(0.5)
     assert r_precision(scores, np.array([0, 0, 1, 0, 0])) == pytest.approx(0.0)  # R = 1: top 1 is label 0
     assert r_precision(scores, np.array([1, 0, 1, 0, 1])) == pytest.approx(1.0)  # R = 3: top 3 are 0, 2, 4
     assert r_precision(scores, np.array([0, 1, 0, 1, 0])) == pytest.approx(0.0)
