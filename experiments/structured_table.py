@@ -6,7 +6,8 @@ Reads every <variant>/summary.json (and each seed's result.json and analysis.jso
 tables: dev R-Precision per level, micro and macro at the best epoch (mean ± std over seeds), with test
 micro / macro beside them; and a summary of the layer analysis (Manginas et al., section 5) per variant: the
 mean angular distance between the [CLS] vectors of consecutive layers, the attention entropy and the
-head-to-head KL of the first and last layer, and the mean KL between consecutive layers' attention. Variants
+head-to-head KL of the first and last layer, and the mean KL between consecutive layers' attention. A variant
+that experiments/structured.sh skipped because an earlier one has the same map at this depth says so; variants
 not run yet are listed.
 """
 
@@ -17,7 +18,25 @@ import statistics
 import sys
 from pathlib import Path
 
-VARIANTS = ("flat", "last-six", "one-by-one", "in-pairs", "hybrid")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for `tasks`
+from tasks.structured import VARIANTS as NAMED, layer_map  # noqa: E402
+
+VARIANTS = (*NAMED, "upper-half")  # upper-half: the custom map experiments/structured.sh adds for HWV
+
+
+def map_text(layers: list[list[int]]) -> str:
+    return "; ".join(f"L{n}<-{','.join(map(str, g))}" for n, g in enumerate(layers, start=1))
+
+
+def same_map_as(variant: str, results: dict[str, list[dict]]) -> str | None:
+    """The run variant whose map `variant` derives at the runs' depth and number of levels, if any."""
+    done = {v: rs[0]["layer_map"] for v, rs in results.items() if rs}
+    if variant not in NAMED or not done:
+        return None
+    any_map = next(iter(done.values()))
+    depth, levels = max(max(g) for m in done.values() for g in m), len(any_map)
+    mine = [list(g) for g in layer_map(variant, depth, levels)]
+    return next((v for v, m in done.items() if m == mine), None)
 
 
 def seed_dirs(root: Path, variant: str) -> list[Path]:
@@ -43,14 +62,17 @@ def rprecision(root: Path) -> str:
              "|---|---|---|" + "---|" * (len(levels) + 4)]
     for variant, rs in results.items():
         if not rs:
-            lines.append(f"| {variant} | | 0 | " + " | ".join("not run" for _ in levels) + " | | | | |")
+            twin = same_map_as(variant, results)
+            text = f"same map as {twin} at this depth: not run again" if twin else "not run"
+            lines.append(f"| {variant} | | 0 | " + " | ".join(text for _ in levels[:1])
+                         + " |" * (len(levels) + 4))
             continue
-        layer_map = "; ".join(f"L{n}<-{','.join(map(str, g))}"
-                              for n, g in enumerate(rs[0]["layer_map"], start=1))
-        cells = [mean_std([r["best"][k] for r in rs]) for k in levels]
+        # A level without a dev document that has a gold label there has no R-Precision ("n/a").
+        cells = [mean_std([r["best"][k] for r in rs]) if rs[0]["best"][f"{k}_documents"] else "n/a"
+                 for k in levels]
         cells += [mean_std([r["best"][k] for r in rs]) for k in ("micro", "macro")]
         cells += [mean_std([r["test_of_best"][k] for r in rs]) for k in ("micro", "macro")]
-        lines.append(f"| {variant} | {layer_map} | {len(rs)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {variant} | {map_text(rs[0]['layer_map'])} | {len(rs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -24,8 +24,9 @@ epochs at 64 pieces (SST-2's sentences fit); long-text trains 2 epochs on all of
     layer-decay     sst2: xi in 1.0, 0.95, 0.90, 0.85 at lr 2e-5 and 5e-5
     forgetting      sst2: lr 2e-5, 5e-5, 1e-4, 4e-4, dev error after every epoch of 4 (the curves)
     few-shot        sst2 with 0.4%, 1%, 2%, 4%, 10%, 20%, 100% of its training set, from the embedded model
-                    and from the embedded model after 1 epoch of masked-LM + NSP on the SST training sentences
-                    (SST-2's phrases come from SST, so that text is within-task)
+                    and from the embedded model after 1 epoch of masked-LM on the SST training sentences
+                    (SST-2's phrases come from SST, so that text is within-task; each SST example is one
+                    sentence, so pretrain.run makes no next-sentence pairs from it)
 
 --only RUN... runs (and tabulates) a part of a study; runs not yet done show as "not run" in the table, so a
 study can be filled in over several sessions.
