@@ -138,8 +138,10 @@ def run_argv(run: Run, directory: Path, study_dir: Path, seeds: Sequence[int],
                       for a in run.argv), "--out", str(directory)]
     if run.seeded:
         argv += ["--seeds", *map(str, seeds)]
-    if (directory / "checkpoints").exists() or any(directory.glob("seed-*/checkpoints")):
-        argv.append("--resume")  # a run that was stopped half-way continues
+    if ((directory / "checkpoints").exists() or any(directory.glob("seed-*/checkpoints"))
+            or any(directory.glob("seed-*/result.json"))):
+        # A run stopped half-way continues; with more seeds than before, the finished seeds are reused.
+        argv.append("--resume")
     return argv
 
 
@@ -160,7 +162,7 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
             continue
         directory = study_dir / run.name
         argv = run_argv(run, directory, study_dir, seeds, extra)
-        done = is_done(run, directory)
+        done = is_done(run, directory, seeds)
         print(f"{'done  ' if done else 'run   '} {study.name}/{run.name}: "
               f"python -m {run.module} {' '.join(argv)}",
               file=sys.stderr)
@@ -173,10 +175,13 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
     return [] if dry_run else collect(study, study_dir)
 
 
-def is_done(run: Run, directory: Path) -> bool:
+def is_done(run: Run, directory: Path, seeds: Sequence[int] = ()) -> bool:
+    """Pre-training: its best checkpoint exists. Classification: its summary.json exists and covers `seeds`
+    (so that asking for more seeds than an earlier call runs the new ones)."""
     if run.module == "pretrain.run":
         return (directory / "best" / "model.safetensors").is_file()
-    return (directory / "summary.json").is_file()
+    summary = directory / "summary.json"
+    return summary.is_file() and set(seeds) <= set(json.loads(summary.read_text())["seeds"])
 
 
 def run_module(module: str, argv: list[str]) -> int:

@@ -71,6 +71,28 @@ def test_a_half_finished_study_resumes_without_redoing_finished_runs(tiny_model_
     assert "| head |" in text and "| chunks-mean |" in text and "Paper (Sun et al. 2019" in text
 
 
+def test_more_seeds_later_runs_only_the_new_seeds(tiny_model_dir, shared_root, tmp_path):
+    extra = ["--model", str(tiny_model_dir), "--data-dir", str(shared_root), "--limit", "16", "--epochs", "1",
+             "--batch_size", "8", "--max-length", "32"]
+    one = study.Study("one", "one cfimdb run", "x", tiny_study().runs[:1], paper_best="head")
+    rows = study.run_study(one, tmp_path, seeds=[1], extra=extra)
+    assert rows[0]["seeds"] == [1]
+    first = (tmp_path / "one" / "head" / "seed-1" / "result.json").stat().st_mtime_ns
+    argvs = []
+
+    def recording(module, argv):
+        argvs.append(argv)
+        return study.run_module(module, argv)
+
+    rows = study.run_study(one, tmp_path, seeds=[1, 2], extra=extra, runner=recording)
+    assert len(argvs) == 1 and "--resume" in argvs[0] and rows[0]["seeds"] == [1, 2]
+    assert (tmp_path / "one" / "head" / "seed-1" / "result.json").stat().st_mtime_ns == first  # reused
+    assert (tmp_path / "one" / "head" / "seed-2" / "result.json").is_file()
+    argvs.clear()
+    study.run_study(one, tmp_path, seeds=[2], extra=extra, runner=recording)  # covered: nothing runs
+    assert argvs == []
+
+
 def test_verdict_says_whether_the_paper_best_is_ours():
     s = tiny_study()
     rows = [{"run": "head", "error": 0.10, "std": 0.01}, {"run": "chunks-mean", "error": 0.20, "std": 0.01}]
