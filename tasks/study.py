@@ -4,6 +4,7 @@
     python -m tasks.study long-text                 # runs what is missing, then prints and writes the table
     python -m tasks.study forgetting --seeds 1 2 3 --out runs/study
     python -m tasks.study layer-decay --dry-run     # the commands, without running them
+    python -m tasks.study few-shot --table-only     # the table and plot of the runs done so far
 
 Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
 A run is done when its directory holds summary.json (runs with several seeds) or result.json; the runner skips
@@ -225,17 +226,7 @@ def verdict(study: Study, rows: Sequence[dict]) -> str:
     if not done:
         return "no run done yet" + note
     if study.name == "few-shot":
-        by_name = {r["run"]: r["error"] for r in done}
-        pairs = [f for f in SST2_FRACTIONS if f"pretrained-{f}" in by_name and f"plain-{f}" in by_name]
-        helped = [f for f in pairs if by_name[f"pretrained-{f}"] < by_name[f"plain-{f}"]]
-        small = [f for f in pairs if f <= 0.04]
-        if not small:
-            return "no small fraction has both runs yet" + note
-        agrees = set(small) <= set(helped)
-        return (f"further pre-training lowered the error at fractions {helped or 'none'} of {pairs}; "
-                f"{'agrees' if agrees else 'disagrees'} with the paper's finding that it helps most on "
-                "small sets"
-                + note)
+        return few_shot_verdict(done) + note
     best = min(done, key=lambda r: r["error"])
     if not study.paper_best:
         return f"our best: {best['run']}" + note
@@ -247,6 +238,32 @@ def verdict(study: Study, rows: Sequence[dict]) -> str:
     word = "agrees" if best["run"] == study.paper_best else ("agrees within one std" if tied else "disagrees")
     return (f"our best: {best['run']} (error {100 * best['error']:.2f}%); the paper's best here, "
             f"{study.paper_best}: {100 * paper['error']:.2f}%: {word}" + note)
+
+
+def few_shot_verdict(done: Sequence[dict]) -> str:
+    """Where further pre-training changed the error by more than one std (the larger of the two runs'), and
+    whether it helped at every small fraction (<= 4%), as the paper found."""
+    by_name = {r["run"]: r for r in done}
+    pairs = [f for f in SST2_FRACTIONS if f"pretrained-{f}" in by_name and f"plain-{f}" in by_name]
+    small = [f for f in pairs if f <= 0.04]
+    if not small:
+        return "no small fraction has both runs yet"
+    helped, hurt = [], []
+    for f in pairs:
+        plain, pretrained = by_name[f"plain-{f}"], by_name[f"pretrained-{f}"]
+        margin = max(plain["std"], pretrained["std"])
+        if pretrained["error"] < plain["error"] - margin:
+            helped.append(f)
+        elif pretrained["error"] > plain["error"] + margin:
+            hurt.append(f)
+    if set(small) <= set(helped):
+        word = "agrees"
+    elif not helped and not hurt:
+        word = "disagrees: no difference beyond one std at this budget"
+    else:
+        word = "disagrees"
+    return (f"further pre-training lowered the error by more than one std at fractions {helped or 'none'}, "
+            f"raised it at {hurt or 'none'}, of {pairs}; {word} (the paper: it helps most on small sets)")
 
 
 def table(study: Study, rows: Sequence[dict]) -> str:
@@ -305,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--num-layers", type=int, default=NUM_LAYERS,
                             help="the model's depth (layer studies)")
         parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
+        parser.add_argument("--table-only", action="store_true",
+                            help="write the table and plot from the runs done so far; run nothing")
         parser.add_argument("--only", nargs="+", default=(), metavar="RUN",
                             help="run only these runs of the study (and the runs they start from)")
         args, extra = parser.parse_known_args(argv)  # anything else goes to every job (e.g. --model, --limit)
@@ -317,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unknown study {args.study!r}; choose from {sorted(studies)}")
         study = studies[args.study]
         try:
-            rows = run_study(study, Path(args.out), args.seeds, extra, dry_run=args.dry_run, only=args.only)
+            rows = (collect(study, Path(args.out) / study.name) if args.table_only else
+                    run_study(study, Path(args.out), args.seeds, extra, dry_run=args.dry_run, only=args.only))
         except ValueError as error:
             parser.error(str(error))
         if args.dry_run:

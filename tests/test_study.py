@@ -133,6 +133,42 @@ def test_only_a_pretrained_run_also_runs_the_pre_training_it_starts_from(tmp_pat
     assert "few-shot/pretrain-sst:" in err and "few-shot/pretrained-0.01:" in err and "plain-" not in err
 
 
+def few_shot_rows(pairs: dict[float, tuple[float, float, float]]) -> list[dict]:
+    """{fraction: (plain error, pretrained error, std of both)} -> the rows collect() gives."""
+    rows = []
+    for f, (plain, pretrained, std) in pairs.items():
+        rows += [{"run": f"plain-{f}", "error": plain, "std": std},
+                 {"run": f"pretrained-{f}", "error": pretrained, "std": std}]
+    return rows
+
+
+def test_few_shot_verdict_counts_only_differences_beyond_one_std():
+    few = study.build_studies()["few-shot"]
+    helped = few_shot_rows({0.004: (0.35, 0.30, 0.01), 0.01: (0.25, 0.20, 0.01), 0.1: (0.12, 0.12, 0.01)})
+    text = study.verdict(few, helped)
+    assert "lowered the error by more than one std at fractions [0.004, 0.01]" in text and "; agrees" in text
+    noise = few_shot_rows({0.004: (0.35, 0.34, 0.02), 0.01: (0.22, 0.23, 0.02)})
+    assert "disagrees: no difference beyond one std" in study.verdict(few, noise)
+    hurt = few_shot_rows({0.004: (0.30, 0.35, 0.01), 0.01: (0.22, 0.22, 0.01)})
+    text = study.verdict(few, hurt)
+    assert "raised it at [0.004]" in text and text.split("; ")[1].startswith("disagrees (the paper")
+    assert "not run yet" in study.verdict(few, helped + [{"run": "plain-0.2", "error": None, "std": None}])
+
+
+def test_table_only_writes_the_table_of_the_runs_done_and_runs_nothing(tmp_path, capsys):
+    run_dir = tmp_path / "forgetting" / "lr2e-5"
+    (run_dir / "seed-1").mkdir(parents=True)
+    (run_dir / "summary.json").write_text(json.dumps(
+        {"seeds": [1], "final": {"accuracy": {"mean": 0.8, "std": 0.0}}}))
+    (run_dir / "seed-1" / "metrics.jsonl").write_text(
+        "\n".join(json.dumps({"dev": {"sst2": {"accuracy": a}}}) for a in (0.7, 0.8)) + "\n")
+    assert study.main(["forgetting", "--table-only", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "forgetting" / "table.md").read_text()
+    assert "| lr2e-5 | 20.00 ± 0.00 | 1 |" in text and "| lr4e-4 | not run | 0 |" in text
+    assert (tmp_path / "forgetting" / "plot.png").stat().st_size > 0
+    assert sorted(p.name for p in (tmp_path / "forgetting").iterdir()) == ["lr2e-5", "plot.png", "table.md"]
+
+
 def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path, capsys):
     assert study.main(["forgetting", "--dry-run", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
