@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +149,7 @@ def run_argv(run: Run, directory: Path, study_dir: Path, seeds: Sequence[int],
 
 def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str] = (),
               runner: Callable[[str, list[str]], int] | None = None, dry_run: bool = False,
-              only: Sequence[str] = ()) -> list[dict]:
+              only: Sequence[str] = (), keep_checkpoints: bool = False) -> list[dict]:
     """Run every run of `study` not yet done (in order; with `only`, those runs and the runs they start from),
     then collect the results of all (a run not done yet gives a row with error None)."""
     runner = runner or run_module
@@ -173,7 +174,21 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         if code:
             raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); "
                              "rerun the study to continue")
+        if not keep_checkpoints:
+            drop_finished_checkpoints(directory)
     return [] if dry_run else collect(study, study_dir)
+
+
+def drop_finished_checkpoints(directory: Path) -> None:
+    """Delete the resume checkpoints of the seeds that finished (their result.json exists).
+
+    A seed's checkpoints/ (the last two training states, weights and optimizer moments: about 0.5 GB for
+    the embedded model) only serve to resume it; a study of dozens of runs would otherwise fill tens of GB.
+    The run's results, metrics and its best/ checkpoint stay.
+    """
+    for seed_dir in [directory, *directory.glob("seed-*")]:
+        if (seed_dir / "result.json").is_file() and (seed_dir / "checkpoints").is_dir():
+            shutil.rmtree(seed_dir / "checkpoints")
 
 
 def is_done(run: Run, directory: Path, seeds: Sequence[int] = ()) -> bool:
@@ -322,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.add_argument("--num-layers", type=int, default=NUM_LAYERS,
                             help="the model's depth (layer studies)")
         parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
+        parser.add_argument("--keep-checkpoints", action="store_true",
+                            help="keep each finished seed's resume checkpoints "
+                                 "(deleted by default: about 0.5 GB each)")
         parser.add_argument("--table-only", action="store_true",
                             help="write the table and plot from the runs done so far; run nothing")
         parser.add_argument("--only", nargs="+", default=(), metavar="RUN",
@@ -337,7 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         study = studies[args.study]
         try:
             rows = (collect(study, Path(args.out) / study.name) if args.table_only else
-                    run_study(study, Path(args.out), args.seeds, extra, dry_run=args.dry_run, only=args.only))
+                    run_study(study, Path(args.out), args.seeds, extra, dry_run=args.dry_run, only=args.only,
+                              keep_checkpoints=args.keep_checkpoints))
         except ValueError as error:
             parser.error(str(error))
         if args.dry_run:

@@ -77,6 +77,9 @@ def test_more_seeds_later_runs_only_the_new_seeds(tiny_model_dir, shared_root, t
     one = study.Study("one", "one cfimdb run", "x", tiny_study().runs[:1], paper_best="head")
     rows = study.run_study(one, tmp_path, seeds=[1], extra=extra)
     assert rows[0]["seeds"] == [1]
+    seed_1 = tmp_path / "one" / "head" / "seed-1"
+    # A finished seed's resume checkpoints are dropped (they are large); its best checkpoint stays.
+    assert not (seed_1 / "checkpoints").exists() and (seed_1 / "best" / "model.safetensors").is_file()
     first = (tmp_path / "one" / "head" / "seed-1" / "result.json").stat().st_mtime_ns
     argvs = []
 
@@ -91,6 +94,8 @@ def test_more_seeds_later_runs_only_the_new_seeds(tiny_model_dir, shared_root, t
     argvs.clear()
     study.run_study(one, tmp_path, seeds=[2], extra=extra, runner=recording)  # covered: nothing runs
     assert argvs == []
+    study.run_study(one, tmp_path / "kept", seeds=[1], extra=extra, keep_checkpoints=True)
+    assert (tmp_path / "kept" / "one" / "head" / "seed-1" / "checkpoints" / "last.pt").is_file()
 
 
 def test_verdict_says_whether_the_paper_best_is_ours():
