@@ -263,9 +263,12 @@ def few_shot_verdict(done: Sequence[dict]) -> str:
     small = [f for f in pairs if f <= 0.04]
     if not small:
         return "no small fraction has both runs yet"
-    helped, hurt = [], []
+    helped, hurt, single = [], [], []
     for f in pairs:
         plain, pretrained = by_name[f"plain-{f}"], by_name[f"pretrained-{f}"]
+        if min(len(plain["seeds"]), len(pretrained["seeds"])) < 2:
+            single.append(f)  # one seed: no spread to compare the difference with
+            continue
         margin = max(plain["std"], pretrained["std"])
         if pretrained["error"] < plain["error"] - margin:
             helped.append(f)
@@ -277,8 +280,10 @@ def few_shot_verdict(done: Sequence[dict]) -> str:
         word = "disagrees: no difference beyond one std at this budget"
     else:
         word = "disagrees"
+    unjudged = f" (one seed, not judged: {single})" if single else ""
     return (f"further pre-training lowered the error by more than one std at fractions {helped or 'none'}, "
-            f"raised it at {hurt or 'none'}, of {pairs}; {word} (the paper: it helps most on small sets)")
+            f"raised it at {hurt or 'none'}, of {[f for f in pairs if f not in single]}{unjudged}; {word} "
+            "(the paper: it helps most on small sets)")
 
 
 def table(study: Study, rows: Sequence[dict]) -> str:

@@ -142,8 +142,8 @@ def few_shot_rows(pairs: dict[float, tuple[float, float, float]]) -> list[dict]:
     """{fraction: (plain error, pretrained error, std of both)} -> the rows collect() gives."""
     rows = []
     for f, (plain, pretrained, std) in pairs.items():
-        rows += [{"run": f"plain-{f}", "error": plain, "std": std},
-                 {"run": f"pretrained-{f}", "error": pretrained, "std": std}]
+        rows += [{"run": f"plain-{f}", "error": plain, "std": std, "seeds": [1, 2]},
+                 {"run": f"pretrained-{f}", "error": pretrained, "std": std, "seeds": [1, 2]}]
     return rows
 
 
@@ -158,6 +158,8 @@ def test_few_shot_verdict_counts_only_differences_beyond_one_std():
     text = study.verdict(few, hurt)
     assert "raised it at [0.004]" in text and text.split("; ")[1].startswith("disagrees (the paper")
     assert "not run yet" in study.verdict(few, helped + [{"run": "plain-0.2", "error": None, "std": None}])
+    one_seed = [{**r, "seeds": [1], "std": 0.0} if r["run"].endswith("-0.1") else r for r in helped]
+    assert "(one seed, not judged: [0.1])" in study.verdict(few, one_seed)
 
 
 def test_table_only_writes_the_table_of_the_runs_done_and_runs_nothing(tmp_path, capsys):
