@@ -7,11 +7,12 @@
     python -m tasks.study few-shot --table-only     # the table and plot of the runs done so far
 
 Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
-A run is done when its directory holds summary.json (runs with several seeds) or result.json; the runner skips
-those and continues unfinished ones with --resume, so a half-finished study resumes where it stopped. At the
-end it writes <out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states
-whether our best configuration is the paper's. A run's done marker: summary.json for classification runs,
-best/ for pre-training.
+A classification run is done when its summary.json covers the requested seeds (a pre-training run: when its
+best/ exists); the runner skips those and continues the others with --resume (finished seeds are reused), so a
+half-finished study resumes where it stopped and asking for more seeds runs only the new ones. A finished
+seed's resume checkpoints are dropped (--keep-checkpoints keeps them). At the end it writes
+<out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states whether our best
+configuration is the paper's.
 
 The studies (error = 1 - dev accuracy). Their CPU budgets are part of their definitions, so that the command
 reproduces the README's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training set
