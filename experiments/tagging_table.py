@@ -2,16 +2,16 @@
 
     .venv/bin/python experiments/tagging_table.py [runs/tag]
 
-Reads every <method>/summary.json (and each seed's result.json) and prints a Markdown table: dev entity-level
-micro F1, precision and recall at the last epoch, mean ± std over seeds; token accuracy of the best checkpoint
-(the job measures it only there); and per-type F1 at the last epoch (mean over seeds). Methods not run yet are
-listed as such.
+Reads every <method>/summary.json (mean and std over seeds, as the job wrote them) and prints a Markdown
+table: dev entity-level micro F1, precision and recall at the last epoch, mean ± std over seeds; token
+accuracy of the best checkpoint (the job measures it only there); and per-type F1 at the last epoch (mean
+over seeds).
+Methods not run yet are listed as such.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -20,26 +20,25 @@ METHODS = {"bio": "`bio` (all pieces labelled, first-piece decoding)",
 TYPES = ("person", "location", "group", "corporation", "product", "creative-work")
 
 
-def mean_std(values: list[float]) -> str:
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.3f} ± {std:.3f}"
+def mean_std(metric: dict) -> str:
+    """A metric of summary.json (tasks/seeds.py summarise: mean and std over the seeds)."""
+    return f"{metric['mean']:.3f} ± {metric['std']:.3f}"
 
 
 def table(root: Path) -> str:
     lines = ["| method | seeds | micro F1 | precision | recall | token accuracy (best checkpoint) | "
              + " | ".join(f"F1 {t}" for t in TYPES) + " |", "|---|---|---|---|---|---|" + "---|" * len(TYPES)]
     for method, name in METHODS.items():
-        summary = root / method / "summary.json"
-        if not summary.is_file():
+        path = root / method / "summary.json"
+        if not path.is_file():
             lines.append(f"| {name} | 0 | not run |" + " |" * (3 + len(TYPES)))
             continue
-        seeds = json.loads(summary.read_text())["seeds"]
-        results = [json.loads((root / method / f"seed-{s}" / "result.json").read_text()) for s in seeds]
-        finals = [r["final"] for r in results]
-        cells = [mean_std([f[k] for f in finals]) for k in ("f1", "precision", "recall")]
-        cells.append(mean_std([r["best"]["token_accuracy"] for r in results]))
-        cells += [f"{statistics.fmean(f[f'f1_{t}'] for f in finals):.3f}" for t in TYPES]
-        lines.append(f"| {name} | {len(seeds)} | " + " | ".join(cells) + " |")
+        summary = json.loads(path.read_text())
+        final = summary["final"]
+        cells = [mean_std(final[k]) for k in ("f1", "precision", "recall")]
+        cells.append(mean_std(summary["best"]["token_accuracy"]))
+        cells += [f"{final[f'f1_{t}']['mean']:.3f}" for t in TYPES]
+        lines.append(f"| {name} | {len(summary['seeds'])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

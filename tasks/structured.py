@@ -131,11 +131,11 @@ class StructuredClassifier(nn.Module):
     def init_biases_to_priors(self, targets: Sequence[torch.Tensor]) -> None:
         """Start each label's bias at the log-odds of its training frequency, so that sigmoid(b_k) = p_k.
 
-        With zero biases, the first many steps of BCE over hundreds of rare labels only learn that every label
-        is rare (the same push for every document); starting at the priors leaves the gradient with what tells
-        documents apart (Lin et al. 2017, "Focal Loss", section 4.1, use the same start). targets: per level,
-        the training set's (N, K_n) multi-hot matrix. Frequencies are smoothed ((count + 0.5) / (N + 1)) so
-        that a label never seen in training gets a finite bias.
+        With nn.Linear's near-zero biases, the first many steps of BCE over hundreds of rare labels only learn
+        that every label is rare (the same push for every document); starting at the priors leaves the
+        gradient with what tells documents apart (Lin et al. 2017, "Focal Loss", section 4.1, use the same
+        start). targets: per level, the training set's (N, K_n) multi-hot matrix. Frequencies are smoothed
+        ((count + 0.5) / (N + 1)) so that a label never seen in training gets a finite bias.
         """
         for classifier, t in zip(self.classifiers, targets):
             p = (t.sum(dim=0) + 0.5) / (t.size(0) + 1)
