@@ -5,13 +5,13 @@ examples of SST, Quora and STS, and everything that decides what is learnt is th
 weights, initial head weights (copied), heads and losses (`tasks.multitask.MultitaskBERT`: mean-pooled
 SST classifier with cross-entropy, cosine paraphrase head with binary cross-entropy, cosine similarity head
 with SBERT's cosine MSE), batch size, round-robin task sampling (one batch of every task per step, losses
-summed; `tasks.train.interleave`), parameter groups and learning rates (the job's defaults from
+summed; `tasks.training.loop.interleave`), parameter groups and learning rates (the job's defaults from
 `TrainConfig`: encoder lr, heads head_lr, no decay on biases and LayerNorm), linear warm-up and decay over
 the same number of steps, gradient clipping, and the seed. What differs is how the work is done:
 
 - ours: the job's own code, run as users run it: our `BertModel` (SDPA attention), `SentimentTask` and
   `PairTask` with length-bucketed batches padded only to each batch's longest sequence
-  (`tasks/batching.py`), our AdamW, inside `tasks.train.train`;
+  (`tasks/data/batching.py`), our AdamW, inside `tasks.training.loop.train`;
 - plain: the loop a student writes: `transformers.BertModel.from_pretrained` (its default attention,
   SDPA), the checkpoint's own tokenizer with every sequence padded to 128 tokens, a `DataLoader` with
   shuffle=True, and `torch.optim.AdamW` (default foreach implementation).
@@ -23,11 +23,11 @@ function at similar speed (`python -m bench.model_speed` compares them alone).
 
 Timing. Only training is timed; evaluation, checkpoint writing and plotting are not. The plain loop's clock
 runs from building the optimizer to its last step (batches are formed inside it, tokenising to 128 happens
-before, as our tasks tokenise in their constructors). Ours is the wall time of `tasks.train.train` minus
-the time spent in its end-of-epoch work: every task's `evaluate`, `save_training_state` and `plot_history`
-(wrapped with a stopwatch for the run) and `save_best` (a no-op here). Examples per second count every
-training example once per epoch (a pair is one example). Ours runs first, then plain; one run each, so on a
-busy machine the ratio is noisy: run it on a quiet one.
+before, as our tasks tokenise in their constructors). Ours is the wall time of `tasks.training.loop.train`
+minus the time spent in its end-of-epoch work: every task's `evaluate`, `save_training_state` and
+`plot_history` (wrapped with a stopwatch for the run) and `save_best` (a no-op here). Examples per second
+count every training example once per epoch (a pair is one example). Ours runs first, then plain; one run
+each, so on a busy machine the ratio is noisy: run it on a quiet one.
 
 Dev metrics come from the FULL dev sets (unless --dev-limit), after the last epoch, computed by the same
 code for both models (the tasks' `evaluate`: our tokenizer, length-sorted batches) so that only training
@@ -40,7 +40,7 @@ differs. Target (the issue): ours at least 2x the plain loop's examples per seco
 Data: --data-dir, else $MINBERT_DATA/cs224n, else ../shared/data/cs224n beside the checkout (as the
 Makefile sets it), else the jobs' usual places (`tasks.data.resolve_data_dir`); never the synthetic sample.
 
-Read next: tasks/batching.py (the bucketing), bench/model_speed.py (the encoders alone).
+Read next: tasks/data/batching.py (the bucketing), bench/model_speed.py (the encoders alone).
 """
 
 from __future__ import annotations
@@ -63,15 +63,19 @@ import transformers
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm.auto import tqdm
 
-import tasks.train
+import tasks.training.loop
 from optim.schedules import linear_warmup_decay
-from tasks.batching import TokenBatch
-from tasks.data import read_split, resolve_data_dir, task_files
-from tasks.heads import cosine_mse_loss
-from tasks.job import DEFAULT_MODEL, head_state, load_encoder
+from tasks.data.batching import TokenBatch
+from tasks.data.course import read_split, task_files
+from tasks.data.sources import resolve_data_dir
+from tasks.models.heads import cosine_mse_loss
 from tasks.multitask import COURSE_TASKS, MultitaskBERT, PairTask, overall_score
 from tasks.sentiment import SentimentTask
-from tasks.train import RunDir, TrainConfig, build_optimizer, interleave
+from tasks.training.config import TrainConfig
+from tasks.training.job import DEFAULT_MODEL, head_state, load_encoder
+from tasks.training.loop import interleave
+from tasks.training.optimizer import build_optimizer
+from tasks.training.run_dir import RunDir
 
 PLAIN_LENGTH = 128  # the plain loop pads every sequence to this; also the truncation length of both loops
 QUICK = dict(limit=32, batch_size=16, dev_limit=32)  # --quick's settings; flags given explicitly still win
@@ -153,7 +157,7 @@ def evaluate(model: MultitaskBERT, task_list: list) -> tuple[dict, float]:
 
 
 def run_ours(model: MultitaskBERT, task_list: list, config: TrainConfig) -> Result:
-    """`tasks.train.train` in a throw-away run directory, its end-of-epoch work kept off the clock."""
+    """`tasks.training.loop.train` in a throw-away run directory, its end-of-epoch work kept off the clock."""
     evaluation, files = Stopwatch(), Stopwatch()
     torch.manual_seed(config.seed)  # dropout starts from the same random state in both loops
     with contextlib.ExitStack() as stack:
@@ -161,10 +165,11 @@ def run_ours(model: MultitaskBERT, task_list: list, config: TrainConfig) -> Resu
         for task in task_list:  # these task objects only, for this run only
             stack.enter_context(mock.patch.object(task, "evaluate", evaluation.wrap(task.evaluate)))
         for name in ("save_training_state", "plot_history"):
-            stack.enter_context(mock.patch.object(tasks.train, name, files.wrap(getattr(tasks.train, name))))
+            original = getattr(tasks.training.loop, name)
+            stack.enter_context(mock.patch.object(tasks.training.loop, name, files.wrap(original)))
         start = time.perf_counter()
-        state = tasks.train.train(model, task_list, config, RunDir(tmp), overall_score,
-                                  save_best=lambda m, d: None)
+        state = tasks.training.loop.train(model, task_list, config, RunDir(tmp), overall_score,
+                                          save_best=lambda m, d: None)
         wall = time.perf_counter() - start
     examples = sum(len(t.train_labels) for t in task_list) * config.epochs
     return Result("ours", wall - evaluation.seconds - files.seconds, examples, state.global_step,

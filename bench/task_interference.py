@@ -23,11 +23,14 @@ import time
 
 import torch
 
-from tasks.data import resolve_data_dir, task_files
-from tasks.heads import POOLINGS
-from tasks.job import DEFAULT_MODEL, load_encoder, read_splits
+from minbert.pooling import POOLINGS
+from tasks.data.course import task_files
+from tasks.data.sources import resolve_data_dir
 from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, course_task
-from tasks.train import SAMPLINGS, RunDir, TrainConfig, train
+from tasks.training.config import SAMPLINGS, TrainConfig
+from tasks.training.job import DEFAULT_MODEL, load_encoder, read_splits
+from tasks.training.loop import train
+from tasks.training.run_dir import RunDir
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,7 @@
 # analysis.json (notebooks/structured_layers.ipynb draws them); experiments/structured_table.py prints the tables.
 #
 # At the embedded model's 6 layers and HWV's 6 levels, LAST-SIX, ONE-BY-ONE and IN-PAIRS derive the same map
-# (level n <- layer n; tasks/structured.py states the rule), and runs are deterministic, so a variant whose map
+# (level n <- layer n; tasks/models/structured.py states the rule), and runs are deterministic, so a variant whose map
 # an earlier variant already had is skipped. For HWV at 6 layers one more map runs: upper-half (levels 1-2 <-
 # layer 4, 3-4 <- 5, 5-6 <- 6), the 6-layer analogue of the paper's LAST-SIX, whose levels read the upper half
 # of bert-base's 12 layers.
@@ -28,7 +28,7 @@ run() {  # run NAME FLAGS...
 }
 declare -A SEEN=()
 for variant in flat last-six one-by-one in-pairs hybrid; do
-    map=$("$PY" -c "import sys; from tasks.structured import layer_map, describe_layer_map as d
+    map=$("$PY" -c "import sys; from tasks.models.structured import layer_map, describe_layer_map as d
 print(d(layer_map(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))))" "$variant" "$LAYERS" "${LEVELS[$DATASET]}")
     if [[ -n ${SEEN[$map]:-} ]]; then echo "skipped: $variant has ${SEEN[$map]}'s map ($map)"; continue; fi
     SEEN[$map]=$variant

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for `tasks`
-from tasks.structured import VARIANTS as NAMED, layer_map  # noqa: E402
+from tasks.models.structured import VARIANTS as NAMED, layer_map  # noqa: E402
 
 VARIANTS = (*NAMED, "upper-half")  # upper-half: the custom map experiments/structured.sh adds for HWV
 

@@ -24,12 +24,12 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "layer": ("minbert/layer.py::AddNorm.forward", "minbert/layer.py::BertLayer.forward"),
     "encoder": ("minbert/model.py::BertEncoder.forward",),
     "adamw": ("optim/adamw.py::adamw_update",),
-    "mean_pool": ("tasks/heads.py::mean_pool",),
-    "cosine": ("tasks/heads.py::cosine_similarity",),
+    "mean_pool": ("minbert/pooling.py::mean_pool",),
+    "cosine": ("tasks/models/heads.py::cosine_similarity",),
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
-                    "pretrain/masking.py::mask_tokens"),
+                    "pretrain/masking.py::mask_tokens", "pretrain/masking.py::span_mask"),
     "label_attention": ("minbert/label_attention.py::merge_label_scores",),
-    "r_precision": ("tasks/metrics.py::r_precision",),
+    "r_precision": ("tasks/evaluation/metrics.py::r_precision",),
 }
 
 # The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.

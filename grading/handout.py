@@ -14,9 +14,11 @@ README listing every TODO with the tests that check it. In every Python file eac
 
 becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation.
 
-It refuses unbalanced or nested markers (naming file and line), and then checks the result: no marker
-is left, every package module imports, and every graded test shipped to students fails with
-NotImplementedError (not with an import or attribute error, and none passes on the stubs).
+It refuses unbalanced or nested markers (naming file and line), and code anywhere in the handout that
+restates a solution region, renamed or reformatted (leaks.py; this check always runs, it takes about a
+second). Then it checks the result: no marker is left, every package module imports, and every graded
+test shipped to students fails with NotImplementedError (not with an import or attribute error, and none
+passes on the stubs).
 
 Read next: grade.py.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from grading.config import (COMPONENTS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS, HANDOUT_EXCLUDE_FILES,
                             HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES, todo_component)
+from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, has_marker, strip_regions
 from grading.runner import run_tests
 
@@ -49,6 +52,7 @@ class Handout:
     files: list[str] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)
     tests_by_component: dict[str, list[str]] = field(default_factory=dict)
+    leak_report: LeakReport | None = None
 
 
 def repository_files(root: Path) -> list[str]:
@@ -100,6 +104,7 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True) -> Handout:
             data = text.encode("utf-8")
         staged[relative] = data
     _check_todos(handout.regions)
+    handout.leak_report = check_leaks(leak_sources(staff))
     for relative, data in staged.items():
         target = out / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,6 +135,29 @@ def _check_todos(regions: list[Region]) -> None:
     missing = [t for t in expected if t not in found]
     if missing:
         raise HandoutError(f"grading/config.py lists TODOs with no solution region: {missing}")
+
+
+def leak_sources(staff: Path = STAFF_ROOT) -> dict[str, str]:
+    """The shipped files that can hold code (Python, notebooks, Markdown), as the staff wrote them."""
+    sources = {}
+    for relative in repository_files(staff):
+        if shipped(relative) and relative.endswith((".py", ".ipynb", ".md")):
+            try:
+                sources[relative] = (staff / relative).read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return sources
+
+
+def check_leaks(sources: dict[str, str]) -> LeakReport:
+    """Refuse a handout in which some file restates a solution region (see leaks.py)."""
+    report = find_leaks(sources)
+    if report.leaks:
+        raise HandoutError(f"{report.summary()}\nthe handout would ship these solutions; remove each copy "
+                           "(call the TODO's function, compute a test's expectation another way, or move "
+                           "the shared lines out of the region into a helper): docs/teaching.md, Building "
+                           "the handout")
+    return report
 
 
 def student_readme(handout: Handout, tests) -> str:
@@ -223,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, metavar="OUT_DIR",
                         help="where to write the student repository (empty, new, or a previous handout)")
     parser.add_argument("--no-check", action="store_true",
-                        help="skip the checks that run Python (imports, tests failing on the stubs)")
+                        help="skip the checks that run Python (imports, tests failing on the stubs); "
+                             "the leak check always runs")
     args = parser.parse_args(argv)
     try:
         handout = build(args.out, check=not args.no_check)
@@ -233,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {len(handout.files)} files to {handout.out}; {len(handout.regions)} TODOs:")
     for region in handout.regions:
         print(f"  {region.todo}  ({todo_component(region.todo)})")
+    print(handout.leak_report.summary())
     return 0
 
 

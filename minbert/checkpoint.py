@@ -1,15 +1,8 @@
 """Load and save Hugging Face-format checkpoints: a directory with config.json and the weights.
 
 Loading is a strict key-for-key copy, because our parameter names are the checkpoint's names
-(STYLE.md §2). Real checkpoints need a few legacy fix-ups first, each one a small function below and
-each one reported:
-
-- `LayerNorm.gamma` / `LayerNorm.beta`: the names of the original TF-era PyTorch port;
-- the `bert.` prefix: present in pre-training checkpoints, absent in encoder-only ones;
-- `embeddings.position_ids` / `embeddings.token_type_ids`: index buffers older `transformers` saved
-  (they are not weights; we compute positions on the fly);
-- `cls.predictions.decoder.*`: the masked-LM decoder is tied to the word embeddings (heads.py), so its
-  weight must equal them (checked, then dropped) and its bias is `cls.predictions.bias`.
+(STYLE.md §2). Real checkpoints need a few legacy fix-ups first (checkpoint_keys.py: gamma/beta, the
+`bert.` prefix, index buffers, the tied masked-LM decoder), each one reported.
 
 Anything else that does not fit is an error that names the key: a shape mismatch (with both shapes
 and a hint that config.json may not match the weights), missing keys, unknown keys, an unreadable
@@ -20,7 +13,7 @@ Saving writes config.json and model.safetensors (or pytorch_model.bin) with the 
 `transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
 atomically (atomic.py).
 
-Read next: hub.py (which directory a model name means).
+Read next: checkpoint_keys.py (the legacy fix-ups), then hub.py (which directory a model name means).
 """
 
 from __future__ import annotations
@@ -41,22 +34,17 @@ from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.atomic import atomic_write, atomic_write_text
+from minbert.checkpoint_keys import CheckpointError, Layout, normalise_keys
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel
 
-# Whose key names: BertModel's (embeddings.*, ...) or BertForPreTraining's (bert.*, cls.*).
-Layout = Literal["model", "pretraining"]
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
 WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")  # sharded checkpoints
 _OTHER_FORMATS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
 
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
-DECODER_WEIGHT = "cls.predictions.decoder.weight"
-DECODER_BIAS = "cls.predictions.decoder.bias"
-MLM_BIAS = "cls.predictions.bias"
 
 # Heads an encoder-only checkpoint may lack. The pooler is among them: only next-sentence prediction
 # trains it (BERT §3.1), and BertForMaskedLM checkpoints are saved without it.
@@ -64,10 +52,6 @@ _OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "ber
 
 _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
                 "max_position_embeddings, type_vocab_size, num_hidden_layers)")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded as it stands; the message names the file or key."""
 
 
 @dataclass
@@ -188,116 +172,6 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-# ----- legacy fix-ups, one function each ----------------------------------------------------------
-# Each takes the state dict and returns (new state dict, a line for the report, or None if no change).
-
-
-def _rename(state: dict, renames: dict[str, str]) -> dict:
-    """Apply renames, refusing two keys that land on one name (the checkpoint would be ambiguous)."""
-    out: dict[str, torch.Tensor] = {}
-    for key, value in state.items():
-        new = renames.get(key, key)
-        if new in out:
-            raise CheckpointError(f"the checkpoint has both {key!r} and a key that also becomes {new!r} "
-                                  "after legacy fix-ups; it is ambiguous which one to load")
-        out[new] = value
-    return out
-
-
-def fix_gamma_beta(state: dict) -> tuple[dict, str | None]:
-    """LayerNorm.gamma / .beta (the TF names kept by the first PyTorch port) -> .weight / .bias."""
-    renames = {k: re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", k))
-               for k in state if "LayerNorm" in k and k.endswith((".gamma", ".beta"))}
-    if not renames:
-        return state, None
-    return _rename(state, renames), f"renamed {len(renames)} LayerNorm gamma/beta keys to weight/bias"
-
-
-def drop_index_buffers(state: dict) -> tuple[dict, str | None]:
-    """Drop embeddings.position_ids / token_type_ids: index buffers, not weights (we build positions
-    on the fly, and a stale copy could even disagree with the position table)."""
-    dropped = sorted(k for k in state if k.endswith(("embeddings.position_ids", "embeddings.token_type_ids")))
-    if not dropped:
-        return state, None
-    return ({k: v for k, v in state.items() if k not in dropped},
-            f"dropped index buffer(s) {dropped} (not weights; positions are computed)")
-
-
-def fix_bert_prefix(state: dict, layout: Layout) -> tuple[dict, str | None]:
-    """BertModel keys have no prefix; BertForPreTraining keys put the encoder under `bert.`."""
-    if layout == "model":
-        renames = {k: k[len("bert."):] for k in state if k.startswith("bert.")}
-        line = f"stripped the 'bert.' prefix from {len(renames)} keys"
-    else:
-        # Only encoder names: anything else (a task head) must stay as it is and be reported unknown.
-        renames = {k: "bert." + k for k in state if k.startswith(("embeddings.", "encoder.", "pooler."))}
-        line = f"added the 'bert.' prefix to {len(renames)} keys (an encoder-only checkpoint)"
-    if not renames:
-        return state, None
-    return _rename(state, renames), line
-
-
-def fix_decoder_bias(state: dict) -> tuple[dict, str | None]:
-    """cls.predictions.decoder.bias is the head's bias under a second name (transformers ties them)."""
-    if DECODER_BIAS not in state:
-        return state, None
-    state = dict(state)
-    bias = state.pop(DECODER_BIAS)
-    if MLM_BIAS not in state:
-        state[MLM_BIAS] = bias
-        return state, f"renamed {DECODER_BIAS} to {MLM_BIAS}"
-    if bias.shape != state[MLM_BIAS].shape or not torch.equal(bias, state[MLM_BIAS]):
-        raise CheckpointError(f"{DECODER_BIAS} differs from {MLM_BIAS}; transformers ties the two, so "
-                              "this checkpoint was not saved by a BERT model we know how to read")
-    return state, f"dropped {DECODER_BIAS} (a copy of {MLM_BIAS})"
-
-
-def fix_tied_decoder(state: dict, layout: Layout) -> tuple[dict, str | None]:
-    """Drop cls.predictions.decoder.weight after checking it equals the word embeddings.
-
-    Our decoder *is* the word embedding matrix (heads.py), so a checkpoint whose decoder differs was
-    trained untied: loading it would silently change the model, so for BertForPreTraining we refuse.
-    For BertModel the whole `cls.*` head is ignored anyway, and so is this key.
-    """
-    if DECODER_WEIGHT not in state:
-        return state, None
-    embeddings = state.get(("bert." if layout == "pretraining" else "") + WORD_EMBEDDINGS)
-    decoder = state[DECODER_WEIGHT]
-    tied = embeddings is not None and decoder.shape == embeddings.shape and torch.equal(decoder, embeddings)
-    if not tied:
-        if layout == "model":
-            return state, None  # ignored with the rest of cls.*
-        if embeddings is None:
-            detail = "there are no word embeddings to compare with"
-        elif decoder.shape != embeddings.shape:
-            detail = f"shapes {tuple(decoder.shape)} and {tuple(embeddings.shape)}"
-        else:
-            detail = f"max |difference| {(decoder - embeddings).abs().max().item():.3g}"
-        raise CheckpointError(
-            f"{DECODER_WEIGHT} differs from bert.{WORD_EMBEDDINGS} ({detail}): this checkpoint has an "
-            "untied masked-LM decoder, but minbert's decoder is tied to the word embeddings (BERT's "
-            "design); load it as a BertModel (the encoder is unaffected) instead")
-    return ({k: v for k, v in state.items() if k != DECODER_WEIGHT},
-            f"dropped {DECODER_WEIGHT} (equal to the word embeddings: the decoder is tied)")
-
-
-def normalise_keys(state: dict[str, torch.Tensor],
-                   layout: Layout) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Apply every legacy fix-up; return the state dict in `layout`'s names and one line per fix-up.
-
-    `cls.*` keys stay as they are in the "model" layout; load_model reports them as ignored.
-    """
-    if layout not in ("model", "pretraining"):
-        raise ValueError(f"layout must be 'model' or 'pretraining', got {layout!r}")
-    fixups: list[str] = []
-    for fix in (fix_gamma_beta, drop_index_buffers, lambda s: fix_bert_prefix(s, layout),
-                fix_decoder_bias, lambda s: fix_tied_decoder(s, layout)):
-        state, line = fix(state)
-        if line:
-            fixups.append(line)
-    return state, fixups
-
-
 # ----- loading -----------------------------------------------------------------------------------
 
 
@@ -308,9 +182,10 @@ def load_model(model_dir: str | os.PathLike, model_class: type[nn.Module] = Bert
                attn_implementation: str = "sdpa") -> tuple[nn.Module, LoadReport]:
     """Build `model_class` from `model_dir`/config.json and copy the checkpoint into it, key for key.
 
-    model_class: BertModel or BertForPreTraining. Returns (model in eval mode, LoadReport). Heads an
-    encoder-only checkpoint lacks are freshly initialised, reported and warned about; every other
-    disagreement between the checkpoint and the model is a CheckpointError.
+    model_class: BertModel or BertForPreTraining. Returns (model in eval mode, LoadReport), the report
+    also kept as `model.load_report`. Heads an encoder-only checkpoint lacks are freshly initialised,
+    reported and warned about; every other disagreement between the checkpoint and the model is a
+    CheckpointError.
     """
     if model_class not in _LAYOUTS:
         raise TypeError(f"model_class must be one of {[c.__name__ for c in _LAYOUTS]}, got {model_class!r}")
@@ -336,6 +211,7 @@ def load_model(model_dir: str | os.PathLike, model_class: type[nn.Module] = Bert
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
                       f"{_some(report.initialised)}", stacklevel=2)
+    model.load_report = report
     return model.eval(), report
 
 

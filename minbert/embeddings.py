@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.unpadded import Packing
 
 
 class BertEmbeddings(nn.Module):
@@ -35,13 +36,16 @@ class BertEmbeddings(nn.Module):
         input_ids: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        packing: Packing | None = None,
     ) -> torch.Tensor:
         """Embed a batch.
 
         input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
         gradients with respect to the input, e.g. saliency maps).
         token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
-        Returns (B, T, C).
+        packing: embed only the batch's real tokens, as one row, each at its position within its own
+            sequence (the unpadded path, unpadded.py); the inputs are checked in their padded shape first.
+        Returns (B, T, C), or (1, N, C) with a packing.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
@@ -60,6 +64,10 @@ class BertEmbeddings(nn.Module):
         else:
             check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids", "type_vocab_size")
         position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
+        if packing is not None:
+            input_ids, token_type_ids, inputs_embeds = map(packing.unpad, (input_ids, token_type_ids,
+                                                                           inputs_embeds))  # (1, N, ...)
+            position_ids = packing.positions  # (N,)
 
         # BEGIN SOLUTION
         if inputs_embeds is None:
@@ -76,11 +84,18 @@ class BertEmbeddings(nn.Module):
 
 
 def check_ids(ids: torch.Tensor, limit: int, name: str, limit_name: str) -> None:
-    """Refuse ids outside [0, limit): nn.Embedding would crash with an index error far from the cause."""
+    """Refuse ids outside [0, limit): nn.Embedding would crash with an index error far from the cause.
+
+    The range is checked only for CPU tensors outside torch.compile: reading min and max back to the
+    host would stall an accelerator once per call and break a compiled graph. Ids from our tokenizer
+    always lie in range; elsewhere a bad id fails inside the embedding (on CUDA, a device-side assert).
+    """
     if ids.dim() != 2:
         raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
     if ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
         raise TypeError(f"{name} must be an integer tensor, got {ids.dtype}")
+    if ids.device.type != "cpu" or torch.compiler.is_compiling():
+        return
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= limit):
         raise ValueError(f"{name} must lie in [0, {limit}) ({limit_name}), got values from "
                          f"{int(ids.min())} to {int(ids.max())}")

@@ -79,6 +79,12 @@ class BertForPreTraining(nn.Module):
         self.bert = BertModel(config, attn_implementation)
         self.cls = BertPreTrainingHeads(config)
         init_bert_weights(self.cls, config)
+        self.load_report = None  # from_pretrained's checkpoint.LoadReport: what loading did
+
+    # BertModel's loader and saver, shared: both act on `cls` / `self`, and checkpoint.py picks the layout
+    # (bert.*, cls.*) from the class.
+    from_pretrained = classmethod(BertModel.from_pretrained.__func__)
+    save_pretrained = BertModel.save_pretrained
 
     def forward(
         self,

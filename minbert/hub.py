@@ -189,8 +189,8 @@ def load_pretrained(name_or_path: str | os.PathLike | None = None,
     return load_model(resolve_model(name_or_path, revision), model_class, attn_implementation)
 
 
-def load_tokenizer(name_or_path: str | os.PathLike | None = None, revision: str = "main", **kwargs):
-    """minbert.tokenizer.BertTokenizer for the same checkpoint (its vocab.txt); kwargs go to it."""
+def load_tokenizer(name_or_path: str | os.PathLike | None = None, revision: str = "main"):
+    """The BertTokenizer of the same checkpoint (its vocab.txt): BertTokenizer.from_pretrained's twin."""
     from minbert.tokenizer import BertTokenizer  # imported late: the model does not need it
 
-    return BertTokenizer.from_pretrained(resolve_model(name_or_path, revision), **kwargs)
+    return BertTokenizer.from_pretrained(resolve_model(name_or_path, revision))

@@ -33,6 +33,11 @@ Label embeddings are new parameters; the rest loads from any BERT checkpoint. Th
 (N(0, 0.02^2), BERT's initialisation), from keyword embeddings (the mean word embedding of a few words
 per class), or from the class-averaged [CLS] vector of the pretrained model on training examples.
 
+How it is built: on the model's own parts, so that what attention.py and layer.py teach is written once.
+The batch's mask becomes a LabelMask; BertModel's encoder loop and layers pass it on unchanged, and each
+chosen layer's BertSelfAttention lets it attend: label_attention adds the label scores to the eager
+kernel's input as one more additive term on the [CLS] row.
+
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
 
 Read next: ../tasks/classify.py (the job that trains this model on small classification sets).
@@ -41,14 +46,13 @@ Read next: ../tasks/classify.py (the job that trains this model on small classif
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.attention import BertSelfAttention, SelfAttentionOutput
-from minbert.layer import BertLayer, LayerOutput
+from minbert.attention import BertSelfAttention, eager_attention
 from minbert.model import BertModel, BertModelOutput, extended_attention_mask
 
 LABEL_LOSS_PATHS = ("direct", "pooler")
@@ -82,39 +86,41 @@ def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torc
 def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, label_query: torch.Tensor,
                     attention_mask: torch.Tensor, dropout_p: float = 0.0,
                     return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Scaled dot-product attention whose [CLS] row also reads the label scores (eager only).
+    """Scaled dot-product attention (attention.py's eager kernel) whose [CLS] row also reads the labels.
 
     query, key, value: (B, H, T, D); label_query: (1, H, M, D); attention_mask: additive (B, 1, 1, T).
     Returns the context (B, H, T, D) and, if asked, the probabilities (B, H, T, T).
+
+    The label scores reach the eager kernel as one more additive term, zero except on the [CLS] row,
+    where it is merge_label_scores(S, A_l) - S: the kernel's S + term is then eq. 7-8's merged row, and
+    the padding mask is still added after the max, so padding stays unattended.
     """
-    scores = query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))  # (B, H, T, T)
-    scores = merge_label_scores(scores, label_scores(label_query, key))
-    probs = (scores + attention_mask).softmax(dim=-1)  # the mask after the max: padding stays unattended
-    context = F.dropout(probs, p=dropout_p) @ value  # (B, H, T, D)
-    return context, (probs if return_probs else None)
+    T = query.size(2)
+    cls_scores = label_scores(query[:, :, :1], key)  # (B, H, 1, T): S's [CLS] row, by the same formula
+    cls_row_only = F.pad(cls_scores, (0, 0, 0, T - 1))  # (B, H, T, T): that row, zeros below it
+    label_term = merge_label_scores(cls_row_only, label_scores(label_query, key)) - cls_row_only
+    return eager_attention(query, key, value, attention_mask + label_term, dropout_p, return_probs)
 
 
-def label_self_attention(attention: BertSelfAttention, hidden_states: torch.Tensor,
-                         label_embeddings: torch.Tensor, attention_mask: torch.Tensor,
-                         output_attentions: bool = False) -> SelfAttentionOutput:
-    """A BertSelfAttention's own projections, with label attention. label_embeddings: (M, C)."""
-    query = attention.split_heads(attention.query(hidden_states))  # (B, H, T, D)
-    key = attention.split_heads(attention.key(hidden_states))
-    value = attention.split_heads(attention.value(hidden_states))
-    label_query = attention.split_heads(attention.query(label_embeddings)[None])  # (M, C) -> (1, H, M, D)
-    dropout_p = attention.dropout_prob if attention.training else 0.0
-    context, probs = label_attention(query, key, value, label_query, attention_mask, dropout_p,
-                                     output_attentions)
-    return SelfAttentionOutput(attention.merge_heads(context), probs)  # (B, T, C)
+class LabelMask(NamedTuple):
+    """The batch's additive mask, carrying what the label layers' attention needs.
 
+    BertEncoder and BertLayer pass it on as they pass any mask; BertSelfAttention sees its `attend` and
+    lets it choose: label attention in the chosen layers, the layer's own kernel everywhere else.
+    """
 
-def label_layer(layer: BertLayer, hidden_states: torch.Tensor, label_embeddings: torch.Tensor,
-                attention_mask: torch.Tensor, output_attentions: bool = False) -> LayerOutput:
-    """BertLayer.forward with label attention in place of its self-attention."""
-    context, probs = label_self_attention(layer.attention.self, hidden_states, label_embeddings,
-                                          attention_mask, output_attentions)
-    attention_output = layer.attention.output(context, hidden_states)
-    return LayerOutput(layer.output(layer.intermediate(attention_output), attention_output), probs)
+    additive: torch.Tensor  # (B, 1, 1, T)
+    label_embeddings: torch.Tensor  # (M, C)
+    label_attentions: tuple[BertSelfAttention, ...]  # the self-attention modules of the chosen layers
+
+    def attend(self, attention: BertSelfAttention, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not any(attention is chosen for chosen in self.label_attentions):
+            return attention.attend(query, key, value, self.additive, output_attentions)
+        # The label embeddings go through this layer's own query projection: (M, C) -> (1, H, M, D).
+        label_query = attention.split_heads(attention.query(self.label_embeddings)[None])
+        dropout_p = attention.dropout_prob if attention.training else 0.0
+        return label_attention(query, key, value, label_query, self.additive, dropout_p, output_attentions)
 
 
 def parse_label_layers(spec: str | Sequence[int] | None, num_layers: int) -> tuple[int, ...]:
@@ -165,19 +171,13 @@ def label_attention_forward(bert: BertModel, label_embeddings: torch.Tensor, lab
     hidden_states = bert.embeddings(input_ids, token_type_ids)  # (B, T, C)
     if attention_mask is None:
         attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
-    additive_mask = extended_attention_mask(attention_mask, hidden_states.dtype)
-    all_hidden, all_probs = [hidden_states], []
-    for index, layer in enumerate(bert.encoder.layer):
-        if index in label_layers:
-            hidden_states, probs = label_layer(layer, hidden_states, label_embeddings, additive_mask,
-                                               output_attentions)
-        else:
-            hidden_states, probs = layer(hidden_states, additive_mask, output_attentions)
-        all_hidden.append(hidden_states)
-        all_probs.append(probs)
-    pooled = bert.pooler(hidden_states) if bert.pooler is not None else None
-    return BertModelOutput(hidden_states, pooled, tuple(all_hidden) if output_hidden_states else None,
-                           tuple(all_probs) if output_attentions else None)
+    label_attentions = tuple(bert.encoder.layer[i].attention.self for i in label_layers)
+    mask = LabelMask(extended_attention_mask(attention_mask, hidden_states.dtype), label_embeddings,
+                     label_attentions)
+    # BertModel's own encoder loop and layers run unchanged; only the chosen layers' attention differs.
+    encoded = bert.encoder(hidden_states, mask, output_hidden_states, output_attentions)
+    pooled = bert.pooler(encoded.last_hidden_state) if bert.pooler is not None else None
+    return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
 
 
 def label_loss(classifier: nn.Module, label_embeddings: torch.Tensor, path: str = "direct",

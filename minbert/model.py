@@ -11,6 +11,8 @@ Read next: heads.py.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
@@ -20,6 +22,7 @@ from minbert.attention import BertSelfAttention, check_kernel_name
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.layer import BertLayer
+from minbert.unpadded import Packing
 
 
 class EncoderOutput(NamedTuple):
@@ -93,9 +96,11 @@ class BertModel(nn.Module):
                  add_pooling_layer: bool = True) -> None:
         super().__init__()
         self.config = config
+        self.attn_implementation = check_kernel_name(attn_implementation)
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.load_report = None  # from_pretrained's checkpoint.LoadReport: what loading did
         init_bert_weights(self, config)
 
     def forward(
@@ -114,26 +119,63 @@ class BertModel(nn.Module):
         token_type_ids: (B, T) segment ids; default all 0.
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
+
+        With attn_implementation "unpadded", a batch with padding runs on its real tokens only
+        (unpadded.py) and its outputs come back padded, with 0 at the padding positions (the padded
+        path computes vectors there that mean nothing). Asking for the attention probabilities takes
+        the padded path.
         """
-        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, T, C)
-        B, T, _ = embedding_output.shape
-        if attention_mask is None:
-            attention_mask = torch.ones(B, T, dtype=torch.long, device=embedding_output.device)
-        elif attention_mask.shape != (B, T):
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but the input "
-                             f"has shape {(B, T)}")
-        additive_mask = extended_attention_mask(attention_mask, embedding_output.dtype)
-        encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
+        packing = None
+        if self.attn_implementation == "unpadded" and attention_mask is not None and not output_attentions:
+            packing = Packing.from_mask(attention_mask)  # None if nothing is padded
+        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds,
+                                           packing)  # (B, T, C), or (1, N, C) packed
+        if packing is not None:
+            encoded = self.encoder(embedding_output, packing, output_hidden_states)  # (1, N, C) throughout
+            encoded = EncoderOutput(packing.pad(encoded.last_hidden_state),  # (1, N, C) -> (B, T, C)
+                                    tuple(map(packing.pad, encoded.hidden_states or ())) or None, None)
+        else:
+            B, T, _ = embedding_output.shape
+            if attention_mask is None:
+                attention_mask = torch.ones(B, T, dtype=torch.long, device=embedding_output.device)
+            elif attention_mask.shape != (B, T):
+                raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but the input "
+                                 f"has shape {(B, T)}")
+            additive_mask = extended_attention_mask(attention_mask, embedding_output.dtype)
+            encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
         pooled = self.pooler(encoded.last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
 
     def set_attn_implementation(self, name: str) -> "BertModel":
-        """Switch every layer's attention kernel ("eager" or "sdpa"); the weights are unchanged."""
-        check_kernel_name(name)
+        """Switch every layer's attention kernel ("eager", "sdpa", "unpadded"); the weights are unchanged."""
+        self.attn_implementation = check_kernel_name(name)
         for module in self.modules():
             if isinstance(module, BertSelfAttention):
                 module.attn_implementation = name
         return self
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main",
+                        attn_implementation: str = "sdpa", return_report: bool = False):
+        """Load a Hugging Face-format checkpoint, in eval mode: `transformers`' name for hub.load_pretrained.
+
+        name_or_path: a directory (config.json and the weights), a name in the local Hugging Face cache
+        (at `revision`), or None for the embedded all-MiniLM-L6-v2; hub.py says where it looks (it never
+        downloads). What loading did (fix-ups, fresh heads, ignored keys) is the LoadReport kept at
+        `model.load_report`; return_report=True returns (model, report) instead. Freshly initialised
+        weights are warned about, and anything else that does not fit is a CheckpointError naming the key.
+        """
+        from minbert.hub import load_pretrained  # imported late: hub.py imports this module
+
+        model, report = load_pretrained(name_or_path, cls, attn_implementation, revision)
+        return (model, report) if return_report else model
+
+    def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
+        """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
+        in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
+        from minbert.checkpoint import save_model  # imported late: checkpoint.py imports this module
+
+        return save_model(self, directory, tokenizer=tokenizer)
 
 
 def init_bert_weights(module: nn.Module, config: BertConfig) -> None:

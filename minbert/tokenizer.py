@@ -14,18 +14,12 @@ What is written out here is what BERT adds on top (BERT paper §3, Figure 2): th
 tokens, segment (token type) ids 0 for "[CLS] A [SEP]" and 1 for "B [SEP]", truncation to the model's
 window, and padding a batch to one rectangle with an attention mask.
 
-Truncation strategies, applied to word pieces (special tokens are counted in `max_length`):
+Truncation (head, tail, head+tail, and how a pair shares its budget) is truncation.py's.
 
-    head       keep the first pieces (BERT's and Hugging Face's default)
-    tail       keep the last pieces
-    head+tail  keep the first and the last pieces (Sun et al. 2019, "How to Fine-Tune BERT for Text
-               Classification?" §5.3.1: the first 128 and last 382 of a 512-token window were best on
-               IMDb). `head_tail_truncate` scales the head to other windows: see its docstring.
+`encode` and `batch_encode` are the lesson; calling the tokenizer, `tokenizer(texts, pairs)`, is the
+habit of `transformers` users: the same batch as a dict (ModelInputs, model_inputs.py) for `model(**inputs)`.
 
-A pair is cut like Hugging Face's "longest_first": one piece at a time from the longer segment (B on
-a tie), so both segments keep as much as they can; each segment is then cut with the chosen strategy.
-
-Read next: embeddings.py (ids to vectors).
+Read next: model_inputs.py (the batches it returns), truncation.py, then embeddings.py (ids to vectors).
 """
 
 from __future__ import annotations
@@ -33,20 +27,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple, Sequence, TypeVar
+from typing import Sequence
 
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.atomic import atomic_write_text
+from minbert.model_inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
+from minbert.truncation import SUN_ET_AL_BUDGET, check_truncation, pair_budgets, truncate
 
-T = TypeVar("T")
 
-TRUNCATION_STRATEGIES = ("head", "tail", "head+tail")
 PADDING_STRATEGIES = ("longest", "max_length")
 
-# The window Sun et al. (2019) split into 128 head + 382 tail pieces: 512 minus [CLS] and [SEP].
-SUN_ET_AL_BUDGET = 510
 
 # BERT's input is at most 512 tokens: bert-base has 512 position embeddings (BERT paper §A.2).
 DEFAULT_MODEL_MAX_LENGTH = 512
@@ -63,76 +55,6 @@ _MISSING_CJK = Regex("[\U0002B820-\U0002B91F]")
 
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
-
-
-class Encoding(NamedTuple):
-    """One encoded example as lists of ints, each of length T <= max_length."""
-
-    input_ids: list[int]  # [CLS] A [SEP] (B [SEP])
-    token_type_ids: list[int]  # segment ids: 0 for [CLS] A [SEP], 1 for B [SEP]
-    attention_mask: list[int]  # all ones: padding only appears in a batch
-
-
-class BatchEncoding(NamedTuple):
-    """A padded batch: (B, T) torch.long tensors, or lists of B lists of T ints."""
-
-    input_ids: torch.Tensor | list[list[int]]  # (B, T), [PAD] after each example
-    token_type_ids: torch.Tensor | list[list[int]]  # (B, T), 0 on padding
-    attention_mask: torch.Tensor | list[list[int]]  # (B, T), 1 = token, 0 = padding
-
-
-def head_tail_truncate(pieces: Sequence[T], budget: int, head_tokens: int = 128) -> list[T]:
-    """Keep the first and last pieces of `pieces` so that at most `budget` remain (Sun et al. 2019).
-
-    `head_tokens` is the head size at the paper's budget of 510 pieces (a 512 window less [CLS] and
-    [SEP]); any other budget keeps the same proportion, rounded down: head = head_tokens * budget // 510,
-    and the tail gets the rest. So max_length=512 keeps 128 + 382 pieces (the paper's best), and
-    max_length=128 (budget 126) keeps 31 + 95. Scaling rather than clipping keeps the point of the
-    method (most of the window on the ending, where reviews state their verdict) in small windows,
-    where a clipped head of 128 would leave no tail at all. Pieces that fit are returned unchanged.
-    """
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
-    if head_tokens < 0 or head_tokens > SUN_ET_AL_BUDGET:
-        raise ValueError(f"head_tokens must be in [0, {SUN_ET_AL_BUDGET}], got {head_tokens}")
-    if len(pieces) <= budget:
-        return list(pieces)
-    head = head_tokens * budget // SUN_ET_AL_BUDGET
-    tail = budget - head
-    return list(pieces[:head]) + list(pieces[len(pieces) - tail:])
-
-
-def truncate(pieces: Sequence[T], budget: int, strategy: str = "head", head_tokens: int = 128) -> list[T]:
-    """Cut `pieces` to at most `budget` with one of TRUNCATION_STRATEGIES (head, tail, head+tail)."""
-    _check_strategy(strategy)
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
-    if len(pieces) <= budget:
-        return list(pieces)
-    if strategy == "head":
-        return list(pieces[:budget])
-    if strategy == "tail":
-        return list(pieces[len(pieces) - budget:])
-    return head_tail_truncate(pieces, budget, head_tokens)
-
-
-def pair_budgets(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
-    """How many pieces of A and of B survive "longest_first" truncation of the pair to `budget`.
-
-    Equal to removing one piece at a time from the longer segment, B on a tie (Hugging Face's rule),
-    in closed form: first shorten the longer one to the other's length, then take alternately.
-    """
-    excess = len_a + len_b - budget
-    if excess <= 0:
-        return len_a, len_b
-    cut = min(abs(len_a - len_b), excess)
-    if len_a > len_b:
-        len_a -= cut
-    else:
-        len_b -= cut
-    excess -= cut
-    # Now the two are equal (or nothing is left to cut): B loses the odd piece because it goes first.
-    return len_a - excess // 2, len_b - (excess + 1) // 2
 
 
 class BertTokenizer:
@@ -228,9 +150,24 @@ class BertTokenizer:
                    tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
 
     @classmethod
-    def from_pretrained(cls, model_dir: str | os.PathLike) -> "BertTokenizer":
-        """Read a Hugging Face model directory: vocab.txt, and tokenizer_config.json if present."""
-        model_dir = Path(model_dir)
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None,
+                        revision: str = "main") -> "BertTokenizer":
+        """Read vocab.txt, and tokenizer_config.json if present, from a model's directory.
+
+        name_or_path: any directory holding vocab.txt, or a model name as minbert.hub resolves it (None
+        or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the Hugging Face cache,
+        at `revision`).
+        """
+        model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
+        if model_dir is None or not model_dir.is_dir():
+            # Imported late: hub.py imports the model, which tokenizing does not need.
+            from minbert.hub import ModelNotFoundError, resolve_model
+
+            try:
+                model_dir = resolve_model(name_or_path, revision)
+            except ModelNotFoundError as error:
+                raise ModelNotFoundError(f"{error}\nA tokenizer also loads from any directory holding "
+                                         "vocab.txt.") from None
         config_path = model_dir / "tokenizer_config.json"
         config = {}
         if config_path.is_file():
@@ -273,6 +210,8 @@ class BertTokenizer:
         atomic_write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
         return directory
 
+    save_pretrained = save  # the name `transformers` users type
+
     # ---------------------------------------------------------------- tokens and ids
 
     @property
@@ -287,7 +226,7 @@ class BertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """Split `text` into word pieces, without [CLS]/[SEP]: "unaffable" -> ["una", "##ffa", "##ble"]."""
-        _check_text(text, "text")
+        check_text(text, "text")
         return self._backend.encode(text, add_special_tokens=False).tokens
 
     def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]:
@@ -341,9 +280,9 @@ class BertTokenizer:
         max_length counts the special tokens and defaults to `model_max_length` (512 for BERT);
         truncation is one of TRUNCATION_STRATEGIES, head_tokens as in `head_tail_truncate`.
         """
-        _check_text(text, "text")
+        check_text(text, "text")
         if text_pair is not None:
-            _check_text(text_pair, "text_pair")
+            check_text(text_pair, "text_pair")
         max_length = self._check_options(max_length, truncation, head_tokens, text_pair is not None)
         texts = [text] if text_pair is None else [text, text_pair]
         pieces = self._piece_ids(texts)
@@ -367,9 +306,9 @@ class BertTokenizer:
         Word pieces come from the `tokenizers` batch API in one call; truncation and the special tokens
         are then added per example in Python, which costs little next to tokenizing.
         """
-        texts = _check_texts(texts, "texts")
+        texts = check_texts(texts, "texts")
         if text_pairs is not None:
-            text_pairs = _check_texts(text_pairs, "text_pairs")
+            text_pairs = check_texts(text_pairs, "text_pairs")
             if len(text_pairs) != len(texts):
                 raise ValueError(f"texts has {len(texts)} items but text_pairs has {len(text_pairs)}")
         if padding not in PADDING_STRATEGIES:
@@ -393,6 +332,36 @@ class BertTokenizer:
         return BatchEncoding(*(torch.tensor(rows, dtype=torch.long).reshape(n, width)  # (B, T)
                                for rows in (input_ids, token_type_ids, attention_mask)))
 
+    def __call__(
+        self,
+        texts: str | Sequence[str],
+        pairs: str | Sequence[str] | None = None,
+        *,
+        padding: bool | str = True,
+        truncation: bool | str = True,
+        max_length: int | None = None,
+        return_tensors: str | None = "pt",
+    ) -> ModelInputs:
+        """Encode a batch the way `transformers` users call a tokenizer: `model(**tokenizer(texts))`.
+
+        texts: a list of str, or one str. pairs: the second segments, one per text (a str for a str),
+            each example then being [CLS] text [SEP] pair [SEP] with segment ids 0, then 1.
+        padding: True or "longest" pads to the longest example; "max_length" pads to max_length; False
+            or "do_not_pad" leaves every example its own length, which only tensors of equal lengths
+            allow (else a ValueError: use return_tensors=None for ragged lists).
+        truncation: True keeps the first word pieces ("head"); any of TRUNCATION_STRATEGIES picks one;
+            False never cuts, and an example longer than max_length is a ValueError naming it (rather
+            than an input the model's position table cannot take).
+        max_length: counts the special tokens; default `model_max_length`.
+        return_tensors: "pt" gives (B, T) torch.long tensors; None gives lists of lists of ints.
+
+        Returns ModelInputs with input_ids, token_type_ids, attention_mask: batch_encode's values. One
+        str gives what `transformers` gives: with "pt" a batch of one, (1, T); with None, flat lists
+        (encode's values).
+        """
+        return call_tokenizer(self, texts, pairs, padding=padding, truncation=truncation,
+                              max_length=max_length, return_tensors=return_tensors)
+
     def _piece_ids(self, texts: list[str]) -> list[list[int]]:
         # encode_batch_fast skips computing character offsets, which we never use.
         return [e.ids for e in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
@@ -412,7 +381,7 @@ class BertTokenizer:
         return Encoding(ids, token_type_ids, [1] * len(ids))
 
     def _check_options(self, max_length: int | None, truncation: str, head_tokens: int, pair: bool) -> int:
-        _check_strategy(truncation)
+        check_truncation(truncation)
         if max_length is None:
             max_length = self.model_max_length
         specials = 3 if pair else 2
@@ -430,27 +399,3 @@ class BertTokenizer:
         return (f"BertTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase}, "
                 f"strip_accents={self.strip_accents}, tokenize_chinese_chars={self.tokenize_chinese_chars}, "
                 f"model_max_length={self.model_max_length})")
-
-
-def _check_strategy(strategy: str) -> None:
-    if strategy not in TRUNCATION_STRATEGIES:
-        raise ValueError(f"truncation must be one of {TRUNCATION_STRATEGIES}, got {strategy!r}")
-
-
-def _check_text(text: object, name: str) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-
-
-def _check_texts(texts: object, name: str) -> list[str]:
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{name} must be a list of str, got a single {type(texts).__name__}; "
-                        "use encode() for one text")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise TypeError(f"{name} must be a list of str, got {type(texts).__name__}") from None
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(text).__name__}")
-    return texts

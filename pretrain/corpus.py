@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from tasks.data import decode_data_file
-from tasks.hierarchy import newsgroups_posts
+from tasks.data.examples import decode_data_file
+from tasks.data.hierarchy import newsgroups_posts
 
 Document = list[str]  # sentences
 
@@ -107,7 +107,7 @@ def read_text_documents(path: str | Path, text_format: str = "plain") -> list[Do
 
 def newsgroups_documents(archive: str | Path, split: str = "train") -> list[Document]:
     """20 Newsgroups posts of one split as documents: sentences of each paragraph, without headers and quotes
-    (tasks.hierarchy.newsgroups_posts reads them)."""
+    (tasks.data.hierarchy.newsgroups_posts reads them)."""
     documents = []
     for _, _, body in newsgroups_posts(archive, split):
         sentences = []

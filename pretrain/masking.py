@@ -182,6 +182,9 @@ def span_mask(input_ids: Sequence[int], vocab: MaskingVocab, rng: random.Random,
             span.extend(word)
         if not span or any(taken[i] for i in range(max(span[0] - 1, 0), min(span[-1] + 2, len(taken)))):
             continue  # no room, or it would touch another span: draw again
+        # Hints: SpanBERT draws the 80/10/10 decision once for the whole span (§3.1) and applies it to
+        # every position of the span; mark those positions taken, then record the span and its size.
+        # BEGIN SOLUTION
         replacement = choose_replacement(rng)
         for position in span:
             taken[position] = True
@@ -189,6 +192,7 @@ def span_mask(input_ids: Sequence[int], vocab: MaskingVocab, rng: random.Random,
             masked[position] = corrupt(input_ids[position], replacement, vocab, rng)
         spans.append((span[0], span[-1]))
         chosen += len(span)
+        # END SOLUTION
     return MaskedSequence(masked, labels, sorted(spans))
 
 

@@ -13,7 +13,7 @@ and next-sentence training on the target task's text (within-task), on text of r
 
 The model starts from any checkpoint (`--model`); an encoder-only checkpoint, like the embedded
 all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classifier, the decoder tied to
-its word embeddings, and the run says so. Training uses the shared loop (tasks/train.py): our AdamW,
+its word embeddings, and the run says so. Training uses the shared loop (tasks/training/loop.py): our AdamW,
 warm-up and decay, progress bars, metrics.jsonl, loss_and_dev.png, atomic checkpoints and --resume.
 Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
 Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP
@@ -46,12 +46,15 @@ from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingEx
                              tokenize_documents)
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
-from tasks import distributed
-from tasks.batching import TokenBatch, bucketed_batches, pad_batch
-from tasks.data import resolve_data_dir, task_files
-from tasks.hierarchy import NEWSGROUPS_ARCHIVE
-from tasks.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits, user_errors
-from tasks.train import RunDir, add_train_arguments, train, train_config_from_args
+from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch
+from tasks.data.course import task_files
+from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
+from tasks.data.sources import resolve_data_dir
+from tasks.training import distributed
+from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits, user_errors
+from tasks.training.loop import train
+from tasks.training.run_dir import RunDir
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
 SOURCES = COURSE_TASKS + ("20newsgroups",)

@@ -4,8 +4,8 @@
     python -m tasks.classify --task rte --label-embedding --seeds 1 2 3
     python -m tasks.classify --task sst2 --train-fraction 0.01 --label-embedding --label-init keywords
 
-Tasks (read from $MINBERT_DATA or --data-dir, the shared datasets folder; see tasks/glue.py for the GLUE and
-TREC files' quirks), each with its dev metric:
+Tasks (read from $MINBERT_DATA or --data-dir, the shared datasets folder; see tasks/data/glue.py for the GLUE
+and TREC files' quirks), each with its dev metric:
 
     cola         GLUE CoLA, acceptability        Matthews correlation (and accuracy)
     mrpc         GLUE MRPC, paraphrase (pairs)   accuracy and F1; the run's score is their mean, as GLUE's
@@ -15,18 +15,18 @@ TREC files' quirks), each with its dev metric:
     trec-coarse  TREC questions, 6 classes       accuracy (dev: a fixed, stratified 10% of the train file)
     trec-fine    TREC questions, 50 classes      accuracy (same split)
     cfimdb       the course's IMDb reviews, 2    accuracy (long texts: --truncation, --chunks)
-    20newsgroups Usenet posts, 20 groups         accuracy (dev: 10% of bydate-train, as tasks.hierarchy)
+    20newsgroups Usenet posts, 20 groups         accuracy (dev: 10% of bydate-train, as tasks.data.hierarchy)
 
 A sentence is encoded `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`; a classifier reads the final [CLS]
 vector (--pooling), or other layers' (--layer-features, --layer-combine); a text longer than --max-length is
-cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/features.py).
+cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/models/features.py).
 `--label-embedding` adds one learned embedding per class, read by the [CLS] row of the chosen layers'
 attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the method and how the
 authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
-± standard deviation (tasks/seeds.py) in <out>/summary.json, both for the last epoch (the fixed budget:
-what the README tables report) and for the best epoch on dev (optimistic: the same dev set picks the
+± standard deviation (tasks/training/seeds.py) in <out>/summary.json, both for the last epoch (the fixed
+budget: what the README tables report) and for the best epoch on dev (optimistic: the same dev set picks the
 epoch and scores it). `--resume` skips finished seeds and continues the others.
 
 Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
@@ -38,231 +38,35 @@ Read next: ../minbert/label_attention.py.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT,
-                                     init_from_class_means, init_from_keywords, label_attention_forward,
-                                     label_loss, parse_label_layers)
-from minbert.model import BertModel, BertModelOutput
-from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
-from tasks import metrics
-from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import PairExample, SentenceExample, read_split
-from tasks.glue import read_glue, read_trec, trec_split
-from tasks.hierarchy import label_statistics, read_dataset
-from tasks.features import (CHUNK_POOLINGS, LAYER_COMBINES, ChunkPooling, chunk_pieces, feature_size,
-                            layer_features, select_layers)
-from tasks.heads import POOLINGS, SentenceClassifier, pool
-from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
-                       device_of, encode_pairs, encode_texts, load_encoder, train_and_reload_best,
-                       user_errors, write_predictions)
-from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
-from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
+                                     init_from_class_means, init_from_keywords, label_loss)
+from minbert.pooling import POOLINGS
+from minbert.tokenizer import BertTokenizer
+from minbert.truncation import TRUNCATION_STRATEGIES
+from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
+from tasks.data.examples import PairExample
+from tasks.evaluation import metrics
+from tasks.models.classifier import ChunkBatch, ClassifyModel
+from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
+from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
+                                default_run_dir, device_of, encode_pairs, encode_texts, load_encoder,
+                                train_and_reload_best, user_errors, write_predictions)
+from tasks.training.optimizer import freeze
+from tasks.training.run_dir import RunDir
+from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 EVAL_BATCH_SIZE = 128
-PAIR_TASKS = ("mrpc", "rte", "wnli")  # encoded [CLS] A [SEP] B [SEP]
 LABEL_INITS = ("random", "keywords", "class-mean")
-TREC_FILE = "trec/train_5500.label"
-TREC_DEV_FRACTION = 0.1
-
-
-@dataclass(frozen=True)
-class ClassifyTaskSpec:
-    labels: tuple[str, ...]  # class names, index = class id
-    metric: str  # "accuracy", "matthews" or "accuracy+f1"
-    keywords: tuple[tuple[str, ...], ...]  # default --label-init keywords, one tuple per class
-
-
-TREC_COARSE_KEYWORDS = {"ABBR": ("abbreviation",), "DESC": ("description", "why"), "ENTY": ("thing", "what"),
-                        "HUM": ("person", "who"), "LOC": ("place", "where"), "NUM": ("number", "when")}
-
-
-SPECS: dict[str, ClassifyTaskSpec] = {
-    "cola": ClassifyTaskSpec(("unacceptable", "acceptable"), "matthews",
-                             (("wrong", "ungrammatical"), ("correct", "grammatical"))),
-    "mrpc": ClassifyTaskSpec(("not_paraphrase", "paraphrase"), "accuracy+f1",
-                             (("different",), ("same", "equivalent"))),
-    "rte": ClassifyTaskSpec(("entailment", "not_entailment"), "accuracy",
-                            (("entails", "follows"), ("contradicts", "unrelated"))),
-    "wnli": ClassifyTaskSpec(("not_entailment", "entailment"), "accuracy",
-                             (("false", "wrong"), ("true", "follows"))),
-    "sst2": ClassifyTaskSpec(("negative", "positive"), "accuracy", (("bad", "terrible"), ("good", "great"))),
-    "trec-coarse": ClassifyTaskSpec(tuple(sorted(TREC_COARSE_KEYWORDS)), "accuracy",
-                                    tuple(TREC_COARSE_KEYWORDS[c] for c in sorted(TREC_COARSE_KEYWORDS))),
-    # The 50 fine classes (and their keywords: the coarse ones plus the fine name) come from the file.
-    "trec-fine": ClassifyTaskSpec((), "accuracy", ()),
-    # Long texts (the course's IMDb subset; Usenet posts): where --truncation and --chunks matter.
-    "cfimdb": ClassifyTaskSpec(("negative", "positive"), "accuracy",
-                               (("bad", "boring"), ("great", "wonderful"))),
-    # The 20 groups (and keywords: the parts of their names) come from the archive.
-    "20newsgroups": ClassifyTaskSpec((), "accuracy", ()),
-}
-
-
-# ----- data -----------------------------------------------------------------------------------------
-
-
-def read_task_data(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
-    """The task's spec and its train and dev examples (labels as class indices), reports printed.
-
-    A missing or unreadable file raises DataFileError / FileNotFoundError naming it (the job's user_errors
-    turns that into one line).
-    """
-    if task.startswith("trec"):
-        return _read_trec_task(root, task, strict)
-    if task == "cfimdb":
-        return SPECS[task], {split: _report(read_split(root / "cs224n", "cfimdb", split, strict=strict))
-                             for split in ("train", "dev")}
-    if task == "20newsgroups":
-        return _read_newsgroups_task(root)
-    return SPECS[task], {split: _report(read_glue(root / "glue", task, split, strict=strict))
-                         for split in ("train", "dev")}
-
-
-def _report(result) -> list:
-    print(result.report(), file=sys.stderr)
-    return list(result.examples)
-
-
-def _read_newsgroups_task(root: Path) -> tuple[ClassifyTaskSpec, dict[str, list]]:
-    """The 20 groups as flat classes, with the train/dev split of tasks.hierarchy (90/10 of bydate-train)."""
-    data = read_dataset(root, "20newsgroups")
-    groups = tuple(sorted({max(d.labels, key=len) for d in data.splits["train"]}))
-    spec = ClassifyTaskSpec(groups, "accuracy", tuple(tuple(g.split(".")) for g in groups))
-
-    def convert(documents):
-        return [SentenceExample(d.id, d.text, groups.index(max(d.labels, key=len))) for d in documents]
-
-    print(label_statistics(data), file=sys.stderr)
-    return spec, {"train": convert(data.splits["train"]), "dev": convert(data.splits["dev"])}
-
-
-def _read_trec_task(root: Path, task: str, strict: bool) -> tuple[ClassifyTaskSpec, dict[str, list]]:
-    examples, skipped = read_trec(root / TREC_FILE, strict=strict)
-    print(f"read {len(examples)} questions from {root / TREC_FILE}" +
-          "".join(f"\n  skipped {row}" for row in skipped), file=sys.stderr)
-    train_part, dev_part = trec_split(examples, TREC_DEV_FRACTION, seed=0)
-    print(f"TREC has no dev file: a fixed stratified split gives {len(train_part)} train / "
-          f"{len(dev_part)} dev", file=sys.stderr)
-    spec = SPECS[task]
-    if task == "trec-fine":
-        labels = tuple(sorted({e.fine for e in examples}))
-        keywords = tuple(TREC_COARSE_KEYWORDS[label.split(":")[0]] + (label.split(":")[1],)
-                         for label in labels)
-        spec = ClassifyTaskSpec(labels, spec.metric, keywords)
-
-    def convert(part):
-        return [SentenceExample(e.id, e.sentence,
-                                spec.labels.index(e.fine if task == "trec-fine" else e.coarse))
-                for e in part]
-
-    return spec, {"train": convert(train_part), "dev": convert(dev_part)}
-
-
-def subsample(examples: Sequence, fraction: float, seed: int) -> list:
-    """A stratified random `fraction` of the examples (at least one per class), in their original order.
-
-    For low-resource curves: the subset depends on the seed, so several seeds also vary the sample.
-    """
-    if fraction >= 1.0:
-        return list(examples)
-    by_label: dict[int, list[int]] = {}
-    for index, example in enumerate(examples):
-        by_label.setdefault(example.label, []).append(index)
-    rng = random.Random(f"subsample-{seed}")
-    chosen: list[int] = []
-    for label in sorted(by_label):
-        indices = by_label[label]
-        chosen.extend(rng.sample(indices, max(1, int(fraction * len(indices) + 0.5))))  # half rounds up
-    return [examples[i] for i in sorted(chosen)]
-
-
-# ----- model ----------------------------------------------------------------------------------------
-
-
-class ChunkBatch(NamedTuple):
-    """B texts cut into N chunks each (shorter texts padded with empty chunks), each chunk [CLS] ... [SEP]."""
-
-    input_ids: torch.Tensor  # (B, N, T)
-    attention_mask: torch.Tensor  # (B, N, T)
-    chunk_mask: torch.Tensor  # (B, N): True for real chunks
-
-    def to(self, device) -> "ChunkBatch":
-        return ChunkBatch(*(t.to(device) for t in self))
-
-
-class ClassifyModel(nn.Module):
-    """BERT encoder + sentence classifier, optionally with label-embedding attention in `label_layers`.
-
-    The encoder stays at `self.bert` (saved in Hugging Face format, optimised at the encoder's rate);
-    the label embeddings (M x C) sit beside it and, like the classifier, count as a head.
-    """
-
-    def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str = "cls",
-                 label_layers: str | Sequence[int] | None = None, layer_features: str = "last",
-                 layer_combine: str = "concat", chunk_pooling: str | None = None) -> None:
-        super().__init__()
-        self.bert = bert
-        hidden = bert.config.hidden_size
-        # None: the last layer, pooled by `pooling`; else [CLS] vectors of these layers (tasks/features.py)
-        self.feature_layers = (None if layer_features == "last"
-                               else select_layers(layer_features, bert.config.num_hidden_layers))
-        self.layer_combine = layer_combine
-        size = feature_size(hidden, self.feature_layers, layer_combine) if self.feature_layers else hidden
-        self.head = SentenceClassifier(size, num_classes, dropout, pooling)
-        self.chunk_pooling = ChunkPooling(size, chunk_pooling) if chunk_pooling else None
-        if label_layers is None:
-            self.label_layers: tuple[int, ...] = ()
-            self.register_parameter("label_embeddings", None)
-        else:
-            self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
-            self.label_embeddings = nn.Parameter(torch.empty(num_classes, bert.config.hidden_size))
-            nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
-
-    def encode(self, tokens: TokenBatch, output_attentions: bool = False,
-               output_hidden_states: bool = False) -> BertModelOutput:
-        if self.label_embeddings is None:
-            return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
-                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, tokens.input_ids,
-                                       tokens.attention_mask, tokens.token_type_ids,
-                                       output_hidden_states=output_hidden_states,
-                                       output_attentions=output_attentions)
-
-    def features(self, tokens: TokenBatch) -> torch.Tensor:
-        """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors
-        combined."""
-        if self.feature_layers is None:
-            return pool(self.encode(tokens), tokens.attention_mask, self.head.pooling)
-        output = self.encode(tokens, output_hidden_states=True)
-        return layer_features(output.hidden_states, self.feature_layers, self.layer_combine)
-
-    def forward(self, batch: TokenBatch | ChunkBatch) -> torch.Tensor:
-        """A (B, T) batch, or a (B, N, T) batch of chunked texts. Returns logits (B, M)."""
-        if isinstance(batch, ChunkBatch):
-            features = self.chunk_features(batch)
-        else:
-            features = self.features(batch)
-        return self.head.classifier(self.head.dropout(features))
-
-    def chunk_features(self, batch: ChunkBatch) -> torch.Tensor:
-        """Encode the real chunks only (padding chunks would cost a full forward each), then pool per text."""
-        size, chunks, length = batch.input_ids.shape
-        real = batch.chunk_mask.reshape(-1).bool()  # (B N,)
-        ids = batch.input_ids.reshape(-1, length)[real]
-        mask = batch.attention_mask.reshape(-1, length)[real]
-        encoded = self.features(TokenBatch(ids, mask, torch.zeros_like(ids)))  # (R, D)
-        vectors = encoded.new_zeros(size * chunks, encoded.size(-1))
-        vectors[real] = encoded
-        return self.chunk_pooling(vectors.reshape(size, chunks, -1), batch.chunk_mask)  # (B, D)
 
 
 @dataclass(frozen=True)

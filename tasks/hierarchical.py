@@ -4,9 +4,9 @@
     python -m tasks.hierarchical --dataset 20newsgroups --variant flat --seeds 1 2 3
     python -m tasks.hierarchical --dataset trec --layer-map "1:3;2:6"
 
-Datasets and their splits: tasks/hierarchy.py. Variants and the rule that maps them onto any depth:
-tasks/structured.py (the map used is printed at the start of a run and saved in config.json). Documents are
-encoded `[CLS] text [SEP]`, long ones cut head+tail (Sun et al. 2019) to --max-length pieces.
+Datasets and their splits: tasks/data/hierarchy.py. Variants and the rule that maps them onto any depth:
+tasks/models/structured.py (the map used is printed at the start of a run and saved in config.json). Documents
+are encoded `[CLS] text [SEP]`, long ones cut head+tail (Sun et al. 2019) to --max-length pieces.
 
 The dev metric is R-Precision per level, micro (all labels ranked together) and macro (mean of the levels);
 the best epoch is picked by micro. At the end the best checkpoint is scored on dev and test, and the run
@@ -37,16 +37,20 @@ from torch import nn
 from minbert.analysis import LayerStatistics
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
-from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
-from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.hierarchy import (DATASETS, Hierarchy, HierarchicalData, LabelledDocument, label_statistics,
-                             read_dataset)
-from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
-                       device_of, encode_texts, load_encoder, train_and_reload_best, user_errors)
-from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
-from tasks.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
-                              level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
+from minbert.tokenizer import BertTokenizer
+from minbert.truncation import TRUNCATION_STRATEGIES
+from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
+                                  read_dataset)
+from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
+                                     level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
+from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
+                                default_run_dir, device_of, encode_texts, load_encoder, train_and_reload_best,
+                                user_errors)
+from tasks.training.optimizer import freeze
+from tasks.training.run_dir import RunDir
+from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 EVAL_BATCH_SIZE = 32
 SHOWN = ("micro", "macro")

@@ -30,17 +30,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.model import BertModel
+from minbert.pooling import POOLINGS, pool
 from minbert.tokenizer import BertTokenizer
-from tasks import metrics
-from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data import resolve_data_dir, task_files
-from tasks.heads import (POOLINGS, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
-                         pool)
-from tasks.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
-                       encode_texts, load_encoder, read_splits, train_and_reload_best, user_errors,
-                       write_predictions)
+from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.course import task_files
+from tasks.data.sources import resolve_data_dir
+from tasks.evaluation import metrics
+from tasks.models.heads import SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead
 from tasks.sentiment import SentimentTask
-from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
+from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
+                                encode_texts, load_encoder, read_splits, train_and_reload_best, user_errors,
+                                write_predictions)
+from tasks.training.optimizer import freeze
+from tasks.training.run_dir import RunDir
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
 SIMILARITY_HEADS = ("cosine", "cross")

@@ -11,18 +11,20 @@ test file is not distributed; see its SOURCE.txt). Methods:
 
 - bio: a linear tag classifier over the final hidden state of every piece; training labels per piece
   (--label-pieces all: every piece carries its word's tag; first: only the first, the rest ignored), a word's
-  tag from its first piece or the mean of its pieces' distributions (--word-decoding); tasks/wordpieces.py.
-- bio-crf: the same scores pooled per word (first piece or mean), then a linear-chain CRF (tasks/crf.py)
-  trained by maximum likelihood and decoded by Viterbi, with IOB2's invalid transitions forbidden.
-- span: every span of up to --max-span-width words classified over the types plus NULL (tasks/spans.py),
-  decoded greedily without overlaps (--nested allows spans inside spans).
+  tag from its first piece or the mean of its pieces' distributions (--word-decoding);
+  tasks/data/wordpieces.py.
+- bio-crf: the same scores pooled per word (first piece or mean), then a linear-chain CRF
+  (tasks/models/crf.py) trained by maximum likelihood and decoded by Viterbi, with IOB2's invalid transitions
+  forbidden.
+- span: every span of up to --max-span-width words classified over the types plus NULL
+  (tasks/models/spans.py), decoded greedily without overlaps (--nested allows spans inside spans).
 
-Dev metric: entity-level micro F1 (exact span and type; tasks/entities.py, conlleval's conventions), which
-picks the best epoch. The run directory holds, besides what every job writes, predictions/dev.conll (token,
-gold, predicted), report.txt (precision / recall / F1 per type and the confusion between types) and
-result.json; every --predict file gets predictions/<name>.conll.
+Dev metric: entity-level micro F1 (exact span and type; tasks/evaluation/entities.py, conlleval's
+conventions), which picks the best epoch. The run directory holds, besides what every job writes,
+predictions/dev.conll (token, gold, predicted), report.txt (precision / recall / F1 per type and the confusion
+between types) and result.json; every --predict file gets predictions/<name>.conll.
 
-Read next: wordpieces.py.
+Read next: data/wordpieces.py.
 """
 
 from __future__ import annotations
@@ -39,18 +41,20 @@ from torch import nn
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
-from tasks.crf import CRF
-from tasks.data import DataFileError
-from tasks.entities import (bio_entities, format_report, score_spans, spans_to_bio, token_accuracy,
-                            type_confusion)
-from tasks.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root, default_run_dir,
-                       device_of, load_encoder, train_and_reload_best, user_errors)
-from tasks.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
-from tasks.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.train import RunDir, add_train_arguments, freeze, train_config_from_args
-from tasks.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
+from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
+from tasks.data.examples import DataFileError
+from tasks.data.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
+from tasks.evaluation.entities import (bio_entities, format_report, score_spans, spans_to_bio, token_accuracy,
+                                       type_confusion)
+from tasks.models.crf import CRF
+from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
+from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
+                                default_run_dir, device_of, load_encoder, train_and_reload_best, user_errors)
+from tasks.training.optimizer import freeze
+from tasks.training.run_dir import RunDir
+from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"

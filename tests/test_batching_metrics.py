@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from tasks import metrics
-from tasks.batching import bucketed_batches, pad_batch, sorted_batches
-from tasks.train import interleave
+from tasks.data.batching import bucketed_batches, pad_batch, sorted_batches
+from tasks.evaluation import metrics
+from tasks.training.loop import interleave
 
 
 @pytest.mark.parametrize("n, batch_size", [(1, 4), (10, 3), (257, 32), (1000, 7)])

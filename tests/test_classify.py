@@ -17,10 +17,15 @@ from minbert.label_attention import label_loss
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
 from tasks import classify
-from tasks.classify import ClassifyModel, ClassifyTask, LabelLossSettings, main_score, score, subsample
-from tasks.data import PairExample, SentenceExample
-from tasks.job import load_checkpoint, read_predictions
-from tasks.train import TrainConfig, build_optimizer
+from tasks.classify import ClassifyTask, LabelLossSettings, main_score, score
+from tasks.data import classify_sets
+from tasks.data.batching import pad_batch
+from tasks.data.classify_sets import subsample
+from tasks.data.examples import PairExample, SentenceExample
+from tasks.models.classifier import ClassifyModel
+from tasks.training.config import TrainConfig
+from tasks.training.job import load_checkpoint, read_predictions
+from tasks.training.optimizer import build_optimizer
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang".split()
 
@@ -82,7 +87,7 @@ def test_label_embeddings_are_a_head_and_the_encoder_is_registered_once(tiny_ber
 def test_without_label_embeddings_the_model_is_the_vanilla_classifier(tiny_bert):
     model = ClassifyModel(tiny_bert, 2, 0.0).eval()
     assert model.label_embeddings is None
-    tokens = classify.pad_batch([[2, 5, 7, 3], [2, 9, 3]], pad_id=0)
+    tokens = pad_batch([[2, 5, 7, 3], [2, 9, 3]], pad_id=0)
     expected = model.head.classifier(tiny_bert(tokens.input_ids,
                                                tokens.attention_mask).last_hidden_state[:, 0])
     torch.testing.assert_close(model(tokens), expected)
@@ -92,7 +97,7 @@ def test_the_loss_is_cross_entropy_plus_lambda_times_the_label_loss(tiny_bert):
     tokenizer_free = ClassifyTask.__new__(ClassifyTask)  # only the loss's settings are needed
     tokenizer_free.label_loss = LabelLossSettings(weight=3.0, path="direct", reduction="sum")
     model = ClassifyModel(tiny_bert, 3, 0.0, label_layers="all").eval()
-    tokens = classify.pad_batch([[2, 5, 7, 3], [2, 9, 3]], pad_id=0)
+    tokens = pad_batch([[2, 5, 7, 3], [2, 9, 3]], pad_id=0)
     labels = torch.tensor([2, 0])
     expected = (F.cross_entropy(model(tokens), labels)
                 + 3.0 * label_loss(model.head.classifier, model.label_embeddings, "direct", "sum"))
@@ -142,10 +147,10 @@ def test_pairs_are_encoded_as_cls_a_sep_b_sep_and_long_texts_keep_head_and_tail(
 
 
 def test_trec_tasks_read_the_shared_file(data_dir):
-    spec, data = classify.read_task_data(data_dir, "trec-fine", strict=False)
+    spec, data = classify_sets.read_task_data(data_dir, "trec-fine", strict=False)
     assert len(spec.labels) == 50 and len(spec.keywords) == 50
     assert len(data["train"]) + len(data["dev"]) == 5452
-    spec, data = classify.read_task_data(data_dir, "trec-coarse", strict=False)
+    spec, data = classify_sets.read_task_data(data_dir, "trec-coarse", strict=False)
     assert spec.labels == ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
     assert {e.label for e in data["dev"]} == set(range(6))
 

@@ -1,4 +1,4 @@
-"""The linear-chain CRF (tasks/crf.py) against brute-force enumeration of every tag sequence.
+"""The linear-chain CRF (tasks/models/crf.py) against brute-force enumeration of every tag sequence.
 
 With K tags and n words there are K^n sequences; for K <= 5 and n <= 4 the tests list them all, score
 each with a plain Python loop over the definition (start + emissions + transitions + end), and compare:
@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from tasks.crf import CRF, FORBIDDEN, iob2_allowed
+from tasks.models.crf import CRF, FORBIDDEN, iob2_allowed
 
 TOL = dict(atol=1e-10, rtol=0.0)
 IOB2_TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -58,7 +58,7 @@ def log_sum_of_paths(crf: CRF, emissions: torch.Tensor, paths) -> torch.Tensor:
 
 
 def is_iob2(path, names=IOB2_TAGS) -> bool:
-    """An I-x only right after B-x or I-x, written independently of tasks/crf.py's table."""
+    """An I-x only right after B-x or I-x, written independently of tasks/models/crf.py's table."""
     previous = "O"
     for tag in (names[t] for t in path):
         if tag.startswith("I-") and previous[2:] != tag[2:]:

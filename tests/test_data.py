@@ -1,4 +1,5 @@
-"""Tests for tasks/data.py: the course files' readers, the crafted bad files, the download, the sample.
+"""Tests for tasks/data/ (examples.py, course.py, sources.py): the course files' readers, the crafted bad
+files, the download, the sample.
 
 The shared course files give exact row counts (SOURCE.txt) and the exact malformed Quora rows; the
 bad files are written here, one fault each; the download runs against a file server on 127.0.0.1.
@@ -17,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks import data
-from tasks.data import (
-    DataFileError, DownloadError, MalformedRowError, PairExample, SentenceExample, checksum_matches,
-    download_course_data, read_quora, read_split, read_sst, read_sts, read_task, resolve_data_dir,
-    task_files, unescape_ptb, urllib_fetch,
-)
+from tasks.data import course, sources
+from tasks.data.course import read_quora, read_split, read_sst, read_sts, read_task, task_files, unescape_ptb
+from tasks.data.examples import DataFileError, MalformedRowError, PairExample, SentenceExample
+from tasks.data.sources import (DownloadError, checksum_matches, download_course_data, resolve_data_dir,
+                                urllib_fetch)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 
@@ -110,7 +110,7 @@ def test_shared_sst_keeps_treebank_escapes_unless_asked(course_dir):
 @pytest.mark.data
 def test_pinned_checksums_match_the_shared_course_files(course_dir):
     # The shared Quora files are a re-split, so only the other nine are byte-identical to the pins.
-    for name, pin in data.COURSE_CHECKSUMS.items():
+    for name, pin in sources.COURSE_CHECKSUMS.items():
         if not name.startswith("quora"):
             assert checksum_matches((course_dir / name).read_bytes(), pin), name
 
@@ -302,8 +302,8 @@ def file_server(tmp_path):
 def pinned_to(monkeypatch):
     """Point the module's pins at a base URL and at PINS, as a fork of the course repo would."""
     def pin(base_url: str) -> None:
-        monkeypatch.setattr(data, "COURSE_BASE_URL", base_url)
-        monkeypatch.setattr(data, "COURSE_CHECKSUMS", PINS)
+        monkeypatch.setattr(sources, "COURSE_BASE_URL", base_url)
+        monkeypatch.setattr(sources, "COURSE_CHECKSUMS", PINS)
     return pin
 
 
@@ -323,8 +323,8 @@ def test_checksum_pins_accept_sha256_and_git_blob_ids():
 
 
 def test_every_course_file_is_pinned_at_the_pinned_commit():
-    assert set(task_files(data.TASKS)) == set(data.COURSE_CHECKSUMS)
-    assert data.COURSE_COMMIT in data.COURSE_BASE_URL
+    assert set(task_files(course.TASKS)) == set(sources.COURSE_CHECKSUMS)
+    assert sources.COURSE_COMMIT in sources.COURSE_BASE_URL
 
 
 def test_download_writes_the_files_that_pass_their_checksums(tmp_path, file_server):
@@ -404,7 +404,7 @@ def test_resolve_falls_back_to_the_sample_loudly_when_the_download_fails(tmp_pat
     local = tmp_path / "local"
     log = io.StringIO()
     source = resolve_data_dir(None, FILES, env={}, local_dir=local, log=log)
-    assert source.kind == "sample" and source.is_sample and source.path == data.SAMPLE_DIR
+    assert source.kind == "sample" and source.is_sample and source.path == sources.SAMPLE_DIR
     assert "SYNTHETIC DEMO DATA" in log.getvalue() and "DownloadError" in log.getvalue()
     assert "SYNTHETIC DEMO DATA" in source.description and "mean nothing" in source.description
     assert not local.exists() or list(local.iterdir()) == []
@@ -431,7 +431,7 @@ SAMPLE_SIZES = {"sst": (240, 80, 80), "cfimdb": (150, 50, 50), "quora": (240, 80
 
 @pytest.mark.parametrize("task", sorted(SAMPLE_SIZES))
 def test_the_sample_parses_strictly_with_the_advertised_sizes(task):
-    sizes = tuple(len(read_split(SAMPLE, task, split, strict=True)) for split in data.SPLITS)
+    sizes = tuple(len(read_split(SAMPLE, task, split, strict=True)) for split in course.SPLITS)
     assert sizes == SAMPLE_SIZES[task]
 
 

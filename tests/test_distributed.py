@@ -1,6 +1,6 @@
-"""Data parallelism (tasks/distributed.py): slicing batches across processes, the loss weights that keep the
-gradient of the whole batch, and a real 2-process run under torchrun (gloo, CPU) whose final weights equal a
-one-process run with the same global batch.
+"""Data parallelism (tasks/training/distributed.py): slicing batches across processes, the loss weights that
+keep the gradient of the whole batch, and a real 2-process run under torchrun (gloo, CPU) whose final weights
+equal a one-process run with the same global batch.
 
 Tolerance for the weights: atol 1e-6, rtol 1e-5 (float32; the two runs add the same gradients in a different
 order: autograd over the whole batch against two slices averaged by all-reduce; measured: 7.5e-9 at most).
@@ -21,9 +21,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.batching import TokenBatch
-from tasks.data import SAMPLE_DIR
-from tasks.distributed import Distributed, batch_rows, shard, slice_rows
+from tasks.data.batching import TokenBatch
+from tasks.data.sources import SAMPLE_DIR
+from tasks.training.distributed import Distributed, batch_rows, shard, slice_rows
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
-"""Entity-level NER scores (tasks/entities.py): conlleval's chunking of IOB2 tags, worked examples by hand,
-and parity with a port of conlleval's chunk rules (and with seqeval when it is installed)."""
+"""Entity-level NER scores (tasks/evaluation/entities.py): conlleval's chunking of IOB2 tags, worked examples
+by hand, and parity with a port of conlleval's chunk rules (and with seqeval when it is installed)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from tasks.entities import (bio_entities, format_report, score_bio, score_spans, spans_to_bio,
-                            token_accuracy, type_confusion)
+from tasks.evaluation.entities import (bio_entities, format_report, score_bio, score_spans, spans_to_bio,
+                                       token_accuracy, type_confusion)
 
 # ----- tags -> spans ---------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""What a classifier reads (tasks/features.py) on a tiny model: layer selection against the encoder's own
-output_hidden_states, combinations, chunking that covers every piece once, chunk pooling that ignores padding
-chunks, and the classify job's chunked path against a hand computation. Tolerance: float32, atol 1e-6."""
+"""What a classifier reads (tasks/models/features.py) on a tiny model: layer selection against the encoder's
+own output_hidden_states, combinations, chunking that covers every piece once, chunk pooling that ignores
+padding chunks, and the classify job's chunked path against a hand computation. Tolerance: float32, atol
+1e-6."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import torch
 
 from minbert.config import BertConfig
 from minbert.model import BertModel
-from tasks.batching import pad_batch
-from tasks.classify import SPECS, ChunkBatch, ClassifyModel, ClassifyTask
-from tasks.data import SentenceExample
-from tasks.features import ChunkPooling, chunk_pieces, feature_size, layer_features, select_layers
+from tasks.classify import ClassifyTask
+from tasks.data.batching import pad_batch
+from tasks.data.classify_sets import SPECS
+from tasks.data.examples import SentenceExample
+from tasks.models.classifier import ChunkBatch, ClassifyModel
+from tasks.models.features import ChunkPooling, chunk_pieces, feature_size, layer_features, select_layers
 
 TOL = dict(atol=1e-6, rtol=1e-6)
 

@@ -20,11 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minbert.tokenizer import TRUNCATION_STRATEGIES, BertTokenizer
+from minbert.tokenizer import BertTokenizer
+from minbert.truncation import TRUNCATION_STRATEGIES
 from pretrain.corpus import read_text_documents
-from tasks.data import DataFileError, read_split, task_files
-from tasks.glue import read_glue, read_trec
-from tasks.hierarchy import read_hwv
+from tasks.data.course import read_split, task_files
+from tasks.data.examples import DataFileError
+from tasks.data.glue import read_glue, read_trec
+from tasks.data.hierarchy import read_hwv
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -132,7 +134,7 @@ def test_course_reader_gives_rows_or_a_data_file_error(tmp_path_factory, content
 @FUZZ
 @given(content=any_file, task=st.sampled_from(["rte", "sst2", "mrpc", "cola"]), strict=st.booleans())
 def test_glue_reader_gives_rows_or_a_data_file_error(tmp_path_factory, content, task, strict):
-    from tasks.glue import GLUE
+    from tasks.data.glue import GLUE
 
     directory = write(tmp_path_factory, GLUE[task].files["train"], content)
     rows_or_named_error(lambda: read_glue(directory, task, "train", strict=strict), directory)

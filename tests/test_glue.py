@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from tasks.data import DataFileError, MalformedRowError, PairExample, SentenceExample
-from tasks.glue import read_glue, read_trec, trec_split
+from tasks.data.examples import DataFileError, MalformedRowError, PairExample, SentenceExample
+from tasks.data.glue import read_glue, read_trec, trec_split
 
 # SOURCE.txt counts (train, dev) and the share of label 1 in train
 SHARED = {"cola": (8551, 1043, 6023), "mrpc": (3668, 408, 2474), "rte": (2490, 277, 1241),

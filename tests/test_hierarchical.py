@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tasks import hierarchical
-from tasks.structured import layer_map
+from tasks.models.structured import layer_map
 
 TAXONOMY = "Root\tAnimals\tPlaces\nAnimals\tCats\tDogs\nPlaces\tCities\nCats\tLions\n"
 PATHS = [["Animals", "Cats", "Lions"], ["Animals", "Cats"], ["Animals", "Dogs"], ["Places", "Cities"]]

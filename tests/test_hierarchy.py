@@ -1,5 +1,6 @@
-"""Label hierarchies (tasks/hierarchy.py): levels, ancestors and errors on hand-made hierarchies, the seeded
-split, the 20 Newsgroups post reader on a hand-made archive, and the four shared datasets' documented sizes.
+"""Label hierarchies (tasks/data/hierarchy.py): levels, ancestors and errors on hand-made hierarchies, the
+seeded split, the 20 Newsgroups post reader on a hand-made archive, and the four shared datasets' documented
+sizes.
 
 Everything here is exact (sets, counts, strings); the shared-data counts come from each dataset's
 SOURCE.txt under ../shared/data and from the module docstring.
@@ -14,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.hierarchy import (DATASETS, Hierarchy, LabelledDocument, newsgroups_posts, read_dataset,
-                             read_newsgroups_hierarchy, seeded_split)
+from tasks.data.hierarchy import (DATASETS, Hierarchy, LabelledDocument, newsgroups_posts, read_dataset,
+                                  read_newsgroups_hierarchy, seeded_split)
 
 # a, b on level 1; a1, a2 under a; a1x under a1 (level 3); "x" has two parents: a (level 1) and a1x
 # (level 3), so it sits on level 2. Its deep parent sorts first, so the BFS order is what decides.

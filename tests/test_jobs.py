@@ -11,8 +11,9 @@ import torch
 from safetensors.torch import load_file
 
 from tasks import multitask, sentiment
-from tasks.data import SAMPLE_DIR, read_split
-from tasks.job import read_predictions
+from tasks.data.course import read_split
+from tasks.data.sources import SAMPLE_DIR
+from tasks.training.job import read_predictions
 
 COURSE_HEADERS = {"sst": "Predicted_Sentiment", "para": "Predicted_Is_Paraphrase",
                   "sts": "Predicted_Similiary"}

@@ -14,9 +14,8 @@ import torch
 
 from minbert import label_attention as la
 from minbert.config import BertConfig
-from minbert.label_attention import (LabelAttentionBert, init_from_class_means, init_from_keywords,
-                                     label_loss, label_self_attention, merge_label_scores,
-                                     parse_label_layers)
+from minbert.label_attention import (LabelAttentionBert, LabelMask, init_from_class_means, init_from_keywords,
+                                     label_loss, merge_label_scores, parse_label_layers)
 from minbert.model import BertModel, extended_attention_mask
 from minbert.tokenizer import BertTokenizer
 
@@ -70,8 +69,8 @@ def test_label_self_attention_matches_the_paper_written_as_loops(bert, config):
     hidden = bert.embeddings(input_ids)
     labels = torch.randn(4, config.hidden_size)
     attention = bert.encoder.layer[0].attention.self
-    ours = label_self_attention(attention, hidden, labels,
-                                extended_attention_mask(mask, hidden.dtype)).context
+    label_mask = LabelMask(extended_attention_mask(mask, hidden.dtype), labels, (attention,))
+    ours = attention(hidden, label_mask).context  # BertSelfAttention, told by the mask to use label attention
     naive = naive_label_self_attention(attention, hidden, labels, mask)
     real = mask.bool()
     torch.testing.assert_close(ours[real], naive[real], **TOL)
@@ -106,10 +105,11 @@ def test_padding_is_never_attended_even_by_a_label_that_loves_it(bert, config):
         assert float(layer_probs[mask[:, None, None, :].expand_as(layer_probs) == 0].abs().max()) == 0.0
 
 
-def test_minus_infinity_labels_equal_the_vanilla_model_exactly(bert, config, monkeypatch):
+def test_labels_that_change_no_score_leave_the_vanilla_model_exactly(bert, config, monkeypatch):
+    """With the merge a no-op the label term is exactly 0, so the plumbing (mask, layers, encoder loop) is
+    exact."""
     model = LabelAttentionBert(bert, num_labels=3).eval()
-    monkeypatch.setattr(la, "label_scores",
-                        lambda q, k: torch.full((k.size(0), k.size(1), q.size(2), k.size(2)), float("-inf")))
+    monkeypatch.setattr(la, "merge_label_scores", lambda scores, label_scores: scores)
     input_ids, mask = padded_batch(config)
     ours = model(input_ids, mask, output_hidden_states=True)
     vanilla = bert(input_ids, mask, output_hidden_states=True)

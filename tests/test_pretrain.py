@@ -30,7 +30,7 @@ from pretrain.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, ma
 from pretrain.run import PretrainingBatch, PretrainingModel, collate
 from pretrain.span_boundary import SpanBoundaryHead, span_targets
 from tasks import multitask
-from tasks.data import SAMPLE_DIR
+from tasks.data.sources import SAMPLE_DIR
 
 # The embedded and tiny checkpoints have no pre-training heads: load_model warns, and the run says so
 # (checked below).
@@ -484,7 +484,7 @@ def test_corpus_of_one_document_is_a_clear_error(tiny_model_dir, tmp_path):
 
 @pytest.mark.data
 def test_shared_corpora_read_quickly_and_whole(data_dir):
-    from tasks.hierarchy import NEWSGROUPS_ARCHIVE
+    from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from tasks.data import SAMPLE_DIR
+from tasks.data.sources import SAMPLE_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 

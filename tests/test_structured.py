@@ -1,6 +1,7 @@
-"""Structured classifiers (tasks/structured.py) and R-Precision (tasks/metrics.py): the paper's five layer
-maps, the generalisation rule worked by hand at other depths, spread, parse_layer_map, the level weighting
-identity, the classifier against its Linear layers, level targets, and R-Precision worked by hand.
+"""Structured classifiers (tasks/models/structured.py) and R-Precision (tasks/evaluation/metrics.py): the
+paper's five layer maps, the generalisation rule worked by hand at other depths, spread, parse_layer_map, the
+level weighting identity, the classifier against its Linear layers, level targets, and R-Precision worked by
+hand.
 
 Tolerances: 1e-6 (float32) for the level-weighted BCE against the flat BCE and for the classifier's
 logits against its Linear layers applied by hand (same operations, so in practice exact); R-Precision
@@ -15,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.metrics import mean_r_precision, r_precision
-from tasks.structured import (VARIANTS, StructuredClassifier, layer_map, level_targets, level_weighted_bce,
-                              parse_layer_map, r_precision_report, spread)
+from tasks.evaluation.metrics import mean_r_precision, r_precision
+from tasks.models.structured import (VARIANTS, StructuredClassifier, layer_map, level_targets,
+                                     level_weighted_bce, parse_layer_map, r_precision_report, spread)
 
 TOL = dict(atol=1e-6, rtol=1e-6)
 

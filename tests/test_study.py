@@ -1,6 +1,6 @@
-"""The fine-tuning study runner (tasks/study.py): the studies' runs, a half-finished study resumed without
-redoing finished runs, the table and the verdict; and the multi-task-then-single-task path (a multitask
-checkpoint as the starting point of tasks.classify)."""
+"""The fine-tuning study runner (experiments/study.py): the studies' runs, a half-finished study resumed
+without redoing finished runs, the table and the verdict; and the multi-task-then-single-task path (a
+multitask checkpoint as the starting point of tasks.classify)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import classify, multitask, study
-from tasks.data import SAMPLE_DIR
+from experiments import study
+from tasks import classify, multitask
+from tasks.data.sources import SAMPLE_DIR
 
 
 def test_the_studies_and_their_runs():

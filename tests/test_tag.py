@@ -12,11 +12,12 @@ import torch
 
 from minbert.tokenizer import BertTokenizer
 from tasks import tag
-from tasks.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
-from tasks.data import DataFileError
-from tasks.entities import bio_entities
-from tasks.spans import NULL, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_predictions, word_vectors
+from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
+from tasks.data.examples import DataFileError
+from tasks.data.wordpieces import (IGNORE, encode_words, piece_labels, word_index, word_predictions,
+                                   word_vectors)
+from tasks.evaluation.entities import bio_entities
+from tasks.models.spans import NULL, SpanClassifier, decode_spans, enumerate_spans, span_labels
 
 TAGS = bio_tags(WNUT17_TYPES)
 

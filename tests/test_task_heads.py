@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
-from tasks.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, cosent_loss,
-                         cosine_embedding_loss, cosine_mse_loss, cosine_similarity, max_pool, mean_pool, pool)
+from minbert.pooling import max_pool, mean_pool, pool
+from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, cosent_loss,
+                                cosine_embedding_loss, cosine_mse_loss, cosine_similarity)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)

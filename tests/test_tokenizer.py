@@ -15,9 +15,9 @@ import shutil
 import pytest
 import torch
 
-from minbert.tokenizer import (
-    TRUNCATION_STRATEGIES, BatchEncoding, BertTokenizer, Encoding, head_tail_truncate, pair_budgets, truncate,
-)
+from minbert.model_inputs import BatchEncoding, Encoding
+from minbert.tokenizer import BertTokenizer
+from minbert.truncation import TRUNCATION_STRATEGIES, head_tail_truncate, pair_budgets, truncate
 
 try:  # transformers >= 5: the pure-Python tokenizer, renamed
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy as ReferenceTokenizer

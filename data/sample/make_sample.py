@@ -10,7 +10,7 @@ files), SST's Penn Treebank escapes (-LRB-, ``, \\/), leading spaces, CSV-quoted
 
 Run from anywhere (standard library only):  python data/sample/make_sample.py
 
-Read next: README.md beside this file, then tasks/data.py (the readers).
+Read next: README.md beside this file, then tasks/data/course.py (the readers).
 """
 
 from __future__ import annotations

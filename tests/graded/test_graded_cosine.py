@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.heads import CosinePairHead, cosine_similarity
+from tasks.models.heads import CosinePairHead, cosine_similarity
 
 pytestmark = pytest.mark.component("cosine")
 

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from pretrain.masking import IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units
+from pretrain.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
+                              span_mask)
 
 pytestmark = pytest.mark.component("mlm_masking")
 
@@ -96,3 +97,32 @@ def test_whole_word_masking_takes_words_whole():
         out = mask_tokens(ids, VOCAB, rng, whole_word=True)
         for word in maskable_units(ids, VOCAB, whole_word=True):
             assert len({out.labels[p] == IGNORE_INDEX for p in word}) == 1, f"word {word} partly chosen"
+
+
+@pytest.mark.points(2)
+def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
+    """SpanBERT §3.1: one 80/10/10 draw per span. A span is all [MASK], all kept, or (when random) has
+    no [MASK] and no position outside it changed; labels hold the originals exactly on the spans."""
+    rng = random.Random(5)
+    kinds = Counter()
+    for ids in sequences(400):
+        out = span_mask(ids, VOCAB, rng)
+        inside = {i for start, end in out.spans for i in range(start, end + 1)}
+        assert inside, "span_mask chose no span"
+        for i, (original, seen, label) in enumerate(zip(ids, out.input_ids, out.labels)):
+            assert label == (original if i in inside else IGNORE_INDEX), f"label at position {i}"
+            if i not in inside:
+                assert seen == original, f"position {i} outside every span was changed"
+        for start, end in out.spans:
+            seen = out.input_ids[start:end + 1]
+            if all(t == MASK for t in seen):
+                kinds["mask"] += 1
+            elif seen == ids[start:end + 1]:
+                kinds["keep"] += 1
+            else:
+                assert MASK not in seen, f"span {start}-{end} mixes [MASK] with other replacements: {seen}"
+                kinds["random"] += 1
+    total = sum(kinds.values())
+    assert abs(kinds["mask"] / total - 0.8) < 0.04, kinds  # ~1,500 spans: 0.04 is about 4 standard errors
+    assert kinds["random"] and kinds["keep"], kinds
+

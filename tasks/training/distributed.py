@@ -21,7 +21,7 @@ What cannot match a single process exactly: dropout draws its masks per process,
 runs are equally valid but not equal; and losses that compare rows with each other (CoSENT ranks the pairs
 within a batch; masked-LM averages over masked tokens, not rows) see each slice separately.
 
-Read next: ../tasks/train.py.
+Read next: loop.py.
 """
 
 from __future__ import annotations

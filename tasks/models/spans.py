@@ -16,7 +16,7 @@ entities ("[Bank of [America]]") are representable here and impossible with one 
 
 Shape legend: B batch, W words, S spans, C hidden size, K entity types.
 
-Read next: tag.py.
+Read next: ../tag.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from torch import nn
 
 NULL = 0  # span class "not an entity"; entity type k is class k + 1
 POOLINGS = ("mean", "attention")
-Span = tuple[str, int, int]  # (type, start, end): words start..end-1, as tasks/entities.py
+Span = tuple[str, int, int]  # (type, start, end): words start..end-1, as tasks/evaluation/entities.py
 
 
 def enumerate_spans(num_words: int, max_width: int) -> list[tuple[int, int]]:

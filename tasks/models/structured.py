@@ -32,7 +32,7 @@ flat mean BCE over all labels (tests/test_structured.py checks the identity).
 
 Shape legend: B batch, C hidden size, K_n labels on level n.
 
-Read next: hierarchical.py.
+Read next: ../hierarchical.py.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tasks import metrics
+from tasks.evaluation import metrics
 
 VARIANTS = ("flat", "last-six", "one-by-one", "in-pairs", "hybrid")
 LayerMap = tuple[tuple[int, ...], ...]  # index n - 1: the layers (1-based) that level n reads

@@ -19,7 +19,7 @@ chunks that only pad a batch are masked out of all three. Every piece is in exac
 
 Shape legend: B batch, N chunks per text, C hidden size.
 
-Read next: classify.py.
+Read next: classifier.py (the model that reads these features).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import Sequence
 
 import torch
 from torch import nn
+
+from minbert.pooling import max_pool, mean_pool
 
 LAYER_COMBINES = ("concat", "mean", "max")
 CHUNK_POOLINGS = ("mean", "max", "attention")
@@ -90,10 +92,11 @@ class ChunkPooling(nn.Module):
 
     def forward(self, chunks: torch.Tensor, chunk_mask: torch.Tensor) -> torch.Tensor:
         """chunks: (B, N, C); chunk_mask: (B, N), True for real chunks (each text has at least one)."""
-        real = chunk_mask.bool()[..., None]  # (B, N, 1)
+        # Chunks are to a text what tokens are to a sentence: the sentence poolings apply as they are.
         if self.how == "mean":
-            return (chunks * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)
+            return mean_pool(chunks, chunk_mask)
         if self.how == "max":
-            return chunks.masked_fill(~real, torch.finfo(chunks.dtype).min).amax(dim=1)
+            return max_pool(chunks, chunk_mask)
+        real = chunk_mask.bool()[..., None]  # (B, N, 1)
         scores = self.score(chunks).masked_fill(~real, float("-inf"))  # (B, N, 1)
         return (scores.softmax(dim=1) * chunks).sum(dim=1)

@@ -5,7 +5,7 @@ The reader is strict about what would silently corrupt training, and names the f
 - a tag outside the tag set (`tags`), e.g. a typo like "B-persn";
 - an I-x tag that does not continue an entity of type x (after O, at a sentence start, or after another
   type). IOB2 files (WNUT-17) never contain one; in a prediction file it is legal and scored by the
-  conlleval convention (tasks/entities.py), so `check_iob2=False` accepts it.
+  conlleval convention (tasks/evaluation/entities.py), so `check_iob2=False` accepts it.
 A line holding only whitespace is a sentence boundary: WNUT-17's training file separates 2,394 of its
 3,394 sentences with a line holding a single TAB (../shared/data/wnut17/SOURCE.txt).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from minbert.atomic import atomic_write_text
-from tasks.data import DataFileError, decode_data_file
+from tasks.data.examples import DataFileError, decode_data_file
 
 WNUT17_TYPES = ("corporation", "creative-work", "group", "location", "person", "product")
 

@@ -1,10 +1,10 @@
 """The fine-tuning study of Sun et al. (2019, "How to Fine-Tune BERT for Text Classification?") on our data.
 
-    python -m tasks.study --list
-    python -m tasks.study long-text                 # runs what is missing, then prints and writes the table
-    python -m tasks.study forgetting --seeds 1 2 3 --out runs/study
-    python -m tasks.study layer-decay --dry-run     # the commands, without running them
-    python -m tasks.study few-shot --table-only     # the table and plot of the runs done so far
+    python -m experiments.study --list
+    python -m experiments.study long-text                 # runs what is missing, then prints and writes the
+    table python -m experiments.study forgetting --seeds 1 2 3 --out runs/study
+    python -m experiments.study layer-decay --dry-run     # the commands, without running them
+    python -m experiments.study few-shot --table-only     # the table and plot of the runs done so far
 
 Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
 A classification run is done when its summary.json covers the requested seeds (a pre-training run: when its
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from minbert.atomic import atomic_path, atomic_write_text
-from tasks.job import user_errors
+from tasks.training.job import user_errors
 
 SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
 SST2_BUDGET = ("--epochs", "3", "--max-length", "64")
@@ -332,7 +332,7 @@ def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        parser = argparse.ArgumentParser(prog="python -m tasks.study", description=__doc__,
+        parser = argparse.ArgumentParser(prog="python -m experiments.study", description=__doc__,
                                          formatter_class=argparse.RawDescriptionHelpFormatter,
                                          allow_abbrev=False)
         parser.add_argument("study", nargs="?", help="which study (see --list)")

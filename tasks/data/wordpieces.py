@@ -15,7 +15,7 @@ A word that the tokenizer turns into no piece at all (a lone zero-width or contr
 [UNK], so every word has at least one piece and gets a prediction. Words beyond the window (rare in
 tweets: max_length 128 holds about 90 words) get no piece; `word_predictions` gives them "O".
 
-Read next: entities.py.
+Read next: ../evaluation/entities.py.
 """
 
 from __future__ import annotations

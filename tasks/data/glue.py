@@ -15,7 +15,7 @@ of the shared files (../shared/data/glue/*/SOURCE.txt):
   "sister\\xf0city", line 3,696 of the file); we decode latin-1 and keep it. TREC has no dev split here:
   `trec_split` makes a deterministic one, stratified by fine label.
 
-Read next: ../minbert/label_attention.py.
+Read next: classify_sets.py (how tasks.classify uses these readers).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tasks.data import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample,
-                        SkippedRow, decode_data_file)
+from tasks.data.examples import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample,
+                                 SkippedRow, decode_data_file)
 
 
 @dataclass(frozen=True)

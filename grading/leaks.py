@@ -1,0 +1,307 @@
+"""Leak check: no file of the handout may restate a solution region, even renamed or reformatted.
+
+Stubbing a region is pointless if the same code ships elsewhere: a complete attention in a variant's
+module, a fast path beside the readable TODO, a graded test computing its expectation the same way. This
+module finds such copies the way a duplicate-code finder does (JPlag, MOSS): it compares token
+sequences, not text, in every Python file, notebook code cell and Markdown code block that ships.
+
+Normalisation (`tokens`). Python's `tokenize` splits the code; comments, newlines, indentation and
+whitespace are dropped, so layout, line breaks and comments do not matter. Numbers become one
+placeholder and strings (docstrings and f-strings included) another. Names are where the choice is:
+
+- abstracted to one placeholder: every name a copy can rename without changing what the code does:
+  local variables, parameters, `self`, module aliases (`F`, `np`, the `torch` of `torch.cat`) and
+  functions called through a variable (`layer(...)`);
+- kept as written: keywords (`for`, `return`, `None`), attribute and method names after a `.`
+  (`.softmax`, `.masked_fill`, `.attention.self`), keyword-argument names (`dim=`, `out=`) and called
+  builtins (`len(`, `enumerate(`), that is the API the code uses, which a copy keeps.
+
+Keeping the API names is what keeps unrelated code from matching. Measured on the tree as it stood
+when this check was written (the thresholds below): with every name abstracted, `BertLayer.forward`
+reads `N, N = N.N.N(N, N, N)  N = N.N.N(N, N) ...` and six unrelated functions cover 60-81% of it (a
+metrics loop, the MLM head, a pretraining step, a graded test's setup); with API names kept, the closest
+unrelated code covers 46% of any region (an encoder's `if N: N.append(N)` bookkeeping matched by a
+study script), and the four copies that were there covered 64-91%. A copy that renames its variables,
+re-wraps its lines, changes its comments or aliases its imports matches token for token; one that also
+swaps a call for an equivalent (`torch.sqrt(x)` for `x.sqrt()`) loses a few tokens around the change,
+which the coverage rule tolerates. Semantic rewrites (the same update as `torch._foreach_*` calls over
+lists, a loop turned into one vectorised expression) are not clones and are not found: review those by
+eye.
+
+Matching (`_covered`). Every run of K consecutive tokens of a region (the whole region when shorter) is
+looked up in every shipped stream. The region's own file is searched too, with its regions cut out (each
+leaves a barrier no run crosses), so a neighbouring fast path that restates it is found. Shared runs on
+one diagonal join into common substrings, and within each stretch of target code at most twice the
+region's length these are laid as tiles, longest first, each region token and each target token used
+once (greedy string tiling, as JPlag does, with K as the shortest tile). A copy is the stretch whose
+tiles cover the most region tokens; it is a leak when they cover at least MIN_COVERAGE of the region and
+at least MIN_TOKENS tokens. Coverage rather than one contiguous match, so that a copy with an operator
+changed or a line inserted still counts: a differing token inside a region costs only itself (one near
+an end costs up to K). Each token used once, so that a region repeating a phrase (`if N: N.append(N)`
+twice) is not covered twice by one occurrence. On the tree, K = 8 is the shortest run unrelated code
+did not share by chance (at 5 or 6 a prediction head's `self.LayerNorm(...self.dense(x))` covers 68% of
+`AddNorm.forward`), and at 10 a copied masking loop with one line inserted falls to 49%. 60% catches a
+two-line region whose main line is copied alone (the masked mean without its mask line covers 64%).
+MIN_TOKENS keeps a short region from being matched by a generic line: a region shorter than it leaks
+only whole. The best place per file is reported; fix it and run again to see the next.
+
+Read next: handout.py (it runs `find_leaks` on every build, `--no-check` or not).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import keyword
+import re
+import textwrap
+import tokenize
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from grading.regions import Region, find_regions
+
+K = 8  # tokens per run looked up; the shortest tile that counts
+MIN_COVERAGE = 0.6  # share of a region's tokens a copy must cover to be a leak
+MIN_TOKENS = 12  # and at least this many tokens (a shorter region leaks only whole)
+
+NAME, NUMBER, STRING, BARRIER = "<name>", "<number>", "<string>", "<stub>"  # never a Python token
+_BUILTINS = frozenset(dir(builtins))
+_SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENCODING, tokenize.ENDMARKER, tokenize.ERRORTOKEN}
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12 splits f-strings into tokens
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+_FENCE = re.compile(r"^\s*(```|~~~)\s*([\w+-]*)")
+_PYTHON_FENCES = ("", "python", "py", "python3", "pycon")
+
+
+@dataclass(frozen=True)
+class Leak:
+    """A shipped place whose code covers most of a solution region."""
+
+    region: Region
+    path: str  # the leaking file, relative to the repository root
+    first_line: int  # its lines in the reference file (in a notebook, in the cell)
+    last_line: int
+    cell: int | None  # the notebook cell (0-based), None for other files
+    covered: int  # tokens of the region the copy covers
+    size: int  # tokens of the region
+
+    @property
+    def where(self) -> str:
+        cell = f" cell {self.cell}" if self.cell is not None else ""
+        return f"{self.path}{cell}:{self.first_line}-{self.last_line}"
+
+    def __str__(self) -> str:
+        return (f"{self.region.todo} (lines {self.region.begin}-{self.region.end}) is restated at "
+                f"{self.where} ({self.covered} of the region's {self.size} tokens, "
+                f"{self.covered / self.size:.0%})")
+
+
+@dataclass
+class LeakReport:
+    regions: int
+    files: int
+    leaks: list[Leak] = field(default_factory=list)
+
+    def summary(self) -> str:
+        head = f"leak check: {self.regions} regions against {self.files} files"
+        if not self.leaks:
+            return f"{head}: no leaks"
+        return f"{head}: {len(self.leaks)} leaks\n" + "\n".join(f"  {leak}" for leak in self.leaks)
+
+
+@dataclass
+class _Stream:
+    path: str
+    cell: int | None
+    kinds: list[str] = field(default_factory=list)  # normalised tokens
+    lines: list[int] = field(default_factory=list)  # the line of each
+
+
+def tokens(source: str, first_line: int = 1) -> tuple[list[str], list[int]]:
+    """The normalised tokens of Python source and their lines (see the module docstring).
+
+    Source that does not tokenize as a whole (a fragment in a Markdown page) is tokenized line by line,
+    dropping the lines that fail.
+    """
+    raw = _raw(source)
+    if raw is not None:
+        return _normalise(raw, first_line)
+    kinds: list[str] = []
+    lines: list[int] = []
+    for number, line in enumerate(source.splitlines(), start=first_line):
+        raw = _raw(line.strip() + "\n")
+        if raw is not None:
+            line_kinds, _ = _normalise(raw, number)
+            kinds += line_kinds
+            lines += [number] * len(line_kinds)
+    return kinds, lines
+
+
+def _raw(source: str) -> list[tokenize.TokenInfo] | None:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):  # IndentationError is a SyntaxError
+        return None
+
+
+def _normalise(raw: list[tokenize.TokenInfo], first_line: int) -> tuple[list[str], list[int]]:
+    kept = [t for t in raw if t.type not in _SKIPPED]
+    kinds: list[str] = []
+    lines: list[int] = []
+    depth = 0  # open brackets: inside them `dim=` is a keyword argument, outside `x =` an assignment
+    fstring = 0
+    for index, token in enumerate(kept):
+        if _FSTRING_START is not None and token.type == _FSTRING_START:
+            fstring += 1
+            if fstring > 1:
+                continue
+            kind = STRING
+        elif fstring:
+            fstring -= token.type == _FSTRING_END
+            continue
+        elif token.type == tokenize.NAME:
+            before = kept[index - 1].string if index else ""
+            after = kept[index + 1].string if index + 1 < len(kept) else ""
+            api = (keyword.iskeyword(token.string) or before == "." or (depth and after == "=")
+                   or (token.string in _BUILTINS and after == "("))
+            kind = token.string if api else NAME
+        elif token.type == tokenize.NUMBER:
+            kind = NUMBER
+        elif token.type == tokenize.STRING:
+            kind = STRING
+        else:
+            kind = token.string
+            if kind in ("(", "[", "{"):
+                depth += 1
+            elif kind in (")", "]", "}") and depth:
+                depth -= 1
+        kinds.append(kind)
+        lines.append(token.start[0] + first_line - 1)
+    return kinds, lines
+
+
+def _code(path: str, text: str) -> Iterator[tuple[str, int, int | None]]:
+    """(source, its first line, notebook cell or None) of each piece of Python in a non-.py file."""
+    if path.endswith(".ipynb"):
+        try:
+            cells = json.loads(text).get("cells", [])
+        except (ValueError, AttributeError):
+            return
+        for number, cell in enumerate(cells):
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                source = cell.get("source", "")
+                source = "".join(source) if isinstance(source, list) else str(source)
+                # IPython magics and shell escapes are not Python; keep the line count.
+                yield "\n".join("" if line.lstrip()[:1] in ("%", "!") else line
+                                for line in source.splitlines()) + "\n", 1, number
+    elif path.endswith(".md"):
+        block: list[str] | None = None
+        start = 0
+        for number, line in enumerate(text.splitlines(), start=1):
+            fence = _FENCE.match(line)
+            if block is None and fence and fence.group(2).lower() in _PYTHON_FENCES:
+                block, start = [], number + 1
+            elif block is not None and fence:
+                yield textwrap.dedent("\n".join(line[4:] if line.startswith((">>> ", "... ")) else line
+                                                for line in block)) + "\n", start, None
+                block = None
+            elif block is not None:
+                block.append(line)
+
+
+def _split(path: str, text: str, regions: list[Region]) -> tuple[_Stream, list[tuple[Region, _Stream]]]:
+    """A Python file's shipped stream (each region replaced by a barrier) and each region's stream."""
+    kinds, lines = tokens(text)
+    shipped = _Stream(path, None)
+    own = [(region, _Stream(path, None)) for region in regions]
+    for kind, line in zip(kinds, lines):
+        region_stream = next((s for region, s in own if region.begin <= line <= region.end), None)
+        if region_stream is None:
+            shipped.kinds.append(kind)
+            shipped.lines.append(line)
+            continue
+        region_stream.kinds.append(kind)  # a marker is a comment: every token here is the solution's
+        region_stream.lines.append(line)
+        if not shipped.kinds or shipped.kinds[-1] != BARRIER:
+            shipped.kinds.append(BARRIER)
+            shipped.lines.append(line)
+    return shipped, own
+
+
+def _index(stream: _Stream, k: int) -> dict[tuple[str, ...], list[int]]:
+    """Every run of k tokens of a stream -> where it starts."""
+    index: dict[tuple[str, ...], list[int]] = {}
+    for j in range(len(stream.kinds) - k + 1):
+        index.setdefault(tuple(stream.kinds[j:j + k]), []).append(j)
+    return index
+
+
+def _covered(region: list[str], index: dict[tuple[str, ...], list[int]], k: int) -> tuple[int, int, int]:
+    """(region tokens covered, first and last target token) of the best stretch of one stream."""
+    # Runs of k shared tokens on one diagonal (target - region position) join into common substrings.
+    hits = sorted((j - i, i) for i in range(len(region) - k + 1)
+                  for j in index.get(tuple(region[i:i + k]), ()))
+    substrings: list[tuple[int, int, int]] = []  # (target start, region start, length)
+    for diagonal, i in hits:
+        if substrings:
+            j0, i0, length = substrings[-1]
+            if j0 - i0 == diagonal and i0 + length - k + 1 == i:
+                substrings[-1] = (j0, i0, length + 1)
+                continue
+        substrings.append((diagonal + i, i, k))
+    substrings.sort()
+    best = (0, 0, 0)
+    stretch = 2 * len(region)
+    for start, (begin, _, _) in enumerate(substrings):
+        inside = []
+        for substring in substrings[start:]:
+            if substring[0] - begin >= stretch:
+                break
+            if substring[0] + substring[2] - begin <= stretch:
+                inside.append(substring)
+        used_region: set[int] = set()
+        used_target: set[int] = set()
+        last = begin
+        for j0, i0, length in sorted(inside, key=lambda s: -s[2]):  # tiles, longest first
+            free = [t for t in range(length) if i0 + t not in used_region and j0 + t not in used_target]
+            if len(free) >= k:
+                used_region.update(i0 + t for t in free)
+                used_target.update(j0 + t for t in free)
+                last = max(last, j0 + length - 1)
+        if len(used_region) > best[0]:
+            best = (len(used_region), min(used_target), last)
+    return best
+
+
+def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
+               min_tokens: int = MIN_TOKENS) -> LeakReport:
+    """Check the shipped files, given as path -> reference text (regions still in), for copies of the
+    regions; .py files are read whole, notebooks by code cell, Markdown by code block, others not."""
+    streams: list[_Stream] = []
+    todo: list[tuple[Region, _Stream]] = []
+    for path, text in sorted(files.items()):
+        if path.endswith(".py"):
+            shipped, own = _split(path, text, find_regions(text, path))
+            streams.append(shipped)
+            todo += own
+        else:
+            for source, first_line, cell in _code(path, text):
+                streams.append(_Stream(path, cell, *tokens(source, first_line)))
+    report = LeakReport(regions=len(todo), files=len({s.path for s in streams}))
+    indexes: dict[tuple[int, int], dict[tuple[str, ...], list[int]]] = {}
+    for region, stream in todo:
+        size = len(stream.kinds)
+        k = min(K, size)
+        if not size:
+            continue
+        for number, target in enumerate(streams):
+            if (number, k) not in indexes:
+                indexes[(number, k)] = _index(target, k)
+            covered, first, last = _covered(stream.kinds, indexes[(number, k)], k)
+            if covered >= min(min_tokens, size) and covered >= min_coverage * size:
+                report.leaks.append(Leak(region, target.path, target.lines[first], target.lines[last],
+                                         target.cell, covered, size))
+    return report

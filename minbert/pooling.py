@@ -1,0 +1,49 @@
+"""Sentence pooling: one vector per sequence from BertModel's token vectors.
+
+BERT itself summarises a sequence with its [CLS] vector (and the pooler's tanh layer on top of it, which
+the next-sentence head reads). Sentence-BERT (Reimers & Gurevych 2019, §3) found that averaging the real
+tokens' vectors makes better sentence embeddings; max pooling is the third option it compares. Padding
+must never count: a sentence's vector may not depend on how long its batch-mates are.
+
+Shape legend: B batch, T tokens, C hidden size.
+
+Read next: sentence_encoder.py (pooling put to use: sentence embeddings in one call).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minbert.model import BertModelOutput
+
+POOLINGS = ("cls", "mean", "max", "pooler")
+
+
+def mean_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the real tokens' vectors (SBERT's default pooling). (B, T, C), (B, T) -> (B, C)."""
+    # Hint: padding must not count, neither in the sum nor in the number of tokens.
+    # BEGIN SOLUTION
+    mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, T, 1)
+    return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    # END SOLUTION
+
+
+def max_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Element-wise maximum over the real tokens. (B, T, C), (B, T) -> (B, C)."""
+    padding = (attention_mask == 0).unsqueeze(-1)  # (B, T, 1)
+    return hidden_states.masked_fill(padding, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+
+
+def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:
+    """One vector per sequence: "cls" (the [CLS] token), "mean", "max", or "pooler" (tanh layer)."""
+    if how == "cls":
+        return output.last_hidden_state[:, 0]
+    if how == "mean":
+        return mean_pool(output.last_hidden_state, attention_mask)
+    if how == "max":
+        return max_pool(output.last_hidden_state, attention_mask)
+    if how == "pooler":
+        if output.pooler_output is None:
+            raise ValueError("pooling 'pooler' needs a model built with its pooling layer")
+        return output.pooler_output
+    raise ValueError(f"pooling must be one of {POOLINGS}, got {how!r}")

@@ -1,0 +1,106 @@
+"""What every dataset reader returns: small example records, the rows it skipped, and its errors.
+
+Readers (course.py, glue.py, hierarchy.py, conll.py, and pre-training's corpus.py) turn a file into a
+`ReadResult`: the examples plus the rows they skipped, each with its file, line number and reason, for the
+caller to print. File-level problems (missing file, empty file, wrong header, bytes that are not UTF-8)
+are `DataFileError`s naming the file and line, raised before any training starts.
+
+Read next: course.py (the course's CSV files).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Union
+
+# ----------------------------------------------------------------------------------------------------
+# Examples and results
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SentenceExample:
+    """One sentence to classify (SST: label 0..4; CFIMDB: 0/1; None in a test file)."""
+
+    id: str
+    sentence: str
+    label: int | None
+
+
+@dataclass(frozen=True)
+class PairExample:
+    """Two sentences and how they relate (Quora: int 0/1; STS: float 0..5; None in a test file)."""
+
+    id: str
+    sentence1: str
+    sentence2: str
+    label: float | int | None
+
+
+Example = Union[SentenceExample, PairExample]
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A data row a reader left out, and why; prints as `file:line: reason` like a compiler error."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """The examples read from one file, and the malformed rows skipped on the way."""
+
+    path: Path
+    examples: tuple[Example, ...]
+    skipped: tuple[SkippedRow, ...]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __iter__(self) -> Iterator[Example]:
+        return iter(self.examples)
+
+    def report(self) -> str:
+        """One line for the count, then one line per skipped row (what a job prints after reading)."""
+        head = f"read {len(self.examples)} examples from {self.path}"
+        if not self.skipped:
+            return head
+        rows = "".join(f"\n  {row}" for row in self.skipped)
+        return f"{head}; skipped {len(self.skipped)} malformed row(s):{rows}"
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be read at all: empty, a wrong header, not UTF-8, no usable rows."""
+
+
+class MalformedRowError(DataFileError):
+    """A bad data row in strict mode; `path`, `line` and `reason` say which and why."""
+
+    def __init__(self, path: Path, line: int, reason: str):
+        super().__init__(f"{path}:{line}: {reason} (strict mode: malformed rows are fatal)")
+        self.path, self.line, self.reason = path, line, reason
+
+
+def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
+    """A data file's text. A missing file, or bytes that are not `encoding`, are errors naming the file
+    and line. The default utf-8-sig also tolerates the byte-order mark some editors add."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such data file")
+    data = path.read_bytes()
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        bad = data[error.start:error.end].hex(" ")
+        name = "UTF-8" if encoding.startswith("utf-8") else encoding
+        raise DataFileError(f"{path}:{line}: not {name} (byte(s) {bad} at byte offset {error.start}); "
+                            f"re-encode the file as {name}") from None

@@ -1,0 +1,104 @@
+"""The model of tasks.classify: a BERT encoder and a sentence classifier, optionally with label embeddings.
+
+What the classifier reads: the last layer pooled (--pooling), or other layers' [CLS] vectors combined
+(--layer-features, features.py); a long text encoded window by window and pooled per text (--chunks);
+with --label-embedding, one learned vector per class read by the [CLS] row of chosen layers' attention
+(Wang et al. 2020; minbert/label_attention.py).
+
+Shape legend: B batch, N chunks per text, T tokens, C hidden size, D classifier input, M classes.
+
+Read next: ../classify.py (the job that trains it).
+"""
+
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import torch
+from torch import nn
+
+from minbert.label_attention import label_attention_forward, parse_label_layers
+from minbert.model import BertModel, BertModelOutput
+from minbert.pooling import pool
+from tasks.data.batching import TokenBatch
+from tasks.models.features import ChunkPooling, feature_size, layer_features, select_layers
+from tasks.models.heads import SentenceClassifier
+
+
+class ChunkBatch(NamedTuple):
+    """B texts cut into N chunks each (shorter texts padded with empty chunks), each chunk [CLS] ... [SEP]."""
+
+    input_ids: torch.Tensor  # (B, N, T)
+    attention_mask: torch.Tensor  # (B, N, T)
+    chunk_mask: torch.Tensor  # (B, N): True for real chunks
+
+    def to(self, device) -> "ChunkBatch":
+        return ChunkBatch(*(t.to(device) for t in self))
+
+
+class ClassifyModel(nn.Module):
+    """BERT encoder + sentence classifier, optionally with label-embedding attention in `label_layers`.
+
+    The encoder stays at `self.bert` (saved in Hugging Face format, optimised at the encoder's rate);
+    the label embeddings (M x C) sit beside it and, like the classifier, count as a head.
+    """
+
+    def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str = "cls",
+                 label_layers: str | Sequence[int] | None = None, layer_features: str = "last",
+                 layer_combine: str = "concat", chunk_pooling: str | None = None) -> None:
+        super().__init__()
+        self.bert = bert
+        hidden = bert.config.hidden_size
+        # None: the last layer, pooled by `pooling`; else [CLS] vectors of these layers
+        # (tasks/models/features.py)
+        self.feature_layers = (None if layer_features == "last"
+                               else select_layers(layer_features, bert.config.num_hidden_layers))
+        self.layer_combine = layer_combine
+        size = feature_size(hidden, self.feature_layers, layer_combine) if self.feature_layers else hidden
+        self.head = SentenceClassifier(size, num_classes, dropout, pooling)
+        self.chunk_pooling = ChunkPooling(size, chunk_pooling) if chunk_pooling else None
+        if label_layers is None:
+            self.label_layers: tuple[int, ...] = ()
+            self.register_parameter("label_embeddings", None)
+        else:
+            self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
+            self.label_embeddings = nn.Parameter(torch.empty(num_classes, bert.config.hidden_size))
+            nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
+
+    def encode(self, tokens: TokenBatch, output_attentions: bool = False,
+               output_hidden_states: bool = False) -> BertModelOutput:
+        if self.label_embeddings is None:
+            return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
+                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, tokens.input_ids,
+                                       tokens.attention_mask, tokens.token_type_ids,
+                                       output_hidden_states=output_hidden_states,
+                                       output_attentions=output_attentions)
+
+    def features(self, tokens: TokenBatch) -> torch.Tensor:
+        """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors
+        combined."""
+        if self.feature_layers is None:
+            return pool(self.encode(tokens), tokens.attention_mask, self.head.pooling)
+        output = self.encode(tokens, output_hidden_states=True)
+        return layer_features(output.hidden_states, self.feature_layers, self.layer_combine)
+
+    def forward(self, batch: TokenBatch | ChunkBatch) -> torch.Tensor:
+        """A (B, T) batch, or a (B, N, T) batch of chunked texts. Returns logits (B, M)."""
+        if isinstance(batch, ChunkBatch):
+            features = self.chunk_features(batch)
+        else:
+            features = self.features(batch)
+        return self.head.classifier(self.head.dropout(features))
+
+    def chunk_features(self, batch: ChunkBatch) -> torch.Tensor:
+        """Encode the real chunks only (padding chunks would cost a full forward each), then pool per text."""
+        size, chunks, length = batch.input_ids.shape
+        real = batch.chunk_mask.reshape(-1).bool()  # (B N,)
+        ids = batch.input_ids.reshape(-1, length)[real]
+        mask = batch.attention_mask.reshape(-1, length)[real]
+        encoded = self.features(TokenBatch(ids, mask, torch.zeros_like(ids)))  # (R, D)
+        vectors = encoded.new_zeros(size * chunks, encoded.size(-1))
+        vectors[real] = encoded
+        return self.chunk_pooling(vectors.reshape(size, chunks, -1), batch.chunk_mask)  # (B, D)

@@ -1,0 +1,12 @@
+"""The machinery every job shares: one training loop and what surrounds it.
+
+    config.py       TrainConfig and the training flags every job has
+    loop.py         the loop: task sampling, steps, evaluation, best checkpoint
+    optimizer.py    our AdamW over encoder and heads, the learning-rate schedule
+    run_dir.py      the run directory and the resumable training state
+    job.py          around the loop: job flags, the encoder, data, checkpoints, predictions, one-line errors
+    seeds.py        several seeds of one run, mean and standard deviation
+    distributed.py  data parallelism under torchrun
+
+Read next: loop.py.
+"""

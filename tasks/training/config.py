@@ -1,0 +1,123 @@
+"""The training loop's settings: TrainConfig, and the flags every job exposes for it.
+
+Every job adds these flags with `add_train_arguments` and turns the parsed arguments into a TrainConfig
+with `train_config_from_args`; TrainConfig checks its own values and names the flag when one is wrong.
+
+Read next: loop.py (what the settings drive).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import torch
+
+from optim.schedules import SCHEDULES
+from tasks.training.precision import PRECISIONS, resolve_precision
+
+SAMPLINGS = ("round-robin", "proportional")
+DEFAULT_PRECISION = "fp32"  # "auto" once its dev figures are measured equal to fp32's (README)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of the loop (every job exposes them as flags; see `add_train_arguments`)."""
+
+    epochs: int = 2
+    lr: float = 5e-5
+    head_lr: float = 1e-3
+    batch_size: int = 32
+    weight_decay: float = 0.01
+    schedule: str = "linear"
+    warmup: float = 0.1
+    max_grad_norm: float = 1.0
+    layerwise_decay: float = 1.0
+    sampling: str = "round-robin"
+    bf16: bool = False
+    freeze_encoder: bool = False
+    seed: int = 11711
+    max_steps: int = 0
+    checkpoint_every: int = 0
+    eval_first: bool = False
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.epochs >= 1, "--epochs must be at least 1"),
+            (self.lr > 0 and self.head_lr > 0, "--lr and --head-lr must be positive"),
+            (self.batch_size >= 1, "--batch-size must be at least 1"),
+            (0.0 <= self.warmup < 1.0, "--warmup is a fraction of the training steps, in [0, 1)"),
+            (self.max_grad_norm >= 0, "--max-grad-norm must be >= 0 (0 turns clipping off)"),
+            (0.0 < self.layerwise_decay <= 1.0, "--layerwise-decay must be in (0, 1]"),
+            (self.sampling in SAMPLINGS, f"--sampling must be one of {SAMPLINGS}"),
+            (self.schedule in SCHEDULES, f"--schedule must be one of {sorted(SCHEDULES)}"),
+            (self.max_steps >= 0 and self.checkpoint_every >= 0,
+             "--max-steps and --checkpoint-every must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+
+def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the freshly initialised "
+                                                    "task heads") -> None:
+    """The loop's flags, shared by every job (the course's names kept: --batch_size, --lr, --epochs...)."""
+    d = TrainConfig()
+    g = parser.add_argument_group("training")
+    g.add_argument("--epochs", type=int, default=d.epochs,
+                   help="passes over the training data (default %(default)s)")
+    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate of the encoder")
+    g.add_argument("--head-lr", type=float, default=d.head_lr, help=head_lr_help)
+    g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=d.batch_size,
+                   help="examples per batch (per task, per step)")
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay,
+                   help="AdamW's decoupled weight decay (never on biases and LayerNorm)")
+    g.add_argument("--schedule", choices=sorted(SCHEDULES), default=d.schedule, help="learning-rate schedule")
+    g.add_argument("--warmup", type=float, default=d.warmup,
+                   help="warm-up length as a fraction of all training steps")
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm,
+                   help="clip the global gradient norm to this (0: no clipping)")
+    g.add_argument("--layerwise-decay", type=float, default=d.layerwise_decay,
+                   help="layer-wise lr decay xi (Sun et al. 2019): layer k-1 gets xi times layer k's rate")
+    g.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling,
+                   help="round-robin: one batch of every task per step, losses summed; proportional: one "
+                        "task per step, chosen in proportion to its remaining batches (default %(default)s)")
+    g.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32, or bf16 autocast for forward and loss; auto: bf16 where the CPU or GPU "
+                        "multiplies bfloat16 natively (AVX-512 BF16, AMX, Ampere or later), else fp32; the run prints "
+                        f"which it picked (default {DEFAULT_PRECISION})")
+    g.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
+    g.add_argument("--seed", type=int, default=d.seed, help="random seed (data order, dropout, heads)")
+    g.add_argument("--max-steps", type=int, default=d.max_steps,
+                   help="stop after this many optimizer steps (0: no limit); the schedule still spans "
+                        "--epochs, so a stopped run continues exactly with --resume")
+    g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                   help="also save the resumable state every N steps (0: at the end of each epoch only)")
+    g.add_argument("--eval-first", action="store_true",
+                   help="evaluate on the dev sets before the first step (the zero-shot baseline; epoch 0)")
+    g.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    g.add_argument("--use_gpu", "--use-gpu", dest="use_gpu", action="store_true",
+                   help="train on CUDA (refused when no GPU is present)")
+
+
+def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
+    if args.use_gpu and not torch.cuda.is_available():
+        raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
+    device = "cuda" if args.use_gpu else "cpu"
+    if args.bf16 and args.precision not in (None, "bf16"):
+        raise SystemExit(f"error: --bf16 and --precision {args.precision} contradict each other")
+    precision, why = resolve_precision("bf16" if args.bf16 else args.precision or DEFAULT_PRECISION, device)
+    print(f"precision: {precision} ({why})", file=sys.stderr)
+    args.precision, args.bf16 = precision, precision == "bf16"  # so the run's config.json records what ran
+    try:
+        return TrainConfig(
+            epochs=args.epochs, lr=args.lr, head_lr=args.head_lr, batch_size=args.batch_size,
+            weight_decay=args.weight_decay, schedule=args.schedule, warmup=args.warmup,
+            max_grad_norm=args.max_grad_norm, layerwise_decay=args.layerwise_decay, sampling=args.sampling,
+            bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
+            checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
+            device=device,
+        )
+    except ValueError as error:  # TrainConfig's checks name the flag
+        raise SystemExit(f"error: {error}") from None

@@ -1,0 +1,211 @@
+"""The one training loop every job uses: batches from one or more tasks, AdamW, evaluation, checkpoints.
+
+A job (multitask.py, sentiment.py, ...) builds a model and a list of tasks; each task knows how to make
+its training batches for an epoch, compute a loss on one batch, and evaluate itself on its dev set.
+This loop does the rest, the same way for every job:
+
+- task sampling: "round-robin" takes one batch of every task per step and sums their losses (tasks that
+  run out drop out); "proportional" takes one task per step, chosen with probability proportional to its
+  remaining batches. Either way every training example is used exactly once per epoch.
+- our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
+  initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
+  gradient clipping, optional bf16 autocast; the settings are config.py's TrainConfig;
+- evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
+- a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
+- under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
+  batch, DDP averages the gradients, rank 0 evaluates and writes.
+
+Read next: ../multitask.py (the main job, built on this loop).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from tasks.training import distributed
+from tasks.training.config import TrainConfig
+from tasks.training.optimizer import build_optimizer, make_schedule
+from tasks.training.run_dir import RunDir, TrainState, load_training_state, plot_history, save_training_state
+
+
+class Task(Protocol):
+    """What the loop needs from a task. Batches are whatever the task's `loss` accepts."""
+
+    name: str
+
+    def train_batches(self, epoch: int) -> list[Any]:
+        """This epoch's training batches, in order (deterministic given the task's seed and `epoch`)."""
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """A scalar loss for one batch."""
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Dev-set metrics, computed with the model in eval mode."""
+
+
+# ----- schedule of batches --------------------------------------------------------------------------
+
+
+def interleave(task_batches: dict[str, list[Any]], sampling: str, seed: int,
+               epoch: int) -> list[list[tuple[str, Any]]]:
+    """The epoch's steps: each step is a list of (task name, batch) whose losses are summed."""
+    queues = {name: list(batches) for name, batches in task_batches.items() if batches}
+    steps = []
+    if sampling == "round-robin":
+        while queues:
+            steps.append([(name, queue.pop(0)) for name, queue in queues.items()])
+            queues = {name: queue for name, queue in queues.items() if queue}
+        return steps
+    rng = random.Random(f"interleave-{seed}-{epoch}")
+    while queues:
+        names = list(queues)
+        name = rng.choices(names, weights=[len(queues[n]) for n in names])[0]
+        steps.append([(name, queues[name].pop(0))])
+        if not queues[name]:
+            del queues[name]
+    return steps
+
+
+# ----- the loop -------------------------------------------------------------------------------------
+
+
+def train(
+    model: nn.Module,
+    tasks: Sequence[Task],
+    config: TrainConfig,
+    run: RunDir,
+    overall_score: Callable[[dict[str, dict[str, float]]], float],
+    save_best: Callable[[nn.Module, Path], None],
+    resume: bool = False,
+) -> TrainState:
+    """Train `model` on `tasks`; returns the final state (history of dev metrics, best epoch)."""
+    world = distributed.setup(config.device)
+    device = distributed.device_for(config.device, world)
+    model.to(device)
+    by_name = {t.name: t for t in tasks}
+    task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
+    optimizer = build_optimizer(model, config)
+    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, config.sampling,
+                                     config.seed, 0))
+    total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
+    scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
+    state = TrainState()
+    last = run.checkpoints / "last.pt"
+    if resume:
+        state = load_training_state(last, model, optimizer, scheduler)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    untrainable: set[str] = set()
+    started = time.perf_counter()
+
+    if config.eval_first and state.global_step == 0 and not state.history:
+        record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
+                                     epoch_complete=True, world=world)
+        if world.is_main:
+            print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
+
+    while state.epoch < config.epochs:
+        steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
+                           config.seed, state.epoch)
+        if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
+            state.epoch_losses = {t.name: [] for t in tasks}
+        losses: dict[str, list[float]] = state.epoch_losses
+        model.train()
+        bar = tqdm(total=len(steps), initial=state.step_in_epoch,
+                   desc=f"epoch {state.epoch + 1}/{config.epochs}",
+                   file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
+        for step in steps[state.step_in_epoch:]:
+            if _done(state, config):
+                break
+            optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for name, batch in step:
+                rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                    loss = task_loss(name, rows) * weight
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(
+                        f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
+                        f"{state.epoch + 1}); the last good checkpoint is {last}")
+                if loss.requires_grad:
+                    loss.backward()
+                elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
+                    untrainable.add(name)
+                    print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
+                          "parameter-free head); it is reported but trains nothing", file=sys.stderr)
+                losses[name].append(loss.item() / world.world_size)  # summed over processes below
+                total += loss.item()
+            if config.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            state.step_in_epoch += 1
+            state.global_step += 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
+                save_training_state(last, model, optimizer, scheduler, state, world)
+        bar.close()
+
+        losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
+        record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
+                                     epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps),
+                                     world=world)
+        if record["overall"] > state.best_score:
+            state.best_score, state.best_epoch = record["overall"], record["epoch"]
+            if world.is_main:
+                save_best(model, run.best)
+            record["best"] = True
+            if world.is_main:
+                run.rewrite_metrics(state.history)
+        if world.is_main:
+            print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
+                f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
+                for metric, value in metrics.items()) + (" (best so far, saved)" if record["best"] else ""),
+                file=sys.stderr)
+        if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
+            state.epoch += 1
+            state.step_in_epoch = 0
+        save_training_state(last, model, optimizer, scheduler, state, world)
+        if world.is_main:
+            plot_history(state.history, run.plot)
+        if _done(state, config):
+            break
+    distributed.barrier(world)  # rank 0's last files are written before any process moves on
+    return state
+
+
+def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
+                        run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
+                        epoch_complete: bool,
+                        world: distributed.Distributed = distributed.Distributed()) -> dict:
+    """Dev metrics of every task, appended to the history and to metrics.jsonl.
+
+    Distributed, rank 0 evaluates and writes, and every process gets its record (the same history everywhere).
+    """
+    record = None
+    if world.is_main:
+        model.eval()
+        with torch.no_grad():
+            dev = {t.name: t.evaluate(model) for t in tasks}
+        record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
+                  "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name])
+                                          if losses.get(t.name) else None)
+                                 for t in tasks},
+                  "dev": dev, "overall": overall_score(dev), "best": False,
+                  "elapsed_s": round(time.perf_counter() - started, 1)}
+        run.append_metrics(record)
+    record = distributed.broadcast(record, world)
+    state.history.append(record)
+    return record
+
+
+def _done(state: TrainState, config: TrainConfig) -> bool:
+    return bool(config.max_steps) and state.global_step >= config.max_steps

@@ -1,0 +1,187 @@
+"""Unpadded execution (minbert/unpadded.py) against the padded path, on one model with both switched in.
+
+The padded path with the eager kernel is the reference (the lesson, itself held to transformers in
+test_model.py), and the padded sdpa path is compared too. Outputs are compared at the real tokens only:
+at padding positions the unpadded path returns 0 and the padded path vectors that mean nothing. The
+pooler reads position 0, a real token in every batch here. Tolerances are test_model.py's: float32
+outputs and gradients agree to atol 1e-5 / rtol 1e-5 (the paths sum in different orders).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minbert.attention import sdpa_attention, unpadded_attention
+from minbert.config import BertConfig
+from minbert.embeddings import check_ids
+from minbert.heads import BertForPreTraining
+from minbert.model import BertModel, extended_attention_mask
+from minbert.unpadded import Packing
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+# Masks of 3 sequences of up to 9 tokens: mixed lengths; one sequence of a single token; nothing padded;
+# and padding that is not at the end (left padding, a hole), which the padded path also allows.
+MASKS = {
+    "mixed": [[1] * 9, [1] * 6 + [0] * 3, [1] * 3 + [0] * 6],
+    "one_token": [[1] * 9, [1] + [0] * 8, [1] * 5 + [0] * 4],
+    "none_padded": [[1] * 9] * 3,
+    "holes": [[1] * 9, [1, 1, 0, 1, 1, 0, 0, 1, 0], [1] * 4 + [0] * 5],
+}
+
+
+@pytest.fixture
+def config() -> BertConfig:
+    # Dropout off so train-mode gradients are deterministic and comparable.
+    return BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def make_batch(config: BertConfig, mask_name: str, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    attention_mask = torch.tensor(MASKS[mask_name])
+    input_ids = torch.randint(1, config.vocab_size, attention_mask.shape, generator=g) * attention_mask
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, 5:] = 1
+    return input_ids, attention_mask, token_type_ids
+
+
+def run(model: BertModel, kernel: str, batch, weights: torch.Tensor, pooler_weights: torch.Tensor,
+        **kwargs):
+    """Forward with `kernel`, backward from a loss over real tokens and the pooler; returns (out, grads)."""
+    input_ids, attention_mask, token_type_ids = batch
+    model.set_attn_implementation(kernel).zero_grad(set_to_none=True)
+    out = model(input_ids, attention_mask, token_type_ids, **kwargs)
+    real = attention_mask[..., None]
+    ((out.last_hidden_state * weights * real).sum() + (out.pooler_output * pooler_weights).sum()).backward()
+    return out, {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("reference", ["eager", "sdpa"])
+@pytest.mark.parametrize("mask_name", sorted(MASKS))
+def test_unpadded_equals_padded_outputs_hidden_states_pooler_and_gradients(config, mask_name, reference):
+    torch.manual_seed(0)
+    model = BertModel(config).train()  # train mode: the path that training takes (dropout is 0)
+    batch = make_batch(config, mask_name)
+    real = batch[1].bool()
+    weights = torch.randn(*real.shape, config.hidden_size)
+    pooler_weights = torch.randn(real.shape[0], config.hidden_size)
+    ref, ref_grads = run(model, reference, batch, weights, pooler_weights, output_hidden_states=True)
+    out, grads = run(model, "unpadded", batch, weights, pooler_weights, output_hidden_states=True)
+    assert out.last_hidden_state.shape == ref.last_hidden_state.shape
+    torch.testing.assert_close(out.last_hidden_state[real], ref.last_hidden_state[real], **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+    assert len(out.hidden_states) == config.num_hidden_layers + 1
+    for mine, theirs in zip(out.hidden_states, ref.hidden_states):
+        assert mine.shape == theirs.shape
+        torch.testing.assert_close(mine[real], theirs[real], **TOL)
+    assert ref_grads.keys() == grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, ref_grads[name], **TOL, msg=lambda m: f"{name}: {m}")
+
+
+def test_padding_positions_are_zero_and_the_padded_path_is_not_taken(config, monkeypatch):
+    model = BertModel(config, attn_implementation="unpadded").eval()
+    input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
+    calls = []
+    monkeypatch.setattr("minbert.model.extended_attention_mask", lambda *a: calls.append(a))
+    out = model(input_ids, attention_mask, token_type_ids, output_hidden_states=True)
+    assert not calls, "the unpadded path built the padded path's additive mask"
+    for hidden in (out.last_hidden_state, *out.hidden_states):
+        assert hidden[attention_mask == 0].abs().max() == 0
+        assert hidden[attention_mask == 1].abs().min() > 0
+
+
+def test_word_vectors_given_directly_get_the_same_gradients(config):
+    torch.manual_seed(0)
+    model = BertModel(config).train()
+    input_ids, attention_mask, token_type_ids = make_batch(config, "one_token")
+    words = model.embeddings.word_embeddings(input_ids).detach()
+    weights = torch.randn_like(words)
+    grads = {}
+    for kernel in ("eager", "unpadded"):
+        leaf = words.clone().requires_grad_()
+        out = model.set_attn_implementation(kernel)(inputs_embeds=leaf, attention_mask=attention_mask,
+                                                    token_type_ids=token_type_ids)
+        (out.last_hidden_state * weights * attention_mask[..., None]).sum().backward()
+        grads[kernel] = leaf.grad
+    torch.testing.assert_close(grads["unpadded"], grads["eager"], **TOL)
+    assert grads["unpadded"][attention_mask == 0].abs().max() == 0  # padding never reaches the output
+
+
+def test_attention_probabilities_fall_back_to_the_padded_eager_path(config):
+    model = BertModel(config, attn_implementation="unpadded").eval()
+    input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
+    out = model(input_ids, attention_mask, token_type_ids, output_attentions=True)
+    ref = model.set_attn_implementation("eager")(input_ids, attention_mask, token_type_ids,
+                                                 output_attentions=True)
+    assert len(out.attentions) == config.num_hidden_layers
+    for mine, theirs in zip(out.attentions, ref.attentions):
+        assert mine.shape == (3, config.num_attention_heads, 9, 9)
+        torch.testing.assert_close(mine, theirs, **TOL)
+    # The padded path ran, so even the padding positions agree.
+    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+
+
+def test_without_a_mask_or_padding_the_padded_path_runs(config):
+    assert Packing.from_mask(torch.ones(2, 5, dtype=torch.long)) is None
+    model = BertModel(config, attn_implementation="unpadded").eval()
+    input_ids = torch.randint(1, config.vocab_size, (2, 5))
+    ref = model.set_attn_implementation("sdpa")(input_ids)
+    torch.testing.assert_close(model.set_attn_implementation("unpadded")(input_ids).last_hidden_state,
+                               ref.last_hidden_state, atol=0, rtol=0)
+
+
+def test_packing_records_lengths_positions_and_round_trips():
+    mask = torch.tensor(MASKS["holes"])
+    packing = Packing.from_mask(mask)
+    assert packing.lengths == (9, 5, 4) and packing.batch_shape == (3, 9)
+    assert packing.positions.tolist() == [*range(9), 0, 1, 3, 4, 7, 0, 1, 2, 3]
+    x = torch.randn(3, 9, 2)
+    packed = packing.unpad(x)
+    assert packed.shape == (1, 18, 2)
+    torch.testing.assert_close(packing.pad(packed), x * mask[..., None], atol=0, rtol=0)
+
+
+def test_unpadded_kernel_given_an_additive_mask_is_the_sdpa_kernel():
+    """Label attention (label_attention.py) runs the layers on padded batches with additive masks."""
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    mask = extended_attention_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float32)
+    torch.testing.assert_close(unpadded_attention(q, k, v, mask)[0], sdpa_attention(q, k, v, mask)[0],
+                               atol=0, rtol=0)
+
+
+def test_pretraining_heads_work_on_the_unpadded_model(config):
+    torch.manual_seed(0)
+    model = BertForPreTraining(config, attn_implementation="unpadded").eval()
+    input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
+    labels = torch.full_like(input_ids, -100)
+    labels[1, 2] = 7
+    out = model(input_ids, attention_mask, token_type_ids, labels=labels,
+                next_sentence_label=torch.tensor([0, 1, 0]))
+    model.bert.set_attn_implementation("eager")
+    ref = model(input_ids, attention_mask, token_type_ids, labels=labels,
+                next_sentence_label=torch.tensor([0, 1, 0]))
+    real = attention_mask.bool()
+    torch.testing.assert_close(out.prediction_logits[real], ref.prediction_logits[real], **TOL)
+    torch.testing.assert_close(out.loss, ref.loss, **TOL)
+
+
+def test_mismatched_mask_is_refused_naming_both_shapes(config):
+    model = BertModel(config, attn_implementation="unpadded")
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 3\).*\(1, 4\)"):
+        model(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0]]))
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\)"):
+        model(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.ones(1, 1, 4, dtype=torch.long))
+
+
+def test_ids_are_range_checked_on_the_cpu_only_and_not_while_compiling(monkeypatch):
+    with pytest.raises(ValueError, match=r"input_ids must lie in \[0, 5\)"):
+        check_ids(torch.tensor([[1, 5]]), 5, "input_ids", "vocab_size")
+    with monkeypatch.context() as patch:  # under torch.compile the host read would break the graph
+        patch.setattr(torch.compiler, "is_compiling", lambda: True)
+        check_ids(torch.tensor([[1, 5]]), 5, "input_ids", "vocab_size")
+    # A tensor that lives elsewhere is not read back (a meta tensor has no values: reading would fail).
+    check_ids(torch.tensor([[1, 5]], device="meta"), 5, "input_ids", "vocab_size")
+    with pytest.raises(TypeError, match="integer tensor"):  # the checks that need no values still run
+        check_ids(torch.ones(1, 2, device="meta"), 5, "input_ids", "vocab_size")
