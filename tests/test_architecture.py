@@ -109,3 +109,17 @@ def test_no_source_file_grows_past_the_layout_budget():
             for package in (*ALLOWED, "bench") for p in files_of(package)
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > budget]
     assert not long, "split these by concept:\n" + "\n".join(long)
+
+
+def test_the_shared_data_folder_beside_the_checkout_is_found_without_minbert_data(monkeypatch):
+    """tasks/training/job.py finds ../shared/data from its own place in the checkout (a moved file must
+    update how many folders up the checkout's parent is)."""
+    from tasks.training.job import data_root
+
+    monkeypatch.delenv("MINBERT_DATA", raising=False)
+    beside = ROOT.parent / "shared" / "data"
+    if beside.is_dir():
+        assert data_root(None).resolve() == beside.resolve()
+    else:
+        with pytest.raises(SystemExit, match=str(beside)):
+            data_root(None)

@@ -122,10 +122,10 @@ def default_run_dir(job: str) -> Path:
 
 def data_root(data_dir: str | None) -> Path:
     """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA, else
-    ../shared/data beside the checkout. (The course jobs find their CSV files with
-    tasks.data.resolve_data_dir.)"""
+    ../shared/data beside the checkout (this file is tasks/training/job.py inside the checkout). (The
+    course jobs find their CSV files with tasks.data.sources.resolve_data_dir.)"""
     candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
-                                               str(Path(__file__).resolve().parents[2] / "shared" / "data")]
+                                               str(Path(__file__).resolve().parents[3] / "shared" / "data")]
     for candidate in filter(None, candidates):
         if Path(candidate).is_dir():
             return Path(candidate)
