@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +154,8 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
     then collect the results of all (a run not done yet gives a row with error None)."""
     runner = runner or run_module
     study_dir = out / study.name
+    if keep_checkpoints:  # the jobs drop a finished run's resume checkpoints unless told not to
+        extra = [*extra, "--keep-checkpoints"]
     names = [r.name for r in study.runs]
     unknown = sorted(set(only) - set(names))
     if unknown:
@@ -175,21 +176,7 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         if code:
             raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); "
                              "rerun the study to continue")
-        if not keep_checkpoints:
-            drop_finished_checkpoints(directory)
     return [] if dry_run else collect(study, study_dir)
-
-
-def drop_finished_checkpoints(directory: Path) -> None:
-    """Delete the resume checkpoints of the seeds that finished (their result.json exists).
-
-    A seed's checkpoints/ (the last two training states, weights and optimizer moments: about 0.5 GB for
-    the embedded model) only serve to resume it; a study of dozens of runs would otherwise fill tens of GB.
-    The run's results, metrics and its best/ checkpoint stay.
-    """
-    for seed_dir in [directory, *directory.glob("seed-*")]:
-        if (seed_dir / "result.json").is_file() and (seed_dir / "checkpoints").is_dir():
-            shutil.rmtree(seed_dir / "checkpoints")
 
 
 def is_done(run: Run, directory: Path, seeds: Sequence[int] = ()) -> bool:

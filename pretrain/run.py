@@ -398,6 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       resume=args.resume)
         if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
             return 0
+        if not config.keep_checkpoints:
+            run.drop_checkpoints(state, config.epochs)
         best = next((r for r in reversed(state.history) if r["best"]), None)
         print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
               f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)

@@ -29,7 +29,7 @@ def data(tmp_path) -> Path:
 def run(tiny_model_dir, data, out, *extra, model=None):
     return sentiment.main(["--model", str(model or tiny_model_dir), "--data-dir", str(data),
                            "--out", str(out), "--limit", "16", "--batch_size", "8", "--epochs", "1",
-                           "--max-length", "32", *extra])
+                           "--max-length", "32", "--keep-checkpoints", *extra])
 
 
 def fails_with(capsys, call, message: str) -> str:

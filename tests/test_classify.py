@@ -170,9 +170,10 @@ def test_seeds_run_writes_every_artefact_and_an_honest_summary(seeds_run):
     results = [json.loads((seeds_run / f"seed-{s}" / "result.json").read_text()) for s in (3, 4)]
     for seed in (3, 4):
         run = seeds_run / f"seed-{seed}"
-        for name in ("config.json", "metrics.jsonl", "loss_and_dev.png", "checkpoints/last.pt",
+        for name in ("config.json", "metrics.jsonl", "loss_and_dev.png",
                      "best/model.safetensors", "best/heads.safetensors", "best/heads.json"):
             assert (run / name).is_file(), name
+        assert not (run / "checkpoints").exists()  # a finished seed drops its resume checkpoints
         header, rows = read_predictions(run / "predictions" / "rte-dev-output.csv")
         assert header == "Predicted_Label" and len(rows) == 12
         assert {r[1] for r in rows} <= {"entailment", "not_entailment"}

@@ -41,6 +41,7 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     assert first["epoch"] == 0 and first["global_step"] == 0  # --eval-first: the zero-shot baseline
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     assert set(record["dev"]) == {"sst", "para", "sts"} and record["global_step"] == 2
+    assert first["train_s"] is None and record["train_s"] >= 0  # the epoch's training time alone
     assert 0 <= record["overall"] <= 1
     for prefix, dataset in multitask.COURSE_TASKS.items():
         for split in ("dev", "test"):
@@ -70,6 +71,19 @@ def test_multitask_head_options_run(tiny_model_dir, tmp_path, heads):
     assert (tmp_path / "run" / "predictions" / "sts-dev-output.csv").is_file()
 
 
+def test_a_finished_run_drops_its_resume_checkpoints_unless_kept(tiny_model_dir, tmp_path, capsys):
+    dropped, kept = tmp_path / "dropped", tmp_path / "kept"
+    assert multitask.main(small_run(tiny_model_dir, dropped)) == 0
+    assert not (dropped / "checkpoints").exists()
+    assert (dropped / "best" / "model.safetensors").is_file() and (dropped / "predictions").is_dir()
+    err = capsys.readouterr().err
+    assert "dropped the finished run's resume checkpoints" in err
+    # stderr is not a terminal here, so no bar was drawn: plain progress lines say where the run is
+    assert "epoch 1/1 step " in err and "(100%)" in err and "examples/s ETA" in err
+    assert multitask.main(small_run(tiny_model_dir, kept, "--keep-checkpoints")) == 0
+    assert (kept / "checkpoints" / "last.pt").is_file()
+
+
 def test_pretrain_option_keeps_the_encoder_frozen(tiny_model_dir, tmp_path):
     multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", "--option", "pretrain"))
     before = load_file(tiny_model_dir / "model.safetensors")
@@ -88,7 +102,8 @@ def test_sentiment_smoke_run(tiny_model_dir, tmp_path, task):
 
 def test_stopped_run_resumes_identically(tiny_model_dir, tmp_path):
     """Stop after 3 of 6 steps (mid-epoch 1), resume: final weights and dev metrics equal a straight run."""
-    common = ["--epochs", "2", "--seed", "5", "--hidden_dropout_prob", "0.3"]  # dropout: the RNG must resume
+    common = ["--epochs", "2", "--seed", "5", "--hidden_dropout_prob", "0.3",  # dropout: the RNG must resume
+              "--keep-checkpoints"]  # the final states are compared below
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     multitask.main(small_run(tiny_model_dir, straight, *common))
     multitask.main(small_run(tiny_model_dir, stopped, *common, "--max-steps", "4"))

@@ -425,9 +425,10 @@ def test_tiny_pretraining_run_lowers_heldout_loss_and_saves_a_loadable_checkpoin
     before, after = history[0]["dev"]["pretrain"], history[-1]["dev"]["pretrain"]
     assert after["mlm_perplexity"] < 0.01 * before["mlm_perplexity"]  # ~31,000 (uniform) -> ~20
     assert after["mlm_accuracy"] > before["mlm_accuracy"]
-    for name in ("config.json", "loss_and_dev.png", "checkpoints/last.pt", "best/config.json",
-                 "best/model.safetensors", "best/vocab.txt"):
+    for name in ("config.json", "loss_and_dev.png", "best/config.json", "best/model.safetensors",
+                 "best/vocab.txt"):
         assert (out / name).is_file(), name
+    assert not (out / "checkpoints").exists()  # a finished run drops its resume checkpoints
     # the checkpoint opens in transformers (with its pre-training heads) and in our jobs
     theirs = transformers.BertForPreTraining.from_pretrained(out / "best")
     ours, report = load_model(out / "best", BertForPreTraining)
@@ -442,7 +443,7 @@ def test_tiny_pretraining_run_lowers_heldout_loss_and_saves_a_loadable_checkpoin
 def test_pretraining_resumes_identically(tiny_model_dir, tmp_path):
     common = ["--model", str(tiny_model_dir), "--within", "multitask", "--data-dir", str(SAMPLE_DIR),
               "--limit", "20", "--epochs", "2", "--batch-size", "8", "--no-eval-first", "--masking",
-              "whole-word"]
+              "whole-word", "--keep-checkpoints"]  # the final training states are compared
     straight, stopped = tmp_path / "a", tmp_path / "b"
     assert pretrain_run.main(common + ["--out", str(straight)]) == 0
     pretrain_run.main(common + ["--out", str(stopped), "--max-steps", "5"])

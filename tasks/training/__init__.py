@@ -2,6 +2,8 @@
 
     config.py       TrainConfig and the training flags every job has
     loop.py         the loop: task sampling, steps, evaluation, best checkpoint
+    precision.py    fp32, or bf16 autocast where the hardware multiplies it natively (--precision)
+    progress.py     plain progress lines where no progress bar can be drawn (logs)
     optimizer.py    our AdamW over encoder and heads, the learning-rate schedule
     run_dir.py      the run directory and the resumable training state
     job.py          around the loop: job flags, the encoder, data, checkpoints, predictions, one-line errors

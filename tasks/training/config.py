@@ -40,6 +40,7 @@ class TrainConfig:
     max_steps: int = 0
     checkpoint_every: int = 0
     eval_first: bool = False
+    keep_checkpoints: bool = False
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -85,8 +86,8 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                         "task per step, chosen in proportion to its remaining batches (default %(default)s)")
     g.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="fp32, or bf16 autocast for forward and loss; auto: bf16 where the CPU or GPU "
-                        "multiplies bfloat16 natively (AVX-512 BF16, AMX, Ampere or later), else fp32; the run prints "
-                        f"which it picked (default {DEFAULT_PRECISION})")
+                        "multiplies bfloat16 natively (AVX-512 BF16, AMX, Ampere or later), else fp32; the "
+                        f"run prints which it picked (default {DEFAULT_PRECISION})")
     g.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
     g.add_argument("--seed", type=int, default=d.seed, help="random seed (data order, dropout, heads)")
     g.add_argument("--max-steps", type=int, default=d.max_steps,
@@ -97,6 +98,9 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
     g.add_argument("--eval-first", action="store_true",
                    help="evaluate on the dev sets before the first step (the zero-shot baseline; epoch 0)")
     g.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    g.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep a finished run's resume checkpoints (about 0.5 GB for the embedded model; by "
+                        "default they are deleted once training ends, best/ and every output stay)")
     g.add_argument("--use_gpu", "--use-gpu", dest="use_gpu", action="store_true",
                    help="train on CUDA (refused when no GPU is present)")
 
@@ -117,6 +121,7 @@ def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
             max_grad_norm=args.max_grad_norm, layerwise_decay=args.layerwise_decay, sampling=args.sampling,
             bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
             checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
+            keep_checkpoints=args.keep_checkpoints,
             device=device,
         )
     except ValueError as error:  # TrainConfig's checks name the flag

@@ -179,6 +179,8 @@ def train_and_reload_best(model: nn.Module, tasks: Sequence, config: TrainConfig
                   save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
     if distributed.process_rank() != 0:
         return None
+    if not config.keep_checkpoints:
+        run.drop_checkpoints(state, config.epochs)
     load_checkpoint(model, run.best)
     model.eval()
     return state

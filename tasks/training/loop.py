@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
+from tasks.training.progress import ProgressLines
 from tasks.training.run_dir import RunDir, TrainState, load_training_state, plot_history, save_training_state
 
 
@@ -118,15 +119,21 @@ def train(
             state.epoch_losses = {t.name: [] for t in tasks}
         losses: dict[str, list[float]] = state.epoch_losses
         model.train()
-        bar = tqdm(total=len(steps), initial=state.step_in_epoch,
-                   desc=f"epoch {state.epoch + 1}/{config.epochs}",
+        desc = f"epoch {state.epoch + 1}/{config.epochs}"
+        bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=desc,
                    file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
+        # Where tqdm draws nothing (stderr is not a terminal), plain lines say the same every 30 s.
+        lines = ProgressLines(len(steps), desc, enabled=world.is_main and bar.disable,
+                              initial=state.step_in_epoch)
+        epoch_started = time.perf_counter()
         for step in steps[state.step_in_epoch:]:
             if _done(state, config):
                 break
             optimizer.zero_grad(set_to_none=True)
             total = 0.0
+            examples = 0
             for name, batch in step:
+                examples += distributed.batch_rows(batch)
                 rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
                     loss = task_loss(name, rows) * weight
@@ -150,14 +157,16 @@ def train(
             state.global_step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            lines.update(examples, total)
             if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
                 save_training_state(last, model, optimizer, scheduler, state, world)
         bar.close()
+        train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
         losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
         record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                      epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps),
-                                     world=world)
+                                     world=world, train_s=train_s)
         if record["overall"] > state.best_score:
             state.best_score, state.best_epoch = record["overall"], record["epoch"]
             if world.is_main:
@@ -184,8 +193,8 @@ def train(
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
                         run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
-                        epoch_complete: bool,
-                        world: distributed.Distributed = distributed.Distributed()) -> dict:
+                        epoch_complete: bool, world: distributed.Distributed = distributed.Distributed(),
+                        train_s: float | None = None) -> dict:
     """Dev metrics of every task, appended to the history and to metrics.jsonl.
 
     Distributed, rank 0 evaluates and writes, and every process gets its record (the same history everywhere).
@@ -200,7 +209,9 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
                                           if losses.get(t.name) else None)
                                  for t in tasks},
                   "dev": dev, "overall": overall_score(dev), "best": False,
-                  "elapsed_s": round(time.perf_counter() - started, 1)}
+                  "elapsed_s": round(time.perf_counter() - started, 1),
+                  # this epoch's training time alone (a resumed epoch: since the resume); None before training
+                  "train_s": None if train_s is None else round(train_s, 1)}
         run.append_metrics(record)
     record = distributed.broadcast(record, world)
     state.history.append(record)

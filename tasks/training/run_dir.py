@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,14 @@ class RunDir:
     def append_metrics(self, record: dict) -> None:
         lines = self.metrics.read_text(encoding="utf-8") if self.metrics.exists() else ""
         atomic_write_text(self.metrics, lines + json.dumps(record, sort_keys=True) + "\n")
+
+    def drop_checkpoints(self, state: "TrainState", epochs: int) -> None:
+        """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
+        model) serve nothing any more: delete them so a laptop's disk does not fill. best/ stays."""
+        if state.epoch >= epochs and self.checkpoints.is_dir():
+            shutil.rmtree(self.checkpoints)
+            print(f"dropped the finished run's resume checkpoints ({self.checkpoints}; --keep-checkpoints "
+                  "keeps them)", file=sys.stderr)
 
     def rewrite_metrics(self, history: list[dict]) -> None:
         atomic_write_text(self.metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in history))
