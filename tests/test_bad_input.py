@@ -145,7 +145,7 @@ def test_max_length_beyond_the_models_positions_or_below_the_special_tokens(tiny
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "a", "--max-length", "1000"),
                "--max-length 1000 exceeds the model's 128 positions")
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "b", "--max-length", "1"),
-               "--max-length 1 is too small")
+               "argument --max-length: must be an integer >= 2 ([CLS] and [SEP] included), got '1'")
 
 
 # ----- outputs ---------------------------------------------------------------------------------------
@@ -179,10 +179,14 @@ def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, d
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--lr", "-1"], "--lr and --head-lr must be positive"),
-    (["--batch_size", "0"], "--batch-size must be at least 1"),
-    (["--warmup", "1.5"], "--warmup is a fraction"),
-    (["--layerwise-decay", "0"], "--layerwise-decay must be in (0, 1]"),
+    (["--lr", "-1"], "argument --lr: must be a number in (0, inf), got '-1'"),
+    (["--batch_size", "0"], "argument --batch_size/--batch-size: must be an integer >= 1, got '0'"),
+    (["--warmup", "1.5"], "argument --warmup: must be a number in [0, 1) (a fraction of the training steps)"),
+    (["--layerwise-decay", "0"], "argument --layerwise-decay: must be a number in (0, 1] (1: no decay)"),
+    (["--limit", "-5"], "argument --limit: must be an integer >= 0 (0: every example), got '-5'"),
+    (["--hidden_dropout_prob", "1.5"], "must be a number in [0, 1) (a dropout probability), got '1.5'"),
+    (["--epochs", "nan"], "argument --epochs: must be an integer >= 1, got 'nan'"),
+    (["--lr", "inf"], "argument --lr: must be a number in (0, inf), got 'inf'"),
 ])
 def test_bad_hyperparameters_name_the_flag(tiny_model_dir, data, tmp_path, capsys, flags, message):
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", *flags), message)

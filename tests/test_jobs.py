@@ -131,7 +131,7 @@ def test_contradictory_flags_are_errors(tiny_model_dir, tmp_path, flags, message
 @pytest.mark.parametrize("argv, message", [
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["--epoch", "3"], "unrecognized arguments: --epoch"),  # no silent abbreviation of --epochs
-    (["--epochs", "3x"], "invalid int value: '3x'"),
+    (["--epochs", "3x"], "argument --epochs: must be an integer >= 1, got '3x'"),
     (["--paraphrase-head", "dot"], "invalid choice: 'dot'"),
 ])
 def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 import torch
 
 from optim.schedules import SCHEDULES
+from tasks.training.arguments import non_negative, non_negative_int, positive, positive_int, real
 from tasks.training.precision import PRECISIONS, resolve_precision
 
 SAMPLINGS = ("round-robin", "proportional")
+WARMUP = real(0.0, 1.0, high_open=True, meaning="a fraction of the training steps")
+LAYER_DECAY = real(0.0, 1.0, low_open=True, meaning="1: no decay")
 DEFAULT_PRECISION = "fp32"  # "auto" once its dev figures are measured equal to fp32's (README)
 
 
@@ -66,20 +69,20 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
     """The loop's flags, shared by every job (the course's names kept: --batch_size, --lr, --epochs...)."""
     d = TrainConfig()
     g = parser.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=d.epochs,
+    g.add_argument("--epochs", type=positive_int, default=d.epochs,
                    help="passes over the training data (default %(default)s)")
-    g.add_argument("--lr", type=float, default=d.lr, help="peak learning rate of the encoder")
-    g.add_argument("--head-lr", type=float, default=d.head_lr, help=head_lr_help)
-    g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=int, default=d.batch_size,
+    g.add_argument("--lr", type=positive, default=d.lr, help="peak learning rate of the encoder")
+    g.add_argument("--head-lr", type=positive, default=d.head_lr, help=head_lr_help)
+    g.add_argument("--batch_size", "--batch-size", dest="batch_size", type=positive_int, default=d.batch_size,
                    help="examples per batch (per task, per step)")
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay,
+    g.add_argument("--weight-decay", type=non_negative, default=d.weight_decay,
                    help="AdamW's decoupled weight decay (never on biases and LayerNorm)")
     g.add_argument("--schedule", choices=sorted(SCHEDULES), default=d.schedule, help="learning-rate schedule")
-    g.add_argument("--warmup", type=float, default=d.warmup,
+    g.add_argument("--warmup", type=WARMUP, default=d.warmup,
                    help="warm-up length as a fraction of all training steps")
-    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm,
+    g.add_argument("--max-grad-norm", type=non_negative, default=d.max_grad_norm,
                    help="clip the global gradient norm to this (0: no clipping)")
-    g.add_argument("--layerwise-decay", type=float, default=d.layerwise_decay,
+    g.add_argument("--layerwise-decay", type=LAYER_DECAY, default=d.layerwise_decay,
                    help="layer-wise lr decay xi (Sun et al. 2019): layer k-1 gets xi times layer k's rate")
     g.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling,
                    help="round-robin: one batch of every task per step, losses summed; proportional: one "
@@ -90,10 +93,10 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                         f"run prints which it picked (default {DEFAULT_PRECISION})")
     g.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
     g.add_argument("--seed", type=int, default=d.seed, help="random seed (data order, dropout, heads)")
-    g.add_argument("--max-steps", type=int, default=d.max_steps,
+    g.add_argument("--max-steps", type=non_negative_int, default=d.max_steps,
                    help="stop after this many optimizer steps (0: no limit); the schedule still spans "
                         "--epochs, so a stopped run continues exactly with --resume")
-    g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+    g.add_argument("--checkpoint-every", type=non_negative_int, default=d.checkpoint_every,
                    help="also save the resumable state every N steps (0: at the end of each epoch only)")
     g.add_argument("--eval-first", action="store_true",
                    help="evaluate on the dev sets before the first step (the zero-shot baseline; epoch 0)")

@@ -39,6 +39,7 @@ from tasks.data.course import read_split, task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DataSource, DownloadError
 from tasks.training import distributed
+from tasks.training.arguments import integer, probability
 from tasks.training.config import TrainConfig
 from tasks.training.loop import train
 from tasks.training.run_dir import RunDir, TrainState
@@ -63,13 +64,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
     g.add_argument("--option", choices=("pretrain", "finetune"), default="finetune",
                    help="pretrain: the encoder stays frozen and only the heads learn; finetune: everything "
                         "learns (the course's two options)")
-    g.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob", type=float,
-                   default=0.1, help="dropout before each task head (as in the course's classifier)")
-    g.add_argument("--max-length", type=int, default=128,
+    g.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob",
+                   type=probability, default=0.1, help="dropout before each task head (as in the course's classifier)")
+    g.add_argument("--max-length", type=integer(2, "[CLS] and [SEP] included"), default=128,
                    help="longest input in word pieces, [CLS] and [SEP] included; longer ones are truncated")
     g.add_argument("--data-dir", default=None, help=data_help)
     g.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
-    g.add_argument("--limit", type=int, default=0,
+    g.add_argument("--limit", type=integer(0, "0: every example"), default=0,
                    help="use only the first N examples of each file (0: all; for quick trials)")
     g.add_argument("--out", default=None,
                    help=f"run directory for checkpoints, metrics, plots and predictions (default: "
