@@ -1,6 +1,7 @@
 """The machinery every job shares: one training loop and what surrounds it.
 
     config.py       TrainConfig and the training flags every job has
+    arguments.py    argument types that check a flag's range where argparse reads it
     loop.py         the loop: task sampling, steps, evaluation, best checkpoint
     precision.py    fp32, or bf16 autocast where the hardware multiplies it natively (--precision)
     progress.py     plain progress lines where no progress bar can be drawn (logs)
