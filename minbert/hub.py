@@ -143,11 +143,22 @@ def embedded_model_dir(verify: bool = True) -> Path:
     return directory
 
 
+def check_name_or_path(name_or_path: object) -> None:
+    """A model name, a directory (str or path) or None; anything else is refused naming the argument."""
+    if name_or_path is not None and not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path must be a model name, a directory (str or path) or None for the "
+                        f"embedded default, got {type(name_or_path).__name__} {name_or_path!r}")
+    if isinstance(name_or_path, str) and not name_or_path.strip():
+        raise ValueError("name_or_path is empty: give a model name, a checkpoint directory, or None for the "
+                         "embedded default (an empty string would mean the current directory)")
+
+
 def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str = "main") -> Path:
     """The checkpoint directory a model name or path means (see the module docstring for the order).
 
     revision: for a Hugging Face cache entry, the ref ("main") or commit whose snapshot to use.
     """
+    check_name_or_path(name_or_path)
     if name_or_path is None or str(name_or_path) in EMBEDDED_NAMES:
         return embedded_model_dir()
     text = str(name_or_path)

@@ -158,11 +158,12 @@ class BertTokenizer:
         or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the Hugging Face cache,
         at `revision`).
         """
+        # Imported late: hub.py imports the model, which tokenizing does not need.
+        from minbert.hub import ModelNotFoundError, check_name_or_path, resolve_model
+
+        check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
         if model_dir is None or not model_dir.is_dir():
-            # Imported late: hub.py imports the model, which tokenizing does not need.
-            from minbert.hub import ModelNotFoundError, resolve_model
-
             try:
                 model_dir = resolve_model(name_or_path, revision)
             except ModelNotFoundError as error:

@@ -16,6 +16,7 @@ import torch
 from minbert import hub
 from minbert.checkpoint import load_model, save_model
 from minbert.config import BertConfig
+from minbert.tokenizer import BertTokenizer
 from minbert.hub import (EMBEDDED_SHA256, ChecksumError, ModelNotFoundError, hf_cache_dir, load_pretrained,
                          resolve_model, sha256_file, verify_sha256)
 from minbert.model import BertModel
@@ -188,3 +189,19 @@ def test_load_tokenizer_for_the_embedded_model(embedded_model_dir):
     pytest.importorskip("minbert.tokenizer")
     tokenizer = hub.load_tokenizer()
     assert tokenizer.vocab_size == 30522
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ("", ValueError, "name_or_path is empty"),
+    ("   ", ValueError, "name_or_path is empty"),
+    (123, TypeError, "name_or_path must be a model name, a directory .* got int 123"),
+    (["bert-base-uncased"], TypeError, "got list"),
+])
+def test_a_name_that_is_empty_or_not_text_is_refused_naming_the_argument(bad, error, message):
+    with pytest.raises(error, match=message):
+        hub.resolve_model(bad)
+    with pytest.raises(error, match=message):
+        hub.load_pretrained(bad)
+    with pytest.raises(error, match=message):
+        BertTokenizer.from_pretrained(bad)
+
