@@ -4,7 +4,9 @@
     python -m grading.grade --submission DIR --out results.json
     python -m grading.autograder OUT.zip                the Gradescope autograder archive
 
+Each takes --edition NAME (config.py EDITIONS: which components are TODOs; default "default").
+
 Staff documentation: docs/teaching.md. Nothing here imports `transformers` (graded tests may).
 
-Read next: config.py (the components and their TODOs), then regions.py, handout.py, grade.py.
+Read next: config.py (the components, their TODOs and the editions), then regions.py, handout.py, grade.py.
 """

@@ -1,12 +1,14 @@
 """Build the Gradescope autograder archive: the grader, the staff tests, and the packages as stubs.
 
-    python -m grading.autograder OUT.zip     then upload OUT.zip as the assignment's autograder
+    python -m grading.autograder OUT.zip                  then upload OUT.zip as the assignment's autograder
+    python -m grading.autograder OUT.zip --edition full   for a handout built with --edition full
 
 The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
 /autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg, the grader
 (grading/, without mutations.py, which quotes the solutions), tests/conftest.py and all of tests/graded
-(hidden tests included), and the packages with their solution regions stubbed out, so no solution is in
-the archive: a file a submission lacks is graded as the stub.
+(hidden tests included), and the packages with the edition's solution regions stubbed out, so no solution
+is in the archive: a file a submission lacks is graded as the stub. The edition is written into
+run_autograder, which grades only its components (GRADING_EDITION overrides it).
 
 Read next: docs/teaching.md.
 """
@@ -19,7 +21,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from grading.config import GRADED_TESTS, SUBMITTED_PACKAGES
+from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, SUBMITTED_PACKAGES, edition_todos
 from grading.handout import repository_files
 from grading.regions import strip_regions
 
@@ -37,21 +39,30 @@ def included(relative: str) -> bool:
     return relative.split("/", 1)[0] in SUBMITTED_PACKAGES and relative.endswith(".py")
 
 
-def build_archive(out: Path, staff: Path = STAFF_ROOT) -> list[str]:
-    """Write the archive; return the names it holds."""
+EDITION_LINE = 'EDITION="${GRADING_EDITION:-default}"'  # in run_autograder; the archive's edition replaces it
+
+
+def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDITION) -> list[str]:
+    """Write the archive for `edition`; return the names it holds."""
+    todos = edition_todos(edition)
     names = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for script in ("setup.sh", "run_autograder"):
             info = zipfile.ZipInfo(script)
             info.external_attr = (stat.S_IFREG | 0o755) << 16
-            archive.writestr(info, (staff / GRADESCOPE / script).read_bytes())
+            text = (staff / GRADESCOPE / script).read_text(encoding="utf-8")
+            if script == "run_autograder":
+                if text.count(EDITION_LINE) != 1:
+                    raise RuntimeError(f"{GRADESCOPE}/run_autograder must hold the line {EDITION_LINE} once")
+                text = text.replace(EDITION_LINE, EDITION_LINE.replace(":-default}", f":-{edition}}}"))
+            archive.writestr(info, text.encode("utf-8"))
             names.append(script)
         for relative in repository_files(staff):
             if not included(relative):
                 continue
             data = (staff / relative).read_bytes()
             if relative.split("/", 1)[0] in SUBMITTED_PACKAGES:
-                data = strip_regions(data.decode("utf-8"), relative)[0].encode("utf-8")
+                data = strip_regions(data.decode("utf-8"), relative, todos)[0].encode("utf-8")
             archive.writestr(relative, data)
             names.append(relative)
     return names
@@ -61,9 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grading.autograder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, metavar="OUT.zip", help="the archive to write")
+    parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
+                        help="the edition the handout was built for (grading/config.py EDITIONS; default: "
+                             f"{DEFAULT_EDITION})")
     args = parser.parse_args(argv)
-    names = build_archive(args.out)
-    print(f"wrote {args.out} ({len(names)} files); upload it as the Gradescope autograder")
+    names = build_archive(args.out, edition=args.edition)
+    print(f"wrote {args.out} ({len(names)} files, edition {args.edition}); upload it as the Gradescope "
+          "autograder")
     return 0
 
 

@@ -11,6 +11,11 @@ declares its component and points with pytest markers registered in setup.cfg:
     pytestmark = pytest.mark.component("attention")       # module level: the whole file
     @pytest.mark.points(2)                                # per test: its maximum score
     @pytest.mark.visibility("after_published")            # optional; Gradescope's visibility
+    @pytest.mark.todo("AddNorm.forward")                  # which of the component's TODOs it checks
+                                                          # (needed where a component has several)
+
+An edition (EDITIONS) is the set of components a course assigns: the handout stubs only their regions
+(the other regions ship as working reference code) and the grader runs only their tests.
 
 Read next: regions.py.
 """
@@ -20,17 +25,42 @@ from __future__ import annotations
 # Component -> the TODOs it grades, in the order a student meets them (bottom-up through the model).
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "embeddings": ("minbert/embeddings.py::BertEmbeddings.forward",),
+    "attention_mask": ("minbert/model.py::extended_attention_mask",),
     "attention": ("minbert/attention.py::eager_attention",),
+    "split_heads": ("minbert/attention.py::BertSelfAttention.split_heads",
+                    "minbert/attention.py::BertSelfAttention.merge_heads"),
+    "feed_forward": ("minbert/layer.py::BertIntermediate.forward",),
     "layer": ("minbert/layer.py::AddNorm.forward", "minbert/layer.py::BertLayer.forward"),
     "encoder": ("minbert/model.py::BertEncoder.forward",),
+    "pooler": ("minbert/model.py::BertPooler.forward",),
+    "pretraining_heads": ("minbert/heads.py::BertLMPredictionHead.forward",
+                          "minbert/heads.py::masked_lm_loss", "minbert/heads.py::next_sentence_loss"),
     "adamw": ("optim/adamw.py::adamw_update",),
+    "schedule": ("optim/schedules.py::linear_warmup_decay_factor",),
+    "no_decay": ("optim/param_groups.py::uses_weight_decay",),
     "mean_pool": ("minbert/pooling.py::mean_pool",),
+    "max_cls_pool": ("minbert/pooling.py::max_pool", "minbert/pooling.py::pool"),
+    "classifier": ("tasks/models/heads.py::SentenceClassifier.forward",
+                   "tasks/sentiment.py::SentimentTask.loss"),
     "cosine": ("tasks/models/heads.py::cosine_similarity",),
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
                     "pretrain/masking.py::mask_tokens", "pretrain/masking.py::span_mask"),
     "label_attention": ("minbert/label_attention.py::merge_label_scores",),
     "r_precision": ("tasks/evaluation/metrics.py::r_precision",),
 }
+
+# Edition -> the components students implement; every other region ships as working reference code and
+# its tests are neither shipped nor graded. "default" is the course as taught: the model bottom-up, its
+# pre-training (masking, the heads and their losses), the optimizer and its schedule, and the tasks
+# (sentiment, similarity, label attention, hierarchical metrics). It leaves as reading the one-line
+# plumbing a course need not grade (the mask's shape, the head split, the FFN, the pooler, max/[CLS]
+# pooling, the no-decay rule); "full" assigns everything.
+EDITIONS: dict[str, tuple[str, ...]] = {
+    "default": ("embeddings", "attention", "layer", "encoder", "pretraining_heads", "adamw", "schedule",
+                "mean_pool", "classifier", "cosine", "mlm_masking", "label_attention", "r_precision"),
+    "full": tuple(COMPONENTS),
+}
+DEFAULT_EDITION = "default"
 
 # The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.
 SUBMITTED_PACKAGES = ("minbert", "optim", "tasks", "pretrain")
@@ -56,3 +86,26 @@ def todo_component(todo: str) -> str:
         if todo in todos:
             return component
     raise KeyError(f"TODO {todo} belongs to no component in grading/config.py COMPONENTS")
+
+
+def edition_components(edition: str) -> tuple[str, ...]:
+    """The edition's components, in COMPONENTS order (KeyError names the editions there are)."""
+    if edition not in EDITIONS:
+        raise KeyError(f"edition {edition!r} is not one of {sorted(EDITIONS)} (grading/config.py EDITIONS)")
+    return tuple(c for c in COMPONENTS if c in EDITIONS[edition])
+
+
+def edition_todos(edition: str) -> frozenset[str]:
+    """The TODOs the edition stubs: its components' regions."""
+    return frozenset(todo for component in edition_components(edition) for todo in COMPONENTS[component])
+
+
+def _check_editions() -> None:
+    for edition, components in EDITIONS.items():
+        unknown = [c for c in components if c not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"grading/config.py EDITIONS[{edition!r}] names components that are not in "
+                             f"COMPONENTS: {unknown}")
+
+
+_check_editions()

@@ -2,17 +2,24 @@
 
     python -m grading.grade                                   grade this checkout (the reference: full marks)
     python -m grading.grade --submission ../student --out results.json
+    python -m grading.grade --submission DIR --edition full   the edition the handout was built for
     python -m grading.grade --submission DIR --components attention layer --timeout 10
 
 The submission contributes only the Python files of its packages (minbert/, optim/, tasks/, pretrain/).
 Everything else comes from the staff copy beside this grader: tests/conftest.py, tests/graded/ (hidden
 tests included), setup.cfg. So a submission that edits the tests, adds a conftest.py or changes the pytest
 settings is graded exactly as if it had not. A package file the submission lacks is taken from the staff
-copy with its solution regions stubbed out, so it earns nothing.
+copy with the edition's solution regions stubbed out, so it earns nothing there.
 
+Only the tests of the edition's components run (config.py EDITIONS; the handout is built for one edition).
 Points, components and visibility are pytest markers on the tests (see grading/config.py). Each test earns
 its points when it passes and nothing otherwise; a component's score is the sum of its tests'. A test that
 runs past --timeout seconds, crashes the interpreter or floods the output fails alone (grading/runner.py).
+
+What a student reads for a failed test: the test's docstring line, the failure's message (the graded tests
+say what is wrong in the student's terms), and for a visible test its short traceback; a hidden test shows
+its message and where in the student's code it was raised, never its source. Paths of the grader, the
+staging folder and the Python installation are cut out of everything written.
 
 Read next: schema.py (the results.json format), handout.py.
 """
@@ -23,6 +30,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -30,7 +38,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.config import (COMPONENTS, DEFAULT_VISIBILITY, GRADED_TESTS, SUBMITTED_PACKAGES, VISIBILITIES)
+from grading.config import (COMPONENTS, DEFAULT_EDITION, DEFAULT_VISIBILITY, EDITIONS, GRADED_TESTS,
+                            SUBMITTED_PACKAGES, VISIBILITIES, edition_components, edition_todos)
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
@@ -47,10 +56,15 @@ class GradedTest:
     points: float
     visibility: str
     doc: str
+    todo: str = ""  # the TODO it checks, one of its component's
 
     @property
     def hidden_from_handout(self) -> bool:
         return self.nodeid.startswith(f"{GRADED_TESTS}/hidden/")
+
+    @property
+    def file(self) -> str:
+        return self.nodeid.split("::", 1)[0]
 
 
 # ----- the staff's tests ---------------------------------------------------------------------------
@@ -63,23 +77,50 @@ def graded_tests(staff: Path = STAFF_ROOT) -> tuple[GradedTest, ...]:
     if errors:
         raise RuntimeError("the staff's graded tests do not collect:\n" + "\n".join(errors.values()))
     tests, problems = [], []
+    file_component: dict[str, str] = {}
     for item in items:
         nodeid, component, points = item["nodeid"], item["component"], item["points"]
         visibility = item["visibility"] or DEFAULT_VISIBILITY
+        todo = ""
         if component not in COMPONENTS:
             problems.append(f"{nodeid}: component {component!r} is not one of {sorted(COMPONENTS)} "
                             "(pytestmark = pytest.mark.component(...))")
+        else:
+            todo, problem = _resolve_todo(nodeid, component, item.get("todo"))
+            if problem:
+                problems.append(problem)
         if not isinstance(points, (int, float)) or isinstance(points, bool) or points <= 0:
             problems.append(f"{nodeid}: needs @pytest.mark.points(N) with N > 0, got {points!r}")
         if visibility not in VISIBILITIES:
             problems.append(f"{nodeid}: visibility {visibility!r} is not one of {VISIBILITIES}")
-        tests.append(GradedTest(nodeid, component, float(points or 0), visibility, item.get("doc", "")))
+        test = GradedTest(nodeid, component, float(points or 0), visibility, item.get("doc", ""), todo)
+        if file_component.setdefault(test.file, component) != component:
+            problems.append(f"{nodeid}: {test.file} mixes components {file_component[test.file]!r} and "
+                            f"{component!r}; one file per component (an edition ships or drops whole files)")
+        tests.append(test)
     missing = [c for c in COMPONENTS if not any(t.component == c for t in tests)]
     if missing:
         problems.append(f"components without a graded test: {missing}")
     if problems:
         raise RuntimeError("graded tests are misdeclared:\n  " + "\n  ".join(problems))
     return tuple(tests)
+
+
+def _resolve_todo(nodeid: str, component: str, declared: str | None) -> tuple[str, str]:
+    """(the TODO a test checks, a problem or ""): @pytest.mark.todo names it in full, as Class.method or
+    by its last name, unique within the component."""
+    todos = COMPONENTS[component]
+    if declared is None:
+        if len(todos) == 1:
+            return todos[0], ""
+        names = [t.split("::", 1)[1] for t in todos]
+        return "", (f"{nodeid}: component {component!r} has several TODOs; say which one the test checks "
+                    f"with @pytest.mark.todo(NAME), NAME one of {names}")
+    matches = [t for t in todos  # in full, as Class.method, or by its last name
+               if declared in (t, t.split("::", 1)[1]) or t.endswith(f".{declared}")]
+    if len(matches) != 1:
+        return "", f"{nodeid}: todo {declared!r} is not one of the TODOs of {component!r}: {list(todos)}"
+    return matches[0], ""
 
 
 # ----- the staging tree ----------------------------------------------------------------------------
@@ -95,8 +136,11 @@ def find_submission_root(submission: Path) -> Path:
     return submission
 
 
-def stage(submission: Path, staff: Path, where: Path) -> list[str]:
-    """Build the tree the tests run in; return notes for the student (files taken from the handout)."""
+def stage(submission: Path, staff: Path, where: Path, todos: frozenset[str] | None = None) -> list[str]:
+    """Build the tree the tests run in; return notes for the student (files taken from the handout).
+
+    todos: the edition's TODOs, stubbed in a file the submission lacks (all of them when None).
+    """
     notes: list[str] = []
     root = find_submission_root(submission)
     if root != submission:
@@ -119,7 +163,7 @@ def stage(submission: Path, staff: Path, where: Path) -> list[str]:
                 continue
             text = (staff / relative).read_text(encoding="utf-8")
             try:
-                stubbed, regions = strip_regions(text, relative)
+                stubbed, regions = strip_regions(text, relative, todos)
             except RegionError:
                 stubbed, regions = text, []
             target.write_text(stubbed, encoding="utf-8")
@@ -132,23 +176,80 @@ def stage(submission: Path, staff: Path, where: Path) -> list[str]:
 
 
 def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.0,
-          components: list[str] | None = None, python: str | None = None) -> dict:
-    """Grade `submission` and return the results.json dictionary (validated against the schema)."""
+          components: list[str] | None = None, python: str | None = None,
+          edition: str = DEFAULT_EDITION) -> dict:
+    """Grade `submission` for `edition` and return the results.json dictionary (validated against the
+    schema). components: a subset of the edition's to grade (default: all of them)."""
     began = time.monotonic()
-    tests = [t for t in graded_tests(staff) if components is None or t.component in components]
-    print(f"grading: running {len(tests)} graded tests on {submission}", file=sys.stderr, flush=True)
+    order = edition_components(edition)
+    outside = [c for c in components or () if c not in order]
+    if outside:
+        raise ValueError(f"components {outside} are not graded in edition {edition!r} (it grades "
+                         f"{list(order)})")
+    tests = [t for t in graded_tests(staff)
+             if t.component in order and (components is None or t.component in components)]
+    print(f"grading: running {len(tests)} graded tests of edition {edition} on {submission}", file=sys.stderr,
+          flush=True)
     with tempfile.TemporaryDirectory(prefix="minbert-stage-") as where:
         where = Path(where)
-        notes = stage(Path(submission).resolve(), staff, where)
+        notes = stage(Path(submission).resolve(), staff, where, edition_todos(edition))
         results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
                             expect_modules_under=where)
-    return build_results(tests, results, notes, time.monotonic() - began)
+        scrub = functools.partial(scrub_paths, where=where, staff=staff)
+        return build_results(tests, results, notes, time.monotonic() - began, order, scrub)
+
+
+def scrub_paths(text: str, where: Path, staff: Path) -> str:
+    """`text` without the paths of the Python installation, the staging tree and the grader, in that order
+    (a virtual environment may lie inside the grader's checkout): installed packages read
+    `<installed>/torch/...`, the standard library `<python>/...`, the staging tree's files relative paths,
+    the grader `<grader>/...`."""
+    text = _SITE_PACKAGES.sub("<installed>/", text)
+    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}, key=len, reverse=True):
+        text = text.replace(f"{prefix}{os.sep}", "<python>/")
+    text = _PYTHON_LIB.sub("<python>/", text)
+    for root, shown in ((where, ""), (staff, "<grader>/")):
+        for path in (root, root.resolve()):
+            text = text.replace(f"{path}{os.sep}", shown)
+    return _TEMPORARY.sub("<tmp>/", text)
+
+
+_SITE_PACKAGES = re.compile(r"[^\s\"'(<]*[/\\](?:site|dist)-packages[/\\]")
+_PYTHON_LIB = re.compile(r"[^\s\"'(<]*[/\\]lib[/\\]python3(?:\.\d+)?[/\\]")
+_TEMPORARY = re.compile(r"[^\s\"'(<]*[/\\]minbert-(?:grading|stage)-[^/\\\s]*[/\\]")
+
+
+def feedback(test: GradedTest, result: TestResult) -> str:
+    """What the student reads for one test: its docstring line; if it failed, the failure's message
+    first, then (visible tests only) the short traceback."""
+    lines = [test.doc] if test.doc else []
+    if result.outcome != "passed":
+        lines.append(f"{result.outcome}: {headline(result)}")
+        if test.hidden_from_handout:
+            lines.append("(a hidden test: its code is not shown)")
+        else:
+            lines += ["", result.text]
+    return "\n".join(lines)
+
+
+def headline(result: TestResult) -> str:
+    """The failure's message, without pytest's re-statement of the assert (which quotes the test's code)."""
+    if not result.exc_type:
+        return result.text.strip().split("\n", 1)[0]
+    message: list[str] = []
+    for line in (result.exc_msg or "").splitlines():
+        if line.startswith("assert ") or line.startswith("AssertionError: assert "):
+            break
+        message.append(line)
+    text = "\n".join(message).strip()
+    where = "".join(f"\n  raised at {place}" for place in result.where)
+    return f"{result.exc_type}: {text}{where}" if text else f"{result.exc_type}{where}"
 
 
 def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes: list[str],
-                  seconds: float) -> dict:
+                  seconds: float, order: tuple[str, ...] | None = None, scrub=lambda text: text) -> dict:
     entries, per_component = [], {}
-    order = list(COMPONENTS)
+    order = list(order or COMPONENTS)
     counters: dict[str, int] = {}
     for test in sorted(tests, key=lambda t: order.index(t.component)):
         counters[test.component] = number = counters.get(test.component, 0) + 1
@@ -158,9 +259,7 @@ def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes
         got, total = per_component.get(test.component, (0.0, 0.0))
         per_component[test.component] = (got + score, total + test.points)
         name = test.nodeid.split("::", 1)[1]
-        output = "" if passed else f"{result.outcome}: {result.text}"
-        if test.doc:
-            output = f"{test.doc}\n{output}" if output else test.doc
+        output = scrub(feedback(test, result))
         entries.append({
             "name": f"{test.component}: {name}",
             "number": f"{order.index(test.component) + 1}.{number}",
@@ -172,9 +271,10 @@ def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes
             "tags": [test.component],
         })
     lines = ["Score by component (TODOs in brackets):"]
+    width = max(map(len, per_component), default=0)
     for component, (got, total) in per_component.items():
-        lines.append(f"  {component:<12} {got:g} / {total:g}   [{', '.join(COMPONENTS[component])}]")
-    lines += [f"Note: {note}" for note in notes]
+        lines.append(f"  {component:<{width}}  {got:g} / {total:g}   [{', '.join(COMPONENTS[component])}]")
+    lines += [f"Note: {scrub(note)}" for note in notes]
     results_json = {
         "score": sum(e["score"] for e in entries),
         "execution_time": int(round(seconds)),
@@ -213,8 +313,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to write Gradescope's results.json (default: ./results.json)")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds one test may run before it fails (default: 30)")
+    parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
+                        help="the edition the handout was built for: its components are graded, the rest "
+                             f"are not (grading/config.py EDITIONS; default: {DEFAULT_EDITION})")
     parser.add_argument("--components", nargs="+", choices=sorted(COMPONENTS), default=None,
-                        help="grade only these components (default: all)")
+                        help="grade only these of the edition's components (default: all of them)")
     parser.add_argument("--staff", type=Path, default=STAFF_ROOT,
                         help="the staff copy whose tests are used (default: the checkout holding "
                              "this grader)")
@@ -227,13 +330,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--submission {submission} is not a directory")
     try:
         results = grade(submission, staff=args.staff.resolve(), time_limit=args.timeout,
-                        components=args.components)
+                        components=args.components, edition=args.edition)
     except Exception as error:  # a grader failure still leaves a valid results.json behind
+        # The full error for staff (the autograder's stdout is hidden); the student gets it without paths.
+        print(f"grading failed: {type(error).__name__}: {error}", file=sys.stderr)
+        reason = scrub_paths(f"{type(error).__name__}: {error}", Path(tempfile.gettempdir()),
+                             args.staff.resolve())
         results = {"score": 0.0, "execution_time": 0, "visibility": "visible",
                    "stdout_visibility": STDOUT_VISIBILITY, "tests": [],
-                   "output": f"The autograder failed ({type(error).__name__}: {error}). This is not your "
-                             "fault: please tell the course staff."}
-        print(results["output"], file=sys.stderr)
+                   "output": f"The autograder failed ({reason[:2000]}). This is not your fault: please tell "
+                             "the course staff."}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_name(args.out.name + ".tmp")
     tmp.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -1,24 +1,27 @@
 """Build the student repository: solution regions become stubs, hidden tests and the grader stay behind.
 
-    python -m grading.handout OUT_DIR            write the handout (OUT_DIR must be empty or a handout)
-    python -m grading.handout OUT_DIR --no-check skip the slow checks (imports, tests failing as TODOs)
+    python -m grading.handout OUT_DIR                 the default edition (OUT_DIR empty, new or a handout)
+    python -m grading.handout OUT_DIR --edition full  every component a TODO (config.py EDITIONS)
+    python -m grading.handout OUT_DIR --no-check      skip the slow checks (imports, tests failing as TODOs)
 
 What OUT_DIR gets: every file of this repository (tracked or not ignored by git) except grading/, the
-project's own tests (only tests/conftest.py and the visible graded tests in tests/graded/ go), the
-hidden tests (tests/graded/hidden/), docs/teaching.md and README.md, which is replaced by a student
-README listing every TODO with the tests that check it. In every Python file each region
+project's own tests (only tests/conftest.py and the visible graded tests of the edition's components in
+tests/graded/ go), the hidden tests (tests/graded/hidden/), docs/teaching.md and README.md, which is
+replaced by a student README listing every TODO with its points and the tests that check it. In every
+Python file each region of the edition's components
 
     # BEGIN SOLUTION
     ...
     # END SOLUTION
 
-becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation.
+becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation; the other
+regions lose their marker lines and ship as working reference code.
 
 It refuses unbalanced or nested markers (naming file and line), and code anywhere in the handout that
 restates a solution region, renamed or reformatted (leaks.py; this check always runs, it takes about a
 second). Then it checks the result: no marker is left, every package module imports, and every graded
-test shipped to students fails with NotImplementedError (not with an import or attribute error, and none
-passes on the stubs).
+test shipped to students fails with NotImplementedError naming a TODO of the test's own component (not
+with an import or attribute error, not on another component's stub, and none passes on the stubs).
 
 Read next: grade.py.
 """
@@ -32,10 +35,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.config import (COMPONENTS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS, HANDOUT_EXCLUDE_FILES,
-                            HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES, todo_component)
+from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
+                            HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES,
+                            edition_components, edition_todos, todo_component)
 from grading.leaks import LeakReport, find_leaks
-from grading.regions import Region, RegionError, has_marker, strip_regions
+from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.runner import run_tests
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +53,10 @@ class HandoutError(RuntimeError):
 @dataclass
 class Handout:
     out: Path
+    edition: str = DEFAULT_EDITION
     files: list[str] = field(default_factory=list)
-    regions: list[Region] = field(default_factory=list)
-    tests_by_component: dict[str, list[str]] = field(default_factory=dict)
+    regions: list[Region] = field(default_factory=list)  # the ones stubbed: the edition's TODOs
+    tests_by_component: dict[str, list[str]] = field(default_factory=dict)  # shipped graded tests
     leak_report: LeakReport | None = None
 
 
@@ -71,9 +76,10 @@ def repository_files(root: Path) -> list[str]:
                   and not any(part.endswith(".egg-info") for part in p.parts))
 
 
-def shipped(relative: str) -> bool:
-    """Whether a repository file goes into the handout."""
-    if relative in HANDOUT_EXCLUDE_FILES:
+def shipped(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
+    """Whether a repository file goes into the handout (left_out_tests: graded test files of components
+    outside the edition)."""
+    if relative in HANDOUT_EXCLUDE_FILES or relative in left_out_tests:
         return False
     if relative.startswith(f"{HIDDEN_TESTS}/"):
         return False
@@ -82,8 +88,16 @@ def shipped(relative: str) -> bool:
     return relative.split("/", 1)[0] not in HANDOUT_EXCLUDE_DIRS
 
 
-def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True) -> Handout:
-    """Write the handout into `out` and, with `check`, verify it (see the module docstring)."""
+def left_out_tests(tests, edition: str) -> frozenset[str]:
+    """The graded test files of components outside the edition (one component per file)."""
+    components = edition_components(edition)
+    return frozenset(t.file for t in tests if t.component not in components)
+
+
+def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str = DEFAULT_EDITION) -> Handout:
+    """Write the handout of `edition` into `out` and, with `check`, verify it (see the module docstring)."""
+    if edition not in EDITIONS:
+        raise HandoutError(f"unknown edition {edition!r}; grading/config.py EDITIONS has {sorted(EDITIONS)}")
     out = Path(out).resolve()
     if out.exists() and any(out.iterdir()):
         if not (out / STAMP).is_file():
@@ -92,28 +106,36 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True) -> Handout:
         shutil.rmtree(out)
     if out == staff or staff in out.parents and out.relative_to(staff).parts[0] not in ("build", "runs"):
         raise HandoutError(f"{out} lies inside the repository; write the handout elsewhere (or under build/)")
-    handout = Handout(out)
+    handout = Handout(out, edition)
+    todos = edition_todos(edition)
     staged: dict[str, bytes] = {}
+    every_region: list[Region] = []
     for relative in repository_files(staff):
         if not shipped(relative):
             continue
         data = (staff / relative).read_bytes()
         if relative.endswith(".py"):
-            text, regions = strip_regions(data.decode("utf-8"), relative)  # RegionError names file:line
+            text = data.decode("utf-8")
+            every_region += find_regions(text, relative)  # RegionError names file:line
+            text, regions = strip_regions(text, relative, todos)
             handout.regions += regions
             data = text.encode("utf-8")
         staged[relative] = data
-    _check_todos(handout.regions)
-    handout.leak_report = check_leaks(leak_sources(staff))
+    _check_todos(every_region)
+    from grading.grade import graded_tests  # the staff's graded tests, with their markers
+
+    components = edition_components(edition)
+    tests = [t for t in graded_tests(staff) if t.component in components]
+    left_out = left_out_tests(graded_tests(staff), edition)
+    staged = {relative: data for relative, data in staged.items() if relative not in left_out}
+    handout.leak_report = check_leaks(leak_sources(staff, left_out), todos)
     for relative, data in staged.items():
         target = out / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         handout.files.append(relative)
-    (out / STAMP).write_text("written by python -m grading.handout; may be overwritten by it\n")
-    from grading.grade import graded_tests  # the staff's graded tests, with their markers
-
-    tests = graded_tests(staff)
+    (out / STAMP).write_text(f"written by python -m grading.handout (edition {edition}); may be overwritten "
+                             "by it\n")
     for test in tests:
         if not test.hidden_from_handout:
             handout.tests_by_component.setdefault(test.component, []).append(test.nodeid)
@@ -137,11 +159,12 @@ def _check_todos(regions: list[Region]) -> None:
         raise HandoutError(f"grading/config.py lists TODOs with no solution region: {missing}")
 
 
-def leak_sources(staff: Path = STAFF_ROOT) -> dict[str, str]:
-    """The shipped files that can hold code (Python, notebooks, Markdown), as the staff wrote them."""
+def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The shipped files that can hold code (Python, notebooks, Markdown), as the staff wrote them
+    (left_out: the graded test files an edition does not ship; by default every one ships)."""
     sources = {}
     for relative in repository_files(staff):
-        if shipped(relative) and relative.endswith((".py", ".ipynb", ".md")):
+        if shipped(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
             try:
                 sources[relative] = (staff / relative).read_text(encoding="utf-8")
             except UnicodeDecodeError:
@@ -149,9 +172,9 @@ def leak_sources(staff: Path = STAFF_ROOT) -> dict[str, str]:
     return sources
 
 
-def check_leaks(sources: dict[str, str]) -> LeakReport:
-    """Refuse a handout in which some file restates a solution region (see leaks.py)."""
-    report = find_leaks(sources)
+def check_leaks(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
+    """Refuse a handout in which some file restates a solution region of `todos` (see leaks.py)."""
+    report = find_leaks(sources, todos=todos)
     if report.leaks:
         raise HandoutError(f"{report.summary()}\nthe handout would ship these solutions; remove each copy "
                            "(call the TODO's function, compute a test's expectation another way, or move "
@@ -161,11 +184,8 @@ def check_leaks(sources: dict[str, str]) -> LeakReport:
 
 
 def student_readme(handout: Handout, tests) -> str:
-    points = {t.nodeid: t.points for t in tests}
-    hidden = {}
-    for test in tests:
-        if test.hidden_from_handout:
-            hidden[test.component] = hidden.get(test.component, 0) + test.points
+    """The student README: each TODO of the edition once, with its own tests and points."""
+    components = edition_components(handout.edition)
     lines = [
         "# minbert: the student handout",
         "",
@@ -176,12 +196,12 @@ def student_readme(handout: Handout, tests) -> str:
         "Set up once (Python 3.10+): `make setup`",
         "(or `python -m venv .venv && .venv/bin/pip install -e '.[test]'`).",
         "Check one component: `.venv/bin/pytest tests/graded/test_graded_attention.py`;",
-        "all of them: `.venv/bin/pytest tests/graded`.",
+        "all of them: `.venv/bin/pytest tests/graded`; one test: `.venv/bin/pytest tests/graded -k NAME`.",
         "",
-        "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you. The autograder runs",
-        "these tests and some hidden ones per component; each test is worth the points shown. A test that",
-        "runs more than 30 seconds fails. Only your changes to `minbert/`, `optim/`, `tasks/` and",
-        "`pretrain/` count: the autograder uses its own copy of the tests.",
+        "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you; a failing test's message",
+        "says what is wrong. The autograder runs these tests and some hidden ones; each test is worth the",
+        "points shown. A test that runs more than 30 seconds fails. Only your changes to `minbert/`,",
+        "`optim/`, `tasks/` and `pretrain/` count: the autograder uses its own copy of the tests.",
         "",
         "## TODOs, in the order to do them",
         "",
@@ -189,20 +209,29 @@ def student_readme(handout: Handout, tests) -> str:
         "|---|---|---|---|---|",
     ]
     number = 0
-    for component, todos in COMPONENTS.items():
-        checks = handout.tests_by_component.get(component, [])
-        visible = sum(points[n] for n in checks)
-        for todo in todos:
+    for component in components:
+        for todo in COMPONENTS[component]:
             number += 1
-            names = "<br>".join(f"`{n}`" for n in checks) or "(hidden tests only)"
-            score = f"{visible:g}" + (f" + {hidden[component]:g} hidden" if component in hidden else "")
+            mine = [t for t in tests if t.todo == todo]
+            visible = [t for t in mine if not t.hidden_from_handout]
+            hidden = sum(t.points for t in mine if t.hidden_from_handout)
+            names = "<br>".join(f"`{t.nodeid}` ({t.points:g})" for t in visible) or "(hidden tests only)"
+            score = f"{sum(t.points for t in visible):g}" + (f" + {hidden:g} hidden" if hidden else "")
             lines.append(f"| {number} | `{todo}` | {component} | {names} | {score} |")
-    lines += ["", "Points are per component (a component with two TODOs shares its tests between them).", ""]
+    total = sum(t.points for t in tests)
+    lines += ["", f"{total:g} points in all. A test that needs another TODO's result uses a stand-in for it, "
+              "so you can do the TODOs in any order.", ""]
+    given = [todo for component in COMPONENTS if component not in components
+             for todo in COMPONENTS[component]]
+    if given:
+        lines += ["## Given: read these, they are not graded", "",
+                  "These functions are written out for you (a longer course makes them TODOs too):",
+                  ""] + [f"- `{todo}`" for todo in given] + [""]
     return "\n".join(lines)
 
 
 def check_handout(handout: Handout) -> None:
-    """No marker left; the packages import; every shipped graded test fails with NotImplementedError."""
+    """No marker left; the packages import; every shipped graded test fails on its own component's stub."""
     out = handout.out
     for relative in handout.files:
         try:
@@ -222,18 +251,23 @@ def check_handout(handout: Handout) -> None:
                             text=True, env=_env(out))
     if result.returncode != 0:
         raise HandoutError(f"the handout's packages do not import cleanly:\n{result.stderr[-4000:]}")
-    nodeids = [n for nodes in handout.tests_by_component.values() for n in nodes]
-    results = run_tests(out, nodeids, expect_modules_under=out)
+    component_of = {n: c for c, nodes in handout.tests_by_component.items() for n in nodes}
+    results = run_tests(out, list(component_of), expect_modules_under=out)
     problems = []
-    for nodeid in nodeids:
+    for nodeid, component in component_of.items():
         r = results[nodeid]
+        stub = (r.exc_msg or "").removeprefix("TODO: ").strip()
         if r.outcome == "passed":
             problems.append(f"{nodeid} passes on the handout: it checks nothing a student writes")
         elif r.exc_type != "NotImplementedError" or not (r.exc_msg or "").startswith("TODO: "):
             problems.append(f"{nodeid} fails with {r.exc_type or r.outcome} ({r.exc_msg or ''}), not with "
                             f"the stub's NotImplementedError:\n{r.text[:1500]}")
+        elif stub not in COMPONENTS[component]:
+            problems.append(f"{nodeid} ({component}) fails on the stub of {stub}, another component's TODO: "
+                            "give the test a stand-in for it (tests/graded/graded_helpers.py)")
     if problems:
-        raise HandoutError("student-visible tests must fail on a TODO stub:\n" + "\n".join(problems))
+        raise HandoutError("student-visible tests must fail on a TODO stub of their own component:\n"
+                           + "\n".join(problems))
 
 
 def _env(root: Path) -> dict:
@@ -250,16 +284,20 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, metavar="OUT_DIR",
                         help="where to write the student repository (empty, new, or a previous handout)")
+    parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
+                        help="which components are TODOs (grading/config.py EDITIONS; default: "
+                             f"{DEFAULT_EDITION}); the other regions ship as reference code")
     parser.add_argument("--no-check", action="store_true",
                         help="skip the checks that run Python (imports, tests failing on the stubs); "
                              "the leak check always runs")
     args = parser.parse_args(argv)
     try:
-        handout = build(args.out, check=not args.no_check)
+        handout = build(args.out, check=not args.no_check, edition=args.edition)
     except (HandoutError, RegionError) as error:
         print(f"handout: {error}", file=sys.stderr)
         return 1
-    print(f"wrote {len(handout.files)} files to {handout.out}; {len(handout.regions)} TODOs:")
+    print(f"wrote {len(handout.files)} files to {handout.out}; edition {handout.edition}, "
+          f"{len(handout.regions)} TODOs:")
     for region in handout.regions:
         print(f"  {region.todo}  ({todo_component(region.todo)})")
     print(handout.leak_report.summary())

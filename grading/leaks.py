@@ -57,7 +57,7 @@ import keyword
 import re
 import textwrap
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from grading.regions import Region, find_regions
@@ -277,14 +277,19 @@ def _covered(region: list[str], index: dict[tuple[str, ...], list[int]], k: int)
 
 
 def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
-               min_tokens: int = MIN_TOKENS) -> LeakReport:
+               min_tokens: int = MIN_TOKENS, todos: Collection[str] | None = None) -> LeakReport:
     """Check the shipped files, given as path -> reference text (regions still in), for copies of the
-    regions; .py files are read whole, notebooks by code cell, Markdown by code block, others not."""
+    regions; .py files are read whole, notebooks by code cell, Markdown by code block, others not.
+
+    todos: the TODOs that become stubs (an edition's; all regions when None). A region not among them
+    ships as reference code, so its code is searched like any other shipped code.
+    """
     streams: list[_Stream] = []
     todo: list[tuple[Region, _Stream]] = []
     for path, text in sorted(files.items()):
         if path.endswith(".py"):
-            shipped, own = _split(path, text, find_regions(text, path))
+            regions = [r for r in find_regions(text, path) if todos is None or r.todo in todos]
+            shipped, own = _split(path, text, regions)
             streams.append(shipped)
             todo += own
         else:

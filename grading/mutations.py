@@ -1,7 +1,8 @@
 """Realistic student mistakes, as text patches on the reference, each with the component it must break.
 
-tests/test_grading.py grades each mutant and checks that exactly its component loses points: a graded
-test suite that a broken component passes is a bug in the tests. Staff can run one by hand:
+tests/test_grading.py grades each mutant and checks that exactly its component loses points (a graded
+test suite that a broken component passes is a bug in the tests) and that a failing test of it tells the
+student what is wrong (`message`, a substring of the grader's output). Staff can run one by hand:
 
     python -m grading.mutations                 list them
     python -m grading.mutations NAME OUT_DIR    write the mutated copy (then grade it)
@@ -29,6 +30,7 @@ class Mutation:
     old: str
     new: str
     description: str
+    message: str  # what the grader must tell the student: a substring of a failing test's output
 
     def apply(self, root: Path) -> None:
         """Patch the copy at `root` in place; the old text must occur exactly once."""
@@ -42,64 +44,131 @@ class Mutation:
 
 
 MUTATIONS: tuple[Mutation, ...] = (
-    Mutation("attention-no-scale", "attention", "minbert/attention.py",
-             "query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))", "query @ key.transpose(-1, -2)",
-             "scores not divided by sqrt(D)"),
-    Mutation("attention-softmax-over-queries", "attention", "minbert/attention.py",
-             "scores.softmax(dim=-1)", "scores.softmax(dim=-2)", "softmax over the wrong axis"),
-    Mutation("attention-mask-not-applied", "attention", "minbert/attention.py",
-             "scores = scores + attention_mask", "scores = scores", "the padding mask is never added"),
-    Mutation("layer-pre-ln", "layer", "minbert/layer.py",
-             "return self.LayerNorm(residual + self.dropout(self.dense(hidden_states)))",
-             "return residual + self.LayerNorm(self.dropout(self.dense(hidden_states)))",
-             "pre-LN style: the norm inside the branch, the residual stream never normalised"),
-    Mutation("layer-tanh-gelu", "layer", "minbert/layer.py",
-             'approximate="none")  # (B, T, I)', 'approximate="tanh")  # (B, T, I)',
-             "the tanh approximation of GELU instead of BERT's exact erf GELU"),
-    Mutation("adamw-decay-in-moments", "adamw", "optim/adamw.py",
-             "param.mul_(1 - lr * weight_decay)", "grad = grad.add(param, alpha=weight_decay)",
-             "L2 regularisation (Adam): the decay goes into the gradient and so into the moments"),
-    Mutation("adamw-no-bias-correction", "adamw", "optim/adamw.py",
-             "bias_correction1 = 1 - beta1**step\n    bias_correction2 = 1 - beta2**step",
-             "bias_correction1 = 1.0\n    bias_correction2 = 1.0",
-             "no bias correction (as in BERT's original TF optimizer)"),
     Mutation("embeddings-no-segments", "embeddings", "minbert/embeddings.py",
              "+ self.position_embeddings(position_ids)  # (T, C) broadcast to (B, T, C)\n"
              "                      + self.token_type_embeddings(token_type_ids))",
              "+ self.position_embeddings(position_ids))  # (T, C) broadcast to (B, T, C)",
-             "segment (token type) embeddings left out of the sum"),
+             "segment (token type) embeddings left out of the sum",
+             "the segment (token type) embeddings are missing"),
+    Mutation("mask-not-inverted", "attention_mask", "minbert/model.py",
+             "return (1.0 - keep) * torch.finfo(dtype).min", "return keep * torch.finfo(dtype).min",
+             "the additive mask silences the real tokens instead of the padding",
+             "real tokens got the large negative number and padding got 0"),
+    Mutation("attention-no-scale", "attention", "minbert/attention.py",
+             "query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))", "query @ key.transpose(-1, -2)",
+             "scores not divided by sqrt(D)", "did you scale by 1/sqrt(head size)?"),
+    Mutation("attention-softmax-over-queries", "attention", "minbert/attention.py",
+             "scores.softmax(dim=-1)", "scores.softmax(dim=-2)", "softmax over the wrong axis",
+             "the softmax must run over the keys (the last axis)"),
+    Mutation("attention-mask-not-applied", "attention", "minbert/attention.py",
+             "scores = scores + attention_mask", "scores = scores", "the padding mask is never added",
+             "the mask must be added before the softmax"),
+    Mutation("split-heads-view-mixup", "split_heads", "minbert/attention.py",
+             "x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)",
+             "x.view(B, self.num_heads, T, self.head_dim)",
+             "(B, T, C) read directly as (B, H, T, D): every head sees a jumble of tokens",
+             "tokens and heads are mixed up"),
+    Mutation("merge-heads-no-transpose", "split_heads", "minbert/attention.py",
+             "x.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)",
+             "x.reshape(B, T, self.num_heads * self.head_dim)",
+             "(B, H, T, D) flattened to (B, T, C) without moving the heads behind the tokens",
+             "the heads were not moved back behind the tokens"),
+    Mutation("layer-tanh-gelu", "feed_forward", "minbert/layer.py",
+             'approximate="none")  # (B, T, I)', 'approximate="tanh")  # (B, T, I)',
+             "the tanh approximation of GELU instead of BERT's exact erf GELU", "tanh approximation of GELU"),
+    Mutation("layer-pre-ln", "layer", "minbert/layer.py",
+             "return self.LayerNorm(residual + self.dropout(self.dense(hidden_states)))",
+             "return residual + self.LayerNorm(self.dropout(self.dense(hidden_states)))",
+             "pre-LN style: the norm inside the branch, the residual stream never normalised",
+             "the residual is added after the LayerNorm (pre-LN)"),
     Mutation("encoder-layers-not-chained", "encoder", "minbert/model.py",
              "hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)",
              "output, probs = layer(hidden_states, attention_mask, output_attentions)",
-             "every layer reads the embeddings; the encoder returns the embeddings"),
+             "every layer reads the embeddings; the encoder returns the embeddings",
+             "each layer must read the previous layer's output"),
+    Mutation("pooler-mean", "pooler", "minbert/model.py",
+             "torch.tanh(self.dense(hidden_states[:, 0]))",
+             "torch.tanh(self.dense(hidden_states.mean(dim=1)))",
+             "the pooler averages the tokens instead of reading [CLS]", "it pooled the mean of all tokens"),
+    Mutation("mlm-head-skips-transform", "pretraining_heads", "minbert/heads.py",
+             "F.linear(self.transform(hidden_states), word_embeddings, self.bias)",
+             "F.linear(hidden_states, word_embeddings, self.bias)",
+             "the masked-LM decoder reads the encoder's output without the head's transform",
+             "the transform (dense, GELU, LayerNorm) was skipped"),
+    Mutation("mlm-loss-over-all-positions", "pretraining_heads", "minbert/heads.py",
+             "return F.cross_entropy(prediction_logits[predicted], labels[predicted])",
+             "return F.cross_entropy(prediction_logits[predicted], labels[predicted], reduction=\"sum\") "
+             "/ labels.numel()",
+             "the masked-LM loss is divided by all B*T positions, not by the predicted ones",
+             "divide by the number of predicted positions"),
+    Mutation("nsp-labels-swapped", "pretraining_heads", "minbert/heads.py",
+             "next_sentence_label.view(-1))", "1 - next_sentence_label.view(-1))",
+             "the next-sentence loss takes label 1 for IsNext", "label 0 means IsNext"),
+    Mutation("adamw-decay-in-moments", "adamw", "optim/adamw.py",
+             "param.mul_(1 - lr * weight_decay)", "grad = grad.add(param, alpha=weight_decay)",
+             "L2 regularisation (Adam): the decay goes into the gradient and so into the moments",
+             "Adam with L2 regularisation"),
+    Mutation("adamw-no-bias-correction", "adamw", "optim/adamw.py",
+             "bias_correction1 = 1 - beta1**step\n    bias_correction2 = 1 - beta2**step",
+             "bias_correction1 = 1.0\n    bias_correction2 = 1.0",
+             "no bias correction (as in BERT's original TF optimizer)", "the bias correction is missing"),
+    Mutation("schedule-decay-from-zero", "schedule", "optim/schedules.py",
+             "float(max(1, num_training_steps - num_warmup_steps))", "float(max(1, num_training_steps))",
+             "the linear decay runs from step 0, so the warm-up ends below the base rate",
+             "the decay runs from the end of the warm-up"),
+    Mutation("no-decay-substring", "no_decay", "optim/param_groups.py",
+             "return own not in _NO_DECAY_NAMES and not any(module in _NO_DECAY_MODULES for module in "
+             "modules)",
+             "return not any(word in name for word in (\"bias\", \"LayerNorm.weight\"))",
+             "the common recipe's substring test: misses gamma/beta and layer_norm, exempts any '*bias*'",
+             "old ports' names (gamma)"),
     Mutation("mean-pool-counts-padding", "mean_pool", "minbert/pooling.py",
              "mask.sum(dim=1).clamp(min=1.0)", "hidden_states.size(1)",
-             "divides by the padded length instead of the number of real tokens"),
+             "divides by the padded length instead of the number of real tokens",
+             "divide by the number of real tokens, not the padded length"),
+    Mutation("max-pool-padding-zero", "max_cls_pool", "minbert/pooling.py",
+             "masked_fill(padding, torch.finfo(hidden_states.dtype).min)", "masked_fill(padding, 0.0)",
+             "padding set to 0 before the maximum: it wins wherever the real values are negative",
+             "padding must never win"),
+    Mutation("cls-pool-last-token", "max_cls_pool", "minbert/pooling.py",
+             "return output.last_hidden_state[:, 0]", "return output.last_hidden_state[:, -1]",
+             '"cls" pooling reads the last token', "[CLS] is the first token"),
+    Mutation("classifier-uses-pooler-output", "classifier", "tasks/models/heads.py",
+             "self.classifier(self.dropout(pool(output, attention_mask, self.pooling)))",
+             "self.classifier(self.dropout(output.pooler_output))",
+             "the head always reads the pooler output, whatever pooling it was built with",
+             "the logits come from the pooler output"),
+    Mutation("sentiment-loss-softmax-twice", "classifier", "tasks/sentiment.py",
+             "F.cross_entropy(logits, labels.to(device))",
+             "F.cross_entropy(logits.softmax(dim=-1), labels.to(device))",
+             "softmax before cross-entropy, which applies its own", "the loss applies the softmax itself"),
+    Mutation("cosine-one-norm", "cosine", "tasks/models/heads.py",
+             "(u.norm(dim=-1) * v.norm(dim=-1))", "(u.norm(dim=-1) * u.norm(dim=-1))",
+             "normalises by |u|^2 instead of |u| |v|", "normalised by |u|^2 instead of |u| |v|"),
     Mutation("mlm-masks-special-tokens", "mlm_masking", "pretrain/masking.py",
              "        if token in vocab.special_ids:\n            continue\n", "",
-             "[CLS], [SEP] and [PAD] may be chosen for prediction"),
+             "[CLS], [SEP] and [PAD] may be chosen for prediction", "are never masked"),
     Mutation("mlm-always-mask", "mlm_masking", "pretrain/masking.py",
              'return "random" if draw < 0.9 else "keep"', 'return "mask"',
-             "every chosen position becomes [MASK] (no 10% random, no 10% kept)"),
+             "every chosen position becomes [MASK] (no 10% random, no 10% kept)",
+             "BERT's rule is 80% / 10% / 10%"),
     Mutation("label-scores-replace-cls-to-cls", "label_attention", "minbert/label_attention.py",
              "new_cls_row = torch.cat([scores[:, :, :1, :1], best], dim=-1)  # (B, H, 1, T)",
              "new_cls_row = torch.cat([label_scores[:, :, :1, :1].max(dim=2, keepdim=True).values.maximum("
              "scores[:, :, :1, :1]), best], dim=-1)",
-             "the [CLS] -> [CLS] score takes the label max too (the paper leaves it alone)"),
+             "the [CLS] -> [CLS] score takes the label max too (the paper leaves it alone)",
+             "the [CLS] -> [CLS] score changed"),
     Mutation("label-scores-summed", "label_attention", "minbert/label_attention.py",
              ".max(dim=2, keepdim=True).values  # (B, H, 1, T-1)",
              ".sum(dim=2, keepdim=True)  # (B, H, 1, T-1)",
-             "the [CLS] row and the label scores are summed instead of maxed"),
-    Mutation("cosine-one-norm", "cosine", "tasks/models/heads.py",
-             "(u.norm(dim=-1) * v.norm(dim=-1))", "(u.norm(dim=-1) * u.norm(dim=-1))",
-             "normalises by |u|^2 instead of |u| |v|"),
+             "the [CLS] row and the label scores are summed instead of maxed", "the scores were summed"),
     Mutation("r-precision-lowest-first", "r_precision", "tasks/evaluation/metrics.py",
              "np.argsort(-s.astype(np.float64), kind=\"stable\")[:r]",
              "np.argsort(s.astype(np.float64), kind=\"stable\")[:r]",
-             "ranks the labels lowest score first"),
+             "ranks the labels lowest score first", "rank the highest first"),
     Mutation("r-precision-over-k", "r_precision", "tasks/evaluation/metrics.py",
              "return float(np.sum(g[top] > 0) / r)", "return float(np.sum(g[top] > 0) / len(g))",
-             "divides by the number of labels instead of R"),
+             "divides by the number of labels instead of R", "instead of R"),
 )
 
 
@@ -119,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2 or argv[0] not in by_name:
         print("usage: python -m grading.mutations NAME OUT_DIR\n")
         for m in MUTATIONS:
-            print(f"  {m.name:<32} {m.component:<11} {m.description}")
+            print(f"  {m.name:<32} {m.component:<17} {m.description}")
         return 0 if not argv else 2
     out = mutant(Path(__file__).resolve().parents[1], by_name[argv[0]], Path(argv[1]))
     print(f"wrote {out}; grade it with: python -m grading.grade --submission {out}")

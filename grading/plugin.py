@@ -4,15 +4,17 @@ Loaded in the child pytest process (`-p _minbert_grading_plugin`, copied beside 
 it imports nothing from the submission or the grader). Each event is one line written with os.write,
 so nothing is lost when the child dies abruptly (os._exit, a segfault, a kill for a time limit):
 
-    {"event": "collected", "items": [{"nodeid", "component", "points", "visibility", "doc"}, ...],
+    {"event": "collected", "items": [{"nodeid", "component", "points", "visibility", "todo", "doc"}, ...],
      "modules": {"minbert": "/path/to/minbert/__init__.py", ...}}
     {"event": "collect_error", "nodeid": ..., "text": ...}
     {"event": "start", "nodeid": ...}
-    {"event": "report", "nodeid", "when", "outcome", "text", "exc_type", "duration"}
+    {"event": "report", "nodeid", "when", "outcome", "text", "exc_type", "exc_msg", "where", "duration"}
     {"event": "finish", "nodeid": ...}
 
 The events file is named by $MINBERT_GRADING_EVENTS. Texts are cut to $MINBERT_GRADING_MAX_TEXT
-characters (head and tail kept), so a test that prints megabytes cannot flood the grader.
+characters (head and tail kept), so a test that prints megabytes cannot flood the grader. "where" lists
+the last frames of the exception's traceback that lie in the submitted packages ("minbert/x.py:12 in f"),
+so a hidden test's failure can say where it was raised without showing the test's code.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def _marker_arg(item, name: str, default=None):
 def pytest_collection_finish(session) -> None:
     items = [{"nodeid": item.nodeid, "component": _marker_arg(item, "component"),
               "points": _marker_arg(item, "points"), "visibility": _marker_arg(item, "visibility"),
+              "todo": _marker_arg(item, "todo"),
               "doc": ((getattr(item, "obj", None) and item.obj.__doc__) or "").strip().split("\n")[0]}
              for item in session.items]
     modules = {name: getattr(sys.modules[name], "__file__", None)
@@ -78,7 +81,19 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     excinfo = call.excinfo
     report._grading_exc = None if excinfo is None else excinfo.typename
-    report._grading_msg = None if excinfo is None else _cut(str(excinfo.value), 500)
+    report._grading_msg = None if excinfo is None else _cut(str(excinfo.value), 1000)
+    report._grading_where = [] if excinfo is None else _where(item, excinfo)
+
+
+def _where(item, excinfo) -> list[str]:
+    """'minbert/x.py:12 in f' for the last frames of the traceback inside the submitted packages."""
+    root = str(item.config.rootpath) + os.sep
+    places = []
+    for entry in excinfo.traceback:
+        path = str(entry.path)
+        if path.startswith(root) and path[len(root):].split(os.sep, 1)[0] in _PACKAGES:
+            places.append(f"{path[len(root):]}:{entry.lineno + 1} in {entry.name}")
+    return places[-3:]
 
 
 def pytest_runtest_logreport(report) -> None:
@@ -91,7 +106,8 @@ def pytest_runtest_logreport(report) -> None:
             text += "\n----- captured stderr -----\n" + _cut(report.capstderr, _MAX // 2)
     _emit({"event": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
            "text": _cut(text), "exc_type": getattr(report, "_grading_exc", None),
-           "exc_msg": getattr(report, "_grading_msg", None), "duration": report.duration})
+           "exc_msg": getattr(report, "_grading_msg", None), "where": getattr(report, "_grading_where", []),
+           "duration": report.duration})
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:

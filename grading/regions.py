@@ -6,6 +6,9 @@ indentation:
 
     raise NotImplementedError("TODO: minbert/attention.py::eager_attention")
 
+An edition (config.py EDITIONS) stubs only its components' regions; the others lose their two marker
+lines and keep their code.
+
 Errors name the file and line: unbalanced or nested markers, marker text that is not alone on its line,
 and regions outside a function.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
@@ -97,20 +101,29 @@ def _functions(text: str, path: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def strip_regions(text: str, path: str) -> tuple[str, list[Region]]:
-    """The file with every region replaced by its stub, and the regions found."""
+def strip_regions(text: str, path: str, todos: Collection[str] | None = None) -> tuple[str, list[Region]]:
+    """The file with every region whose TODO is in `todos` (all of them when None) replaced by its stub,
+    and the other regions' two marker lines dropped (their code stays, as working reference code).
+
+    Returns the new text and the regions that became stubs.
+    """
     regions = find_regions(text, path)
     if not regions:
         return text, []
     lines = text.splitlines(keepends=True)
     out: list[str] = []
+    stubbed: list[Region] = []
     position = 0
     for region in regions:
         out.extend(lines[position:region.begin - 1])
-        out.append(f'{region.indent}raise NotImplementedError("TODO: {region.todo}")\n')
+        if todos is None or region.todo in todos:
+            out.append(f'{region.indent}raise NotImplementedError("TODO: {region.todo}")\n')
+            stubbed.append(region)
+        else:
+            out.extend(lines[region.begin:region.end - 1])  # the code between the markers
         position = region.end
     out.extend(lines[position:])
-    return "".join(out), regions
+    return "".join(out), stubbed
 
 
 def has_marker(text: str) -> bool:

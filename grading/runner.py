@@ -39,6 +39,7 @@ class TestResult:
     exc_type: str | None = None  # the exception's type name, when a test raised
     exc_msg: str | None = None
     duration: float = 0.0
+    where: list[str] = field(default_factory=list)  # frames in the submitted packages, innermost last
 
 
 @dataclass
@@ -178,7 +179,8 @@ def _combine(nodeid: str, reports: list[dict]) -> TestResult:
             outcome = "timeout" if timed_out else "failed"
             if report["when"] != "call":
                 text = f"(error in test {report['when']})\n{text}"
-            return TestResult(nodeid, outcome, text, report.get("exc_type"), report.get("exc_msg"), duration)
+            return TestResult(nodeid, outcome, text, report.get("exc_type"), report.get("exc_msg"), duration,
+                              report.get("where") or [])
     for report in reports:
         if report["outcome"] == "skipped":
             return TestResult(nodeid, "skipped", f"skipped: {report.get('text', '')}", None, None, duration)

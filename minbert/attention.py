@@ -16,6 +16,7 @@ Read next: layer.py.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, NamedTuple
 
@@ -90,9 +91,16 @@ def unpadded_attention(
     # Why a loop of B calls: on 2 CPU cores, bert-base heads, 32 sequences of 2-128 tokens, forward and
     # backward took 25 ms this way, 53 ms padded, 71 ms re-padded around the packed row, 203 ms with a
     # block-diagonal (N, N) mask, 304 ms as nested tensors. torch.split's backward is one concatenation.
-    pieces = zip(*(x.split(attention_mask.lengths, dim=2) for x in (query, key, value)))  # (1, H, L_b, D)
-    contexts = [sdpa_attention(q, k, v, None, dropout_p)[0] for q, k, v in pieces]
-    return torch.cat(contexts, dim=2), None  # B x (1, H, L_b, D) -> (1, H, N, D)
+    dtype = query.dtype
+    # Why float32 when training under bf16 autocast on a CPU: torch 2.13's CPU flash-attention backward
+    # ran 2-3x slower in bf16 than in float32 (51 against 19 ms a layer, MiniLM heads, 32 sequences of
+    # 2-128 tokens); the forward alone is faster in bf16, so only training pays for the casts.
+    upcast = query.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) and query.requires_grad
+    with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
+        pieces = zip(*(x.to(torch.float32 if upcast else dtype).split(attention_mask.lengths, dim=2)
+                       for x in (query, key, value)))  # B x (1, H, L_b, D)
+        contexts = [sdpa_attention(q, k, v, None, dropout_p)[0] for q, k, v in pieces]
+        return torch.cat(contexts, dim=2).to(dtype), None  # B x (1, H, L_b, D) -> (1, H, N, D)
 
 
 # The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face.
@@ -145,12 +153,22 @@ class BertSelfAttention(nn.Module):
         return kernel(query, key, value, attention_mask, dropout_p, output_attentions)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, C) -> (B, H, T, D): head h of token t holds x[b, t, h*D:(h+1)*D]."""
+        # Hint: split C into (H, D) first, (B, T, H, D), then put the heads before the tokens; reading
+        # (B, T, C) directly as (B, H, T, D) mixes up tokens and heads.
+        # BEGIN SOLUTION
         B, T, _ = x.shape
         return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        # END SOLUTION
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, D) -> (B, T, C), the inverse of split_heads: each token's H head outputs side by side."""
+        # Hint: tokens back before the heads, (B, T, H, D), then (H, D) becomes one axis of C = H * D;
+        # after moving axes the numbers are no longer in row order in memory.
+        # BEGIN SOLUTION
         B, _, T, _ = x.shape
         return x.transpose(1, 2).reshape(B, T, self.num_heads * self.head_dim)  # (B, H, T, D) -> (B, T, C)
+        # END SOLUTION
 
 
 def check_kernel_name(name: str) -> str:

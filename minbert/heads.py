@@ -36,7 +36,8 @@ class BertPredictionHeadTransform(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(F.gelu(self.dense(hidden_states), approximate="none"))
+        projected = self.dense(hidden_states)  # (..., C)
+        return self.LayerNorm(F.gelu(projected, approximate="none"))  # the exact erf GELU, as in layer.py
 
 
 class BertLMPredictionHead(nn.Module):
@@ -49,7 +50,41 @@ class BertLMPredictionHead(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
         """hidden_states: (..., C); word_embeddings: (V, C). Returns logits (..., V)."""
+        # Hints: logits = transform(h) E^T + b: (..., C) @ (C, V) + (V,). The decoder has no matrix of its
+        # own: it is the word embedding matrix E (tied); only the bias b is the head's. Do not skip the
+        # transform (dense, GELU, LayerNorm): the checkpoint's decoder expects its output.
+        # BEGIN SOLUTION
         return F.linear(self.transform(hidden_states), word_embeddings, self.bias)
+        # END SOLUTION
+
+
+def masked_lm_loss(prediction_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """BERT's masked-LM loss: the mean cross-entropy over the predicted positions only (BERT §A.1).
+
+    prediction_logits: (B, T, V); labels: (B, T), the original token id where a position is predicted
+    and IGNORE_INDEX (-100) everywhere else. Returns a scalar.
+    """
+    # Hints: L = -1/N sum over the N predicted positions (b, t) of log softmax(z_bt)[y_bt]; positions
+    # labelled IGNORE_INDEX add nothing and do not count in N (averaging over all B*T positions makes the
+    # loss shrink with the masking rate). Cross-entropy takes (N, V) scores and (N,) targets.
+    # BEGIN SOLUTION
+    predicted = labels != IGNORE_INDEX  # (B, T)
+    return F.cross_entropy(prediction_logits[predicted], labels[predicted])  # over (N, V) and (N,)
+    # END SOLUTION
+
+
+def next_sentence_loss(seq_relationship_logits: torch.Tensor,
+                       next_sentence_label: torch.Tensor) -> torch.Tensor:
+    """BERT's next-sentence loss: the mean two-way cross-entropy (BERT §3.1, Task #2).
+
+    seq_relationship_logits: (B, 2), read from the pooled [CLS] vector; next_sentence_label: (B,) or (B, 1),
+    0 if sentence B is the actual next sentence (IsNext), 1 if it is a random one (NotNext). Returns a scalar.
+    """
+    # Hints: L = -1/B sum_b log softmax(z_b)[y_b]; class 0 is IsNext, the order of the TF checkpoint's
+    # classifier (not "1 = true"). Labels may come as (B, 1).
+    # BEGIN SOLUTION
+    return F.cross_entropy(seq_relationship_logits, next_sentence_label.view(-1))
+    # END SOLUTION
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -112,11 +147,9 @@ class BertForPreTraining(nn.Module):
             if labels.shape != input_ids.shape:
                 raise ValueError(f"labels has shape {tuple(labels.shape)}, "
                                  f"input_ids {tuple(input_ids.shape)}")
-            # Mean over the predicted positions only (BERT §A.1: the loss is over masked tokens).
-            mlm_loss = F.cross_entropy(prediction_logits.flatten(0, 1), labels.flatten(),
-                                       ignore_index=IGNORE_INDEX)
+            mlm_loss = masked_lm_loss(prediction_logits, labels)
         if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
+            nsp_loss = next_sentence_loss(nsp_logits, next_sentence_label)
         losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
         loss = sum(losses) if losses else None
         return PreTrainingOutput(loss, mlm_loss, nsp_loss, prediction_logits, nsp_logits, encoded)

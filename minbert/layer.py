@@ -58,8 +58,12 @@ class BertIntermediate(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        # approximate="none" is the erf GELU of BERT's TF code; the tanh form differs by ~1e-3.
+        """(B, T, C) -> (B, T, I): GELU(h W^T + b), the first half of the feed-forward network."""
+        # Hint: GELU(x) = x Phi(x), Phi the standard normal CDF (Hendrycks & Gimpel), the exact (erf) form
+        # of BERT's TF code; its tanh approximation differs by ~1e-3, enough to break checkpoint parity.
+        # BEGIN SOLUTION
         return F.gelu(self.dense(hidden_states), approximate="none")  # (B, T, I)
+        # END SOLUTION
 
 
 class LayerOutput(NamedTuple):

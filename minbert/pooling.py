@@ -30,14 +30,21 @@ def mean_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torc
 
 def max_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Element-wise maximum over the real tokens. (B, T, C), (B, T) -> (B, C)."""
+    # Hint: out[b, c] = max over the real tokens t of h[b, t, c]. Padding must never win, even in a
+    # feature where every real value is negative (a padding value of 0 would).
+    # BEGIN SOLUTION
     padding = (attention_mask == 0).unsqueeze(-1)  # (B, T, 1)
     return hidden_states.masked_fill(padding, torch.finfo(hidden_states.dtype).min).amax(dim=1)
+    # END SOLUTION
 
 
 def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:
     """One vector per sequence: "cls" (the [CLS] token), "mean", "max", or "pooler" (tanh layer)."""
     if how == "cls":
+        # Hint: h_[CLS], the vector of the first token of every sequence (BERT paper §3, Figure 1): (B, C).
+        # BEGIN SOLUTION
         return output.last_hidden_state[:, 0]
+        # END SOLUTION
     if how == "mean":
         return mean_pool(output.last_hidden_state, attention_mask)
     if how == "max":

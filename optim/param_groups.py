@@ -32,13 +32,21 @@ from torch.optim import Optimizer
 
 _LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 _EMBEDDINGS = re.compile(r"(?:^|\.)embeddings\.")
-_NO_DECAY = re.compile(r"(?:^|\.)(?:bias|gamma|beta)$|(?:^|\.)(?:LayerNorm|layer_norm)\.")
+_NO_DECAY_NAMES = ("bias", "gamma", "beta")  # a parameter's own name (gamma, beta: old ports' LayerNorm)
+_NO_DECAY_MODULES = ("LayerNorm", "layer_norm")  # the name of a module holding it
 _EMBEDDINGS_CHOICES = ("decayed", "base")
 
 
 def uses_weight_decay(name: str) -> bool:
     """False for biases and LayerNorm parameters (`*.bias`, `*LayerNorm.*`, `*.gamma`, `*.beta`)."""
-    return _NO_DECAY.search(name) is None
+    # Hints: a name is the module path, then the parameter's own name, joined by dots
+    # (`bert.encoder.layer.0.output.LayerNorm.weight`). Exempt: a parameter whose own name is one of
+    # _NO_DECAY_NAMES, and any parameter of a module named one of _NO_DECAY_MODULES. Compare whole parts
+    # of the name: a substring test would miss `gamma` / `beta` and exempt a module called `biased`.
+    # BEGIN SOLUTION
+    *modules, own = name.split(".")
+    return own not in _NO_DECAY_NAMES and not any(module in _NO_DECAY_MODULES for module in modules)
+    # END SOLUTION
 
 
 def encoder_layer_index(name: str) -> int | None:

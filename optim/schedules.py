@@ -47,9 +47,16 @@ def _check_warmup(num_warmup_steps: object, num_training_steps: object) -> None:
 
 def linear_warmup_decay_factor(step: int, num_warmup_steps: int, num_training_steps: int) -> float:
     """step / warmup while warming up, then falls linearly to 0 at num_training_steps (0 after)."""
+    # Hints: with W = num_warmup_steps and N = num_training_steps,
+    #     factor(t) = t / W                  for t < W   (0 at the first step, not 1 / W)
+    #               = (N - t) / (N - W)      for W <= t  (1 at t = W, 0 at t = N), never below 0
+    # The decay runs from the end of the warm-up, not from step 0; W = 0 (no warm-up) and W = N must
+    # not divide by zero (use at least 1 in a denominator).
+    # BEGIN SOLUTION
     if step < num_warmup_steps:
         return float(step) / float(max(1, num_warmup_steps))
     return max(0.0, float(num_training_steps - step) / float(max(1, num_training_steps - num_warmup_steps)))
+    # END SOLUTION
 
 
 def linear_warmup_decay(optimizer: Optimizer, num_warmup_steps: int, num_training_steps: int,
@@ -62,9 +69,7 @@ def linear_warmup_decay(optimizer: Optimizer, num_warmup_steps: int, num_trainin
 
 def constant_warmup_factor(step: int, num_warmup_steps: int) -> float:
     """step / warmup while warming up, then 1 (transformers' get_constant_schedule_with_warmup)."""
-    if step < num_warmup_steps:
-        return float(step) / float(max(1.0, num_warmup_steps))
-    return 1.0
+    return 1.0 if step >= num_warmup_steps else step / max(1.0, num_warmup_steps)
 
 
 def constant_warmup(optimizer: Optimizer, num_warmup_steps: int, last_epoch: int = -1) -> LambdaLR:
@@ -81,8 +86,8 @@ def cosine_warmup_factor(step: int, num_warmup_steps: int, num_training_steps: i
     transformers' get_cosine_schedule_with_warmup.
     """
     if step < num_warmup_steps:
-        return float(step) / float(max(1, num_warmup_steps))
-    progress = float(step - num_warmup_steps) / float(max(1, num_training_steps - num_warmup_steps))
+        return step / max(1, num_warmup_steps)
+    progress = (step - num_warmup_steps) / max(1, num_training_steps - num_warmup_steps)
     return max(0.0, 0.5 * (1.0 + math.cos(math.pi * float(num_cycles) * 2.0 * progress)))
 
 

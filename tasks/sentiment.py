@@ -77,9 +77,15 @@ class SentimentTask:
                  torch.tensor([self.train_labels[i] for i in g])) for g in groups]
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """The mean cross-entropy of the model's logits on one batch: (tokens (B, T), labels (B,))."""
         tokens, labels = batch
         device = device_of(model)
-        return F.cross_entropy(model.predict_sentiment(tokens.to(device)), labels.to(device))
+        logits = model.predict_sentiment(tokens.to(device))  # (B, K), raw scores
+        # Hint: L = -1/B sum_b log softmax(z_b)[y_b] from the raw logits z; the loss applies the softmax
+        # itself, so a softmax (or log-softmax) of your own before it is one too many.
+        # BEGIN SOLUTION
+        return F.cross_entropy(logits, labels.to(device))
+        # END SOLUTION
 
     def predict(self, model: nn.Module, encoded: Sequence[Sequence[int]]) -> list[int]:
         """Predicted class per sentence, in the input's order (batches sorted by length for speed)."""

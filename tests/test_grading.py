@@ -1,20 +1,25 @@
 """Tests for grading/: solution regions, the handout builder, the grader, and the graded tests' power.
 
-The expensive parts are shared: one handout build, one grading of the reference and of the handout, and
-the mutants graded two at a time (module-scoped fixtures). Each grading is one child pytest process.
+The expensive parts are shared: one handout build per edition, one grading of the reference and of the
+handout per edition, and the mutants graded two at a time in the full edition (module-scoped fixtures).
+Each grading is one child pytest process. A mutant graded in the default edition is that grading with the
+other components' tests left out (the same tests, the same child), so the full edition's mutants cover
+both; one test grades a mutant of a component outside the default edition to show that it costs nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from grading.config import COMPONENTS, SUBMITTED_PACKAGES
+from grading.config import COMPONENTS, EDITIONS, SUBMITTED_PACKAGES, edition_components, edition_todos
 from grading.grade import STAFF_ROOT, component_scores, grade, graded_tests
 from grading.grade import main as grade_main
 from grading.handout import HandoutError, build
@@ -37,6 +42,17 @@ def check_schema(results: dict) -> None:
     validate(results)
     if jsonschema is not None:
         jsonschema.validate(results, SCHEMA)
+
+
+FORBIDDEN_PATHS = [str(STAFF_ROOT), sys.prefix, sys.base_prefix, "site-packages", ".venv", "minbert-stage-",
+                   "minbert-grading-"]
+
+
+def check_no_paths(results: dict) -> None:
+    """No output names the grader's checkout, the Python installation or the staging folders."""
+    for text in [results["output"]] + [t["output"] for t in results["tests"]]:
+        found = [path for path in FORBIDDEN_PATHS if path in text]
+        assert not found, f"{found} in the grader's output:\n{text[:3000]}"
 
 
 # ----- regions ------------------------------------------------------------------------------------
@@ -79,6 +95,25 @@ def test_bad_markers_are_refused_naming_file_and_line(body, message):
         strip_regions("def f():\n" + body, "m.py")
 
 
+def test_an_edition_stubs_its_regions_and_keeps_the_others_as_code():
+    source = ("def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n\n\n"
+              "def g():\n    # BEGIN SOLUTION\n    return 2\n    # END SOLUTION\n")
+    stubbed, regions = strip_regions(source, "m.py", todos={"m.py::g"})
+    assert [r.todo for r in regions] == ["m.py::g"]
+    assert stubbed == ("def f():\n    return 1\n\n\ndef g():\n"
+                       '    raise NotImplementedError("TODO: m.py::g")\n')
+
+
+def test_editions_name_real_components_and_full_is_every_one():
+    assert set(EDITIONS) >= {"default", "full"}
+    assert edition_components("full") == tuple(COMPONENTS)
+    for edition, components in EDITIONS.items():
+        assert set(components) <= set(COMPONENTS), edition
+    assert set(EDITIONS["default"]) < set(COMPONENTS)
+    with pytest.raises(KeyError, match="edition 'nope' is not one of"):
+        edition_components("nope")
+
+
 def test_region_outside_a_function_is_refused():
     with pytest.raises(RegionError, match=r"m\.py:1: solution region is not inside a function"):
         strip_regions("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n", "m.py")
@@ -88,13 +123,22 @@ def test_region_outside_a_function_is_refused():
 
 
 @pytest.fixture(scope="module")
-def handout(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("handout") / "student")
+def handouts(tmp_path_factory):
+    """Each edition's handout, built and checked (imports, every shipped test failing on its own stub)."""
+    return {edition: build(tmp_path_factory.mktemp(f"handout-{edition}") / "student", edition=edition)
+            for edition in ("default", "full")}
 
 
-def test_handout_stubs_every_todo_and_keeps_no_solution(handout):
+@pytest.fixture(scope="module")
+def handout(handouts):
+    return handouts["default"]
+
+
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_handout_stubs_the_editions_todos_and_ships_the_rest_as_code(handouts, edition):
+    handout = handouts[edition]
     todos = sorted(r.todo for r in handout.regions)
-    assert todos == sorted(t for ts in COMPONENTS.values() for t in ts)
+    assert todos == sorted(edition_todos(edition))
     out = handout.out
     for todo in todos:
         path, function = todo.split("::")
@@ -102,6 +146,15 @@ def test_handout_stubs_every_todo_and_keeps_no_solution(handout):
     assert "math.sqrt(query.size(-1))" not in (out / "minbert/attention.py").read_text()
     for path in out.rglob("*.py"):
         assert "BEGIN SOLUTION" not in path.read_text() and "END SOLUTION" not in path.read_text(), path
+    given = [c for c in COMPONENTS if c not in edition_components(edition)]
+    shipped_tests = {p.name for p in (out / "tests/graded").glob("test_graded_*.py")}
+    for test in graded_tests(STAFF_ROOT):
+        if not test.hidden_from_handout:
+            assert (test.file.rsplit("/", 1)[1] in shipped_tests) == (test.component not in given), test.file
+    if edition == "default":  # the feed-forward is reference code there, its tests are not shipped
+        assert "feed_forward" in given
+        layer = (out / "minbert/layer.py").read_text()
+        assert 'return F.gelu(self.dense(hidden_states), approximate="none")' in layer
 
 
 def test_handout_leaves_out_hidden_tests_the_grader_and_project_tests(handout):
@@ -112,13 +165,27 @@ def test_handout_leaves_out_hidden_tests_the_grader_and_project_tests(handout):
     assert (out / "minbert/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
 
 
-def test_student_readme_lists_every_todo_with_its_tests(handout):
-    readme = (handout.out / "README.md").read_text()
-    for component, todos in COMPONENTS.items():
-        for todo in todos:
-            row = next(line for line in readme.splitlines() if f"`{todo}`" in line)
-            assert component in row and "tests/graded/test_graded_" in row, row
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_student_readme_lists_each_todo_once_with_its_own_tests_and_points(handouts, edition):
+    readme = (handouts[edition].out / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and "`" in line]
+    tests = [t for t in graded_tests(STAFF_ROOT) if t.component in edition_components(edition)]
+    assert len(rows) == len(edition_todos(edition))
+    for component in edition_components(edition):
+        for todo in COMPONENTS[component]:
+            row = next(line for line in rows if f"`{todo}`" in line)
+            mine = [t for t in tests if t.todo == todo]
+            visible = [t for t in mine if not t.hidden_from_handout]
+            hidden = sum(t.points for t in mine if t.hidden_from_handout)
+            assert mine and component in row, row
+            assert {n for n in re.findall(r"`(tests/graded/[^`]+)`", row)} == {t.nodeid for t in visible}, row
+            score = f"{sum(t.points for t in visible):g}" + (f" + {hidden:g} hidden" if hidden else "")
+            assert row.endswith(f"| {score} |"), row
+    assert f"{sum(t.points for t in tests):g} points in all" in readme
     assert "hidden/" not in readme
+    for component in COMPONENTS:
+        if component not in edition_components(edition):
+            assert f"- `{COMPONENTS[component][0]}`" in readme  # listed as given, to read
 
 
 def test_handout_refuses_unbalanced_markers_naming_the_file(tmp_path):
@@ -139,34 +206,47 @@ def test_handout_will_not_overwrite_a_folder_it_did_not_write(tmp_path):
 # ----- grading the reference and the handout ---------------------------------------------------------
 
 
-def test_every_graded_test_declares_component_and_points():
+def test_every_graded_test_declares_component_points_and_todo():
     tests = graded_tests(STAFF_ROOT)
     assert {t.component for t in tests} == set(COMPONENTS)
-    assert all(t.points > 0 for t in tests)
+    assert all(t.points > 0 and t.todo in COMPONENTS[t.component] for t in tests)
+    assert {t.todo for t in tests} == {todo for todos in COMPONENTS.values() for todo in todos}
     hidden = [t for t in tests if t.hidden_from_handout]
-    assert hidden and all(t.visibility == "after_published" for t in hidden)
+    assert {t.component for t in hidden} == set(COMPONENTS)  # every component has a hidden test
+    assert all(t.visibility == "after_published" for t in hidden)
 
 
 @pytest.fixture(scope="module")
 def reference_results():
-    return grade(STAFF_ROOT)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        editions = ("default", "full")
+        return dict(zip(editions, pool.map(lambda edition: grade(STAFF_ROOT, edition=edition), editions)))
 
 
-def test_reference_gets_full_marks(reference_results):
-    check_schema(reference_results)
-    assert all(t["status"] == "passed" for t in reference_results["tests"]), \
-        [t["name"] + "\n" + t["output"] for t in reference_results["tests"] if t["status"] != "passed"]
-    assert reference_results["score"] == sum(t["max_score"] for t in reference_results["tests"]) > 0
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_reference_gets_full_marks(reference_results, edition):
+    results = reference_results[edition]
+    check_schema(results)
+    assert {t["tags"][0] for t in results["tests"]} == set(edition_components(edition))
+    assert all(t["status"] == "passed" for t in results["tests"]), \
+        [t["name"] + "\n" + t["output"] for t in results["tests"] if t["status"] != "passed"]
+    assert results["score"] == sum(t["max_score"] for t in results["tests"]) > 0
 
 
-def test_handout_gets_zero_on_every_graded_test_and_a_valid_results_json(handout, tmp_path):
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_handout_gets_zero_on_every_graded_test_and_a_valid_results_json(handouts, edition, tmp_path):
     out = tmp_path / "results.json"
-    assert grade_main(["--submission", str(handout.out), "--out", str(out)]) == 0
+    assert grade_main(["--submission", str(handouts[edition].out), "--out", str(out),
+                       "--edition", edition]) == 0
     results = json.loads(out.read_text())
     check_schema(results)
-    assert results["score"] == 0 and len(results["tests"]) == len(graded_tests(STAFF_ROOT))
+    check_no_paths(results)
+    tests = [t for t in graded_tests(STAFF_ROOT) if t.component in edition_components(edition)]
+    assert results["score"] == 0 and len(results["tests"]) == len(tests)
     assert all(t["status"] == "failed" and t["score"] == 0 for t in results["tests"])
-    assert any("NotImplementedError" in t["output"] for t in results["tests"])
+    for entry in results["tests"]:  # each waits for a TODO of its own component, hidden tests included
+        stub = re.search(r"NotImplementedError: TODO: (\S+)", entry["output"])
+        assert stub and stub.group(1) in COMPONENTS[entry["tags"][0]], entry["name"] + "\n" + entry["output"]
 
 
 def test_schema_rejects_what_gradescope_would():
@@ -201,7 +281,7 @@ def mutant_results(tmp_path_factory):
     root = tmp_path_factory.mktemp("mutants")
 
     def run(mutation):
-        return mutation.name, grade(mutant(STAFF_ROOT, mutation, root / mutation.name))
+        return mutation.name, grade(mutant(STAFF_ROOT, mutation, root / mutation.name), edition="full")
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(run, MUTATIONS))
@@ -209,17 +289,51 @@ def mutant_results(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
-def test_mutant_loses_points_in_its_component_only(mutation, mutant_results):
+def test_mutant_loses_points_in_its_component_only_and_is_told_why(mutation, mutant_results):
     results = mutant_results[mutation.name]
     check_schema(results)
+    check_no_paths(results)
     marks = full_marks(results)
     assert not marks[mutation.component], f"{mutation.description}: the {mutation.component} tests all pass"
     broken_elsewhere = [c for c, full in marks.items() if not full and c != mutation.component]
     assert not broken_elsewhere, f"{mutation.description} also cost points in {broken_elsewhere}"
+    failed = [t["output"] for t in results["tests"]
+              if t["tags"] == [mutation.component] and t["status"] == "failed"]
+    assert any(mutation.message in output for output in failed), \
+        f"no failing test tells the student {mutation.message!r}:\n" + "\n---\n".join(failed)
+
+
+@pytest.mark.slow
+def test_hidden_failures_show_their_message_but_not_their_code(mutant_results):
+    hidden = {t.nodeid.split("::", 1)[1]: t for t in graded_tests(STAFF_ROOT) if t.hidden_from_handout}
+    seen = 0
+    for results in mutant_results.values():
+        for entry in results["tests"]:
+            name = entry["name"].split(": ", 1)[1]
+            if name not in hidden or entry["status"] != "failed":
+                continue
+            seen += 1
+            source = (STAFF_ROOT / hidden[name].file).read_text().splitlines()
+            quoted = [line.strip() for line in source
+                      if len(line.strip()) > 25 and line.strip() in entry["output"]]
+            assert not quoted, f"{entry['name']} shows its code: {quoted}"
+            assert "test_hidden_" not in entry["output"], entry["output"]
+            assert re.search(r"failed: \w+: \S", entry["output"]), entry["output"]  # a message, not a type
+    assert seen >= len(MUTATIONS) // 2
 
 
 def test_every_component_has_a_mutant():
     assert {m.component for m in MUTATIONS} == set(COMPONENTS)
+
+
+@pytest.mark.slow
+def test_a_bug_outside_the_edition_costs_nothing(tmp_path):
+    """The default edition gives the feed-forward as reference code and does not grade it."""
+    mutation = next(m for m in MUTATIONS if m.component == "feed_forward")
+    assert "feed_forward" not in edition_components("default")
+    results = grade(mutant(STAFF_ROOT, mutation, tmp_path / "sub"), edition="default")
+    assert {t["tags"][0] for t in results["tests"]} == set(edition_components("default"))
+    assert results["score"] == sum(t["max_score"] for t in results["tests"])
 
 
 # ----- hostile submissions ------------------------------------------------------------------------------
@@ -260,6 +374,7 @@ def test_hangs_crashes_floods_and_edited_tests_are_contained(tmp_path, handout):
     results = grade(tmp_path / "sub", time_limit=3.0,
                     components=["attention", "encoder", "mean_pool", "cosine"])
     check_schema(results)
+    check_no_paths(results)  # the crash and timeout reports quote the child's output
     scores = component_scores(results)
     by_name = {t["name"].split(": ", 1)[1]: t for t in results["tests"]}
     assert scores["attention"][0] == 0
@@ -283,6 +398,7 @@ def test_a_module_that_kills_the_interpreter_on_import_costs_only_the_tests_that
     heads = tmp_path / "tasks" / "models" / "heads.py"
     heads.write_text("import os\nos._exit(7)\n" + heads.read_text())
     results = grade(tmp_path, components=["adamw", "cosine"])
+    check_no_paths(results)
     scores = component_scores(results)
     assert scores["adamw"][0] == scores["adamw"][1] and scores["cosine"][0] == 0
     assert all("crashed" in t["output"] for t in results["tests"] if t["tags"] == ["cosine"])
@@ -307,8 +423,15 @@ def test_autograder_archive_runs_like_gradescope_and_holds_no_solution(tmp_path)
     assert "grading/mutations.py" not in names and "tests/test_model.py" not in names
     with zipfile.ZipFile(archive) as z:
         assert "math.sqrt(query.size(-1))" not in z.read("minbert/attention.py").decode()
+        # the default edition: the feed-forward ships as reference code; run_autograder grades that edition
+        assert 'approximate="none")' in z.read("minbert/layer.py").decode()
+        assert 'EDITION="${GRADING_EDITION:-default}"' in z.read("run_autograder").decode()
         z.extractall(tmp_path / "source")
         assert (z.getinfo("run_autograder").external_attr >> 16) & 0o111
+    build_archive(tmp_path / "full.zip", edition="full")
+    with zipfile.ZipFile(tmp_path / "full.zip") as z:
+        assert 'approximate="none")' not in z.read("minbert/layer.py").decode()
+        assert 'EDITION="${GRADING_EDITION:-full}"' in z.read("run_autograder").decode()
     for package in SUBMITTED_PACKAGES:  # the submission: the reference solution
         if (STAFF_ROOT / package).is_dir():
             shutil.copytree(STAFF_ROOT / package, tmp_path / "submission" / package,
@@ -318,4 +441,5 @@ def test_autograder_archive_runs_like_gradescope_and_holds_no_solution(tmp_path)
                    capture_output=True)
     results = json.loads((tmp_path / "results" / "results.json").read_text())
     check_schema(results)
+    assert {t["tags"][0] for t in results["tests"]} == set(edition_components("default"))
     assert results["tests"] and results["score"] == sum(t["max_score"] for t in results["tests"])

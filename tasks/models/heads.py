@@ -43,8 +43,12 @@ class SentenceClassifier(nn.Module):
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Returns logits (B, K)."""
+        """output: BertModel's, (B, T, C) token vectors; attention_mask: (B, T). Returns logits (B, K)."""
+        # Hint: z = W dropout(pool(h)) + b, pooled the way this head was built to pool (`pool` in
+        # minbert/pooling.py takes the name), dropout between the pooled vector and the linear layer.
+        # BEGIN SOLUTION
         return self.classifier(self.dropout(pool(output, attention_mask, self.pooling)))
+        # END SOLUTION
 
 
 class CosinePairHead(nn.Module):

@@ -1,9 +1,11 @@
 """Graded tests: small, fast, one file per component, each test independent of the other TODOs.
 
 Every test declares its component (module-level `pytestmark`) and points (`@pytest.mark.points`); the
-grader (python -m grading.grade) reads them. A test of one component never runs another component's
-TODO: where it needs one (the layer needs attention), it uses `graded_helpers.reference_attention` or a
-stand-in, so a bug in one TODO costs points in that component only. Files in hidden/ are not in the
+grader (python -m grading.grade) reads them; where a component has several TODOs, a test also names the
+one it checks (`@pytest.mark.todo`). A test of one component never runs another component's TODO: where
+it needs one (the layer needs attention, the head split and the FFN), it uses `graded_helpers.use_stand_ins`
+or a stand-in of its own, so a bug in one TODO costs points in that component only. Failures say what is
+wrong through `graded_helpers.check_close` / `check_value` / `fail`. Files in hidden/ are not in the
 handout.
 """
 

@@ -1,9 +1,19 @@
 """Helpers shared by the graded tests (a plain module: tests/graded/conftest.py puts this folder on sys.path).
 
 Tolerances: float32 comparisons at atol = rtol = 1e-5 unless a test says otherwise.
+
+Failure messages say what is wrong in the student's terms, computed from what their code returned:
+`check_close` names the first known mistake whose result theirs equals (the tanh GELU, a missing
+scale, ...) and otherwise where and by how much the values differ. Messages are raised as plain
+AssertionErrors, so a hidden test shows them without quoting its code.
+
+Stand-ins (`use_stand_ins`) replace other components' TODOs by torch's own computation, so a test of
+one component never waits for another's TODO and a bug costs points only where it is.
 """
 
 from __future__ import annotations
+
+from typing import Callable, NoReturn, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +21,66 @@ import torch.nn.functional as F
 from minbert.config import BertConfig
 
 TOL = dict(atol=1e-5, rtol=1e-5)
+
+Mistake = tuple[object, str]  # (the wrong result, or a function computing it; what the student did)
+
+
+def fail(message: str) -> NoReturn:
+    """Fail a graded test with `message`, the student's mistake in their terms."""
+    __tracebackhide__ = True  # the traceback ends at the test's own line
+    raise AssertionError(message)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
+    return a.shape == b.shape and torch.allclose(a.detach().double(), b.detach().double(), atol=atol,
+                                                 rtol=rtol)
+
+
+def check_close(actual, expected: torch.Tensor, what: str, mistakes: Sequence[Mistake] = (),
+                atol: float = 1e-5, rtol: float = 1e-5) -> None:
+    """`actual` equals `expected` within the tolerance, or the test fails saying how it differs.
+
+    mistakes: (wrong result, explanation) pairs; when `actual` equals a wrong result the message is
+    that explanation. Otherwise it gives the shape, a NaN, or the largest difference and where it is.
+    """
+    __tracebackhide__ = True
+    if not isinstance(actual, torch.Tensor):
+        fail(f"{what} should be a tensor of shape {tuple(expected.shape)}, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    if _close(actual, expected, atol, rtol):
+        return
+    for wrong, explanation in mistakes:
+        wrong = wrong() if callable(wrong) else wrong
+        if isinstance(wrong, torch.Tensor) and _close(actual, wrong, atol, rtol):
+            fail(f"{what} is wrong: {explanation}")
+    actual, expected = actual.detach().double(), expected.detach().double()
+    if torch.isnan(actual).any() and not torch.isnan(expected).any():
+        index = [int(i) for i in torch.nonzero(torch.isnan(actual))[0]]
+        fail(f"{what} holds NaN (first at index {index}); expected finite values")
+    difference = (actual - expected).abs().nan_to_num(float("inf"))
+    index = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
+    fail(f"{what} differs from the expected values by up to {difference.max().item():.3g} (at index "
+         f"{list(index)}: got {actual[index].item():.6g}, expected {expected[index].item():.6g})")
+
+
+def check_value(actual, expected: float, what: str, mistakes: Sequence[tuple[float, str]] = (),
+                tolerance: float = 1e-6) -> None:
+    """A number equals `expected`, or the test fails naming the mistake that gives `actual`."""
+    __tracebackhide__ = True
+    try:
+        actual = float(actual.detach() if isinstance(actual, torch.Tensor) else actual)
+    except (TypeError, ValueError):
+        fail(f"{what} should be a number, got {actual!r}")
+    if abs(actual - expected) <= tolerance * max(1.0, abs(expected)):
+        return
+    for wrong, explanation in mistakes:
+        if abs(actual - wrong) <= tolerance * max(1.0, abs(wrong)):
+            fail(f"{what} is {actual:.6g}, expected {expected:.6g}: {explanation}")
+    fail(f"{what} is {actual:.6g}, expected {expected:.6g}")
+
+
+# ----- stand-ins for other components' TODOs ----------------------------------------------------------
 
 
 def reference_attention(query, key, value, attention_mask, dropout_p=0.0, return_probs=False):
@@ -27,9 +97,51 @@ def reference_attention(query, key, value, attention_mask, dropout_p=0.0, return
     return context, probs
 
 
+def reference_split_heads(self, x: torch.Tensor) -> torch.Tensor:
+    return torch.stack(x.chunk(self.num_heads, dim=-1), dim=1)  # H x (B, T, D) stacked after B
+
+
+def reference_merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+    return torch.cat(x.unbind(dim=1), dim=-1)  # H x (B, T, D) side by side
+
+
+def reference_intermediate(self, hidden_states: torch.Tensor) -> torch.Tensor:
+    return F.gelu(F.linear(hidden_states, self.dense.weight, self.dense.bias))
+
+
+def use_stand_ins(monkeypatch, *components: str) -> None:
+    """Replace these components' TODOs ("attention", "split_heads", "feed_forward") by stand-ins."""
+    import minbert.attention
+    import minbert.layer
+
+    patches: dict[str, list[tuple[object, str, Callable]]] = {
+        "attention": [],
+        "split_heads": [(minbert.attention.BertSelfAttention, "split_heads", reference_split_heads),
+                        (minbert.attention.BertSelfAttention, "merge_heads", reference_merge_heads)],
+        "feed_forward": [(minbert.layer.BertIntermediate, "forward", reference_intermediate)],
+    }
+    for component in components:
+        if component == "attention":
+            monkeypatch.setitem(minbert.attention.ATTENTION_KERNELS, "eager", reference_attention)
+        for owner, name, stand_in in patches[component]:
+            monkeypatch.setattr(owner, name, stand_in)
+
+
+# ----- inputs -----------------------------------------------------------------------------------------
+
+
 def additive(mask: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
-    """(B, T) 1/0 mask -> additive (B, 1, 1, T), as minbert.model.extended_attention_mask builds it."""
-    return (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+    """(B, T) 1/0 mask -> additive (B, 1, 1, T): what minbert.model.extended_attention_mask returns."""
+    zeros = torch.zeros(mask.shape, dtype=dtype)
+    return zeros.masked_fill(mask == 0, torch.finfo(dtype).min).view(mask.size(0), 1, 1, mask.size(1))
+
+
+def ragged_batch(fill: float = 1e4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(3, 6, 5) token vectors, a (3, 6) mask of 6, 4 and 1 real tokens, and the same vectors with every
+    padding vector set to `fill` (a pooling must give the same result for both)."""
+    hidden = torch.randn(3, 6, 5)
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5])
+    return hidden, mask, hidden.masked_fill((mask == 0)[..., None], fill)
 
 
 def randomize(module: torch.nn.Module, std: float = 0.5) -> torch.nn.Module:
@@ -58,3 +170,15 @@ def torch_encoder_layer(layer, config: BertConfig) -> torch.nn.TransformerEncode
             mine.weight.copy_(ours.weight)
             mine.bias.copy_(ours.bias)
     return theirs.eval()
+
+
+def torch_multihead_attention(ours, config: BertConfig) -> torch.nn.MultiheadAttention:
+    """torch's nn.MultiheadAttention with our BertSelfAttention's projections and no output projection."""
+    C = config.hidden_size
+    theirs = torch.nn.MultiheadAttention(C, config.num_attention_heads, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.query.weight, ours.key.weight, ours.value.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.query.bias, ours.key.bias, ours.value.bias]))
+        theirs.out_proj.weight.copy_(torch.eye(C))  # ours stops before the output projection
+        theirs.out_proj.bias.zero_()
+    return theirs

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 import torch
+from graded_helpers import check_close, check_value
 from torch import nn
 
 from optim.adamw import AdamW, adamw_update
@@ -13,13 +14,18 @@ from optim.adamw import AdamW, adamw_update
 pytestmark = pytest.mark.component("adamw")
 
 RTOL, ATOL = 1e-6, 1e-12  # torch's own update, in the same order: equal to float32 rounding
+L2 = ("this is Adam with L2 regularisation: the decay went into the gradient, and so into the moments. "
+      "AdamW decays the parameter itself, theta <- theta (1 - lr lambda), apart from the moments")
+NO_CORRECTION = "the bias correction is missing: divide m by 1 - beta1^t and v by 1 - beta2^t"
 
 
 def run(steps: int, **hyper):
-    """`steps` updates of one (5, 7) parameter by adamw_update and by torch.optim.AdamW, same gradients."""
+    """`steps` updates of one (5, 7) parameter by adamw_update, by torch.optim.AdamW and by torch's Adam
+    with L2 decay (the classic mistake), same gradients."""
     ours = torch.randn(5, 7)
-    theirs = nn.Parameter(ours.clone())
+    theirs, l2 = nn.Parameter(ours.clone()), nn.Parameter(ours.clone())
     reference = torch.optim.AdamW([theirs], foreach=False, **hyper)
+    adam = torch.optim.Adam([l2], foreach=False, **{"weight_decay": 1e-2, **hyper})
     m, v = torch.zeros_like(ours), torch.zeros_like(ours)
     v_max = torch.zeros_like(ours) if hyper.get("amsgrad") else None
     beta1, beta2 = hyper.get("betas", (0.9, 0.999))
@@ -27,29 +33,32 @@ def run(steps: int, **hyper):
         grad = torch.randn(5, 7) * (0.1 if t % 2 else 3.0)
         adamw_update(ours, grad.clone(), m, v, v_max, t, lr=hyper["lr"], beta1=beta1, beta2=beta2,
                      eps=hyper.get("eps", 1e-8), weight_decay=hyper.get("weight_decay", 1e-2))
-        theirs.grad = grad
+        theirs.grad, l2.grad = grad, grad.clone()
         reference.step()
-    return ours, theirs.detach(), m, reference.state[theirs]["exp_avg"]
+        adam.step()
+    return ours, theirs.detach(), m, reference.state[theirs]["exp_avg"], l2.detach()
 
 
 @pytest.mark.points(2)
 def test_one_step_matches_torch_adamw():
-    ours, theirs, m, ref_m = run(1, lr=1e-2, weight_decay=0.0)
-    torch.testing.assert_close(ours, theirs, rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(m, ref_m, rtol=RTOL, atol=ATOL)
+    ours, theirs, m, ref_m, _ = run(1, lr=1e-2, weight_decay=0.0)
+    check_close(ours, theirs, "the parameter after one step (no weight decay)", rtol=RTOL, atol=ATOL)
+    check_close(m, ref_m, "the first moment m after one step", rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.points(2)
 def test_five_steps_with_weight_decay_match_torch_adamw():
-    ours, theirs, m, ref_m = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
-    torch.testing.assert_close(ours, theirs, rtol=RTOL, atol=ATOL)
-    torch.testing.assert_close(m, ref_m, rtol=RTOL, atol=ATOL)
+    ours, theirs, m, ref_m, l2 = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
+    check_close(ours, theirs, "the parameter after five steps with weight decay 0.5", [(l2, L2)],
+                rtol=RTOL, atol=ATOL)
+    check_close(m, ref_m, "the first moment m after five steps", rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.points(1)
 def test_amsgrad_matches_torch_adamw():
-    ours, theirs, _, _ = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
-    torch.testing.assert_close(ours, theirs, rtol=RTOL, atol=ATOL)
+    ours, theirs, _, _, _ = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    check_close(ours, theirs, "the parameter after five AMSGrad steps (v replaced by its running maximum)",
+                rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.points(2)
@@ -59,8 +68,16 @@ def test_first_step_on_a_scalar_by_hand():
     param, grad = torch.tensor([1.0], dtype=torch.float64), torch.tensor([0.5], dtype=torch.float64)
     m, v = torch.zeros_like(param), torch.zeros_like(param)
     adamw_update(param, grad, m, v, None, 1, lr=0.1, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
-    assert param.item() == pytest.approx(0.89, abs=1e-7)
-    assert (m.item(), v.item()) == (pytest.approx(0.05), pytest.approx(0.00025))
+    check_value(param.item(), 0.89, "theta after one step from 1 (grad 0.5, lr 0.1, decay 0.1)", [
+        (0.99 - 0.1 * 0.05 / (0.00025 ** 0.5 + 1e-8), NO_CORRECTION),
+        (0.9, L2),
+        (0.8, "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"),
+        (0.99, "the parameter was only decayed: the Adam step -lr m_hat / (sqrt(v_hat) + eps) is missing"),
+    ], tolerance=1e-7)
+    check_value(m.item(), 0.05, "m after one step (updated in place)",
+                [(0.5, "m is stored bias-corrected: keep the raw moment in exp_avg and correct a copy")])
+    check_value(v.item(), 0.00025, "v after one step (updated in place)",
+                [(0.25, "v is stored bias-corrected: keep the raw moment in exp_avg_sq and correct a copy")])
 
 
 @pytest.mark.points(1)
@@ -76,5 +93,6 @@ def test_readable_optimizer_path_trains_like_torch():
             opt.zero_grad()
             net(x).pow(2).mean().backward()
             opt.step()
-    for p, q in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-7)
+    for number, (p, q) in enumerate(zip(model.parameters(), ref.parameters())):
+        check_close(p, q, f"parameter {number} of a small network after four optimizer steps", rtol=1e-5,
+                    atol=1e-7)

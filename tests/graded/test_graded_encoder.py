@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from graded_helpers import check_close, fail
 from torch import nn
 
 from minbert.layer import LayerOutput
 from minbert.model import BertEncoder
 
 pytestmark = pytest.mark.component("encoder")
+
+CHAIN = "each layer must read the previous layer's output (the first reads the embeddings)"
 
 
 class AffineLayer(nn.Module):
@@ -39,8 +42,14 @@ def test_each_layer_reads_the_previous_layers_output(config):
     x = torch.randn(2, 4, config.hidden_size)
     expected = ((x * 2 + 2) * 3 + 3) * 5 + 5
     out = enc(x, torch.zeros(2, 1, 1, 4))
-    torch.testing.assert_close(out.last_hidden_state, expected)
-    assert out.hidden_states is None and out.attentions is None
+    check_close(out.last_hidden_state, expected,
+                "the output of three stand-in layers h -> k h + k (k = 2, 3, 5)",
+                [(x, f"it is the embeddings, unchanged: {CHAIN}, and the encoder returns the last one's "
+                  "output"),
+                 (x * 5 + 5, f"it is the last layer applied to the embeddings: {CHAIN}"),
+                 (x * 2 + 2, f"it is the first layer's output only: {CHAIN}")])
+    if out.hidden_states is not None or out.attentions is not None:
+        fail("hidden_states and attentions must be None unless asked for")
 
 
 @pytest.mark.points(2)
@@ -49,16 +58,22 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
     x = torch.randn(2, 4, config.hidden_size)
     out = enc(x, torch.zeros(2, 1, 1, 4), output_hidden_states=True)
     expected = [x, x * 2 + 2, (x * 2 + 2) * 3 + 3, ((x * 2 + 2) * 3 + 3) * 5 + 5]
-    assert len(out.hidden_states) == 4
-    for mine, reference in zip(out.hidden_states, expected):
-        torch.testing.assert_close(mine, reference)
+    if out.hidden_states is None or len(out.hidden_states) != 4:
+        fail("with 3 layers, output_hidden_states=True must give 4 tensors (the embeddings, then each "
+             f"layer's output), got {None if out.hidden_states is None else len(out.hidden_states)}")
+    for number, (mine, reference) in enumerate(zip(out.hidden_states, expected)):
+        check_close(mine, reference, f"hidden_states[{number}]" + (" (the embeddings)" if number == 0 else
+                                                                    f" (layer {number}'s output)"))
 
 
 @pytest.mark.points(1)
 def test_attentions_are_collected_in_layer_order(config):
     enc = encoder(config)
     out = enc(torch.randn(2, 4, config.hidden_size), torch.zeros(2, 1, 1, 4), output_attentions=True)
-    assert [float(a[0, 0, 0, 0]) for a in out.attentions] == [2.0, 3.0, 5.0]
+    got = None if out.attentions is None else [float(a[0, 0, 0, 0]) for a in out.attentions]
+    if got != [2.0, 3.0, 5.0]:
+        fail(f"the attentions of layers with k = 2, 3, 5 came back as {got}: collect each layer's "
+             "probabilities, in layer order")
 
 
 @pytest.mark.points(1)
@@ -66,4 +81,7 @@ def test_every_layer_gets_the_attention_mask(config):
     enc = encoder(config)
     mask = torch.zeros(2, 1, 1, 4)
     enc(torch.randn(2, 4, config.hidden_size), mask)
-    assert all(len(layer.masks) == 1 and layer.masks[0] is mask for layer in enc.layer)
+    for number, layer in enumerate(enc.layer):
+        if len(layer.masks) != 1 or layer.masks[0] is not mask:
+            fail(f"layer {number} was called {len(layer.masks)} times or without the encoder's attention "
+                 "mask: call every layer once, with the mask")

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from graded_helpers import check_close, fail
 
 from minbert.label_attention import merge_label_scores
 
 pytestmark = pytest.mark.component("label_attention")
+
+CLS_CLS = ("the [CLS] -> [CLS] score changed: only the [CLS] row's scores to the other tokens take the label "
+           "maximum")
+SUMMED = "the scores were summed; each takes the maximum of the [CLS] score and the labels' scores (eq. 8)"
 
 
 @pytest.mark.points(2)
@@ -19,9 +24,10 @@ def test_merge_by_hand():
     scores = torch.tensor([[0.0, 1.0, 2.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None]  # (1, 1, 3, 3)
     labels = torch.tensor([[9.0, 0.5, 3.0], [9.0, 4.0, -1.0]])[None, None]  # (1, 1, M=2, 3)
     merged = merge_label_scores(scores, labels)
-    assert merged.shape == (1, 1, 3, 3)
-    torch.testing.assert_close(merged[0, 0],
-                               torch.tensor([[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]]))
+    check_close(merged, torch.tensor([[0.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None],
+                "the merged scores of a 3-token example with 2 labels", [
+                    (torch.tensor([[9.0, 4.0, 3.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None], CLS_CLS),
+                    (torch.tensor([[0.0, 5.5, 4.0], [5.0, 6.0, 7.0], [8.0, 9.0, 10.0]])[None, None], SUMMED)])
 
 
 @pytest.mark.points(1)
@@ -29,18 +35,21 @@ def test_only_the_cls_row_beyond_cls_changes_and_the_input_is_kept():
     scores, labels = torch.randn(2, 3, 6, 6), torch.randn(2, 3, 4, 6)
     original = scores.clone()
     merged = merge_label_scores(scores, labels)
-    torch.testing.assert_close(scores, original)
-    torch.testing.assert_close(merged[:, :, 1:], scores[:, :, 1:])
-    torch.testing.assert_close(merged[:, :, 0, 0], scores[:, :, 0, 0])
+    if not torch.equal(scores, original):
+        fail("merge_label_scores changed its input scores in place: build a new tensor")
+    check_close(merged[:, :, 1:], scores[:, :, 1:], "the rows of the other queries (they must not change)")
+    if not torch.allclose(merged[:, :, 0, 0], scores[:, :, 0, 0]):
+        fail(CLS_CLS)
     expected = torch.maximum(scores[:, :, 0, 1:], labels[..., 1:].max(dim=2).values)
-    torch.testing.assert_close(merged[:, :, 0, 1:], expected)
+    check_close(merged[:, :, 0, 1:], expected, "the [CLS] row's scores to the other tokens",
+                [(scores[:, :, 0, 1:] + labels[..., 1:].sum(dim=2), SUMMED)])
 
 
 @pytest.mark.points(1)
 def test_minus_infinity_labels_change_nothing():
     scores = torch.randn(2, 2, 5, 5)
     merged = merge_label_scores(scores, torch.full((2, 2, 3, 5), float("-inf")))
-    assert torch.equal(merged, scores)
+    check_close(merged, scores, "the scores merged with labels all at -inf (nothing may change)")
 
 
 @pytest.mark.points(1)
@@ -49,5 +58,6 @@ def test_gradient_reaches_only_the_winning_label():
     # label 0 wins key 1, 1 key 2
     labels = torch.tensor([[[[0.0, 2.0, -1.0], [0.0, 1.0, 3.0]]]], requires_grad=True)
     merge_label_scores(scores, labels)[0, 0, 0].sum().backward()
-    torch.testing.assert_close(labels.grad[0, 0], torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
-    torch.testing.assert_close(scores.grad[0, 0, 0], torch.tensor([1.0, 0.0, 0.0]))
+    check_close(labels.grad[0, 0], torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+                "the labels' gradient (only the winning label of each key gets one)")
+    check_close(scores.grad[0, 0, 0], torch.tensor([1.0, 0.0, 0.0]), "the [CLS] row's gradient")

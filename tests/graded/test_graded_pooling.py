@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from graded_helpers import check_close, ragged_batch
 
 from minbert.pooling import mean_pool
 
@@ -12,27 +13,35 @@ pytestmark = pytest.mark.component("mean_pool")
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
 MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+COUNT = "divide by the number of real tokens, not the padded length"
 
 
 @pytest.mark.points(2)
 def test_mean_pool_by_hand():
     expected = torch.tensor([[2.0, 3.0], [11 / 3, -2 / 3]])  # row 0: the first two tokens only
-    torch.testing.assert_close(mean_pool(HIDDEN, MASK), expected)
+    what = "the mean of [[1, 2], [3, 4], padding] and of three tokens"
+    check_close(mean_pool(HIDDEN, MASK), expected, what, [
+        (torch.tensor([[4 / 3, 2.0], [11 / 3, -2 / 3]]), f"row 0 summed its 2 real tokens but divided by 3 "
+         f"positions: {COUNT}"),
+        (HIDDEN.mean(dim=1), "the padding token counted: leave it out of the sum and of the count"),
+        (torch.tensor([[2.0, 3.0], [11 / 2, -2 / 2]]), "row 1 was divided by 2: count each row's own real "
+         "tokens")])
 
 
 @pytest.mark.points(1)
 def test_padding_vectors_do_not_matter():
-    hidden = torch.randn(3, 6, 5)
-    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] + [0] * 5])
-    changed = hidden.clone()
-    changed[mask == 0] = 1e4
-    torch.testing.assert_close(mean_pool(hidden, mask), mean_pool(changed, mask))
-    torch.testing.assert_close(mean_pool(hidden, mask)[1], hidden[1, :4].mean(0))
+    hidden, mask, changed = ragged_batch()
+    check_close(mean_pool(changed, mask), mean_pool(hidden, mask),
+                "the mean with the padding vectors set to 1e4 (it must not change)")
+    expected = hidden[1, :4].mean(0)
+    check_close(mean_pool(hidden, mask)[1], expected, "the mean of a row with 4 real tokens of 6",
+                [(hidden[1, :4].sum(0) / 6, f"it was divided by 6: {COUNT}")])
 
 
 @pytest.mark.points(1)
 def test_mean_pool_is_differentiable_and_skips_padding():
     hidden = torch.randn(2, 4, 3, requires_grad=True)
     mean_pool(hidden, torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])).sum().backward()
-    torch.testing.assert_close(hidden.grad[0, :, 0], torch.tensor([0.5, 0.5, 0.0, 0.0]))
-    torch.testing.assert_close(hidden.grad[1, :, 0], torch.full((4,), 0.25))
+    check_close(hidden.grad[0, :, 0], torch.tensor([0.5, 0.5, 0.0, 0.0]),
+                "the gradient of a 2-token mean over its 4 positions (2 real)")
+    check_close(hidden.grad[1, :, 0], torch.full((4,), 0.25), "the gradient of a 4-token mean")

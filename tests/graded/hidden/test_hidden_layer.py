@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import TOL, additive, randomize, reference_attention
+from graded_helpers import additive, check_close, fail, randomize, use_stand_ins
 
-import minbert.attention
 from minbert.layer import BertLayer
 
-pytestmark = [pytest.mark.component("layer"), pytest.mark.visibility("after_published")]
+pytestmark = [pytest.mark.component("layer"), pytest.mark.visibility("after_published"),
+              pytest.mark.todo("BertLayer.forward")]
 
 
 @pytest.fixture(autouse=True)
-def _reference_kernel(monkeypatch):
-    monkeypatch.setitem(minbert.attention.ATTENTION_KERNELS, "eager", reference_attention)
+def _stand_ins(monkeypatch):
+    use_stand_ins(monkeypatch, "attention", "split_heads", "feed_forward")
 
 
 def norm(x, ln):
@@ -32,7 +32,7 @@ def test_layer_is_post_ln_with_exact_gelu(config, padding_mask):
     inner = F.gelu(F.linear(attended, layer.intermediate.dense.weight, layer.intermediate.dense.bias))
     o = layer.output
     expected = norm(attended + F.linear(inner, o.dense.weight, o.dense.bias), o.LayerNorm)
-    torch.testing.assert_close(layer(hidden, mask).hidden_states, expected, **TOL)
+    check_close(layer(hidden, mask).hidden_states, expected, "the layer's output (post-LN, two sub-layers)")
 
 
 @pytest.mark.points(1)
@@ -40,4 +40,6 @@ def test_layer_gradcheck_float64(config):
     layer = randomize(BertLayer(config)).double()
     hidden = torch.randn(2, 5, config.hidden_size, dtype=torch.float64, requires_grad=True)
     mask = additive(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float64)
-    assert torch.autograd.gradcheck(lambda h: layer(h, mask).hidden_states, (hidden,))
+    if not torch.autograd.gradcheck(lambda h: layer(h, mask).hidden_states, (hidden,), raise_exception=False):
+        fail("the layer's gradient (float64) does not match finite differences: is some step done outside "
+             "autograd (in place on a leaf, .data, .detach(), numpy)?")

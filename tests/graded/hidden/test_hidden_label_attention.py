@@ -1,0 +1,22 @@
+"""Graded, hidden: merge_label_scores with many labels and heads against a loop written per key."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graded_helpers import check_close
+
+from minbert.label_attention import merge_label_scores
+
+pytestmark = [pytest.mark.component("label_attention"), pytest.mark.visibility("after_published")]
+
+
+@pytest.mark.points(1)
+def test_many_labels_against_a_loop_over_keys():
+    scores, labels = torch.randn(2, 4, 5, 5), torch.randn(2, 4, 9, 5)
+    expected = scores.clone()
+    for key in range(1, 5):
+        for label in range(9):
+            expected[:, :, 0, key] = torch.where(labels[:, :, label, key] > expected[:, :, 0, key],
+                                                 labels[:, :, label, key], expected[:, :, 0, key])
+    check_close(merge_label_scores(scores, labels), expected, "the merged scores of 9 labels over 4 heads")

@@ -1,0 +1,132 @@
+"""Graded: SentenceClassifier.forward (pool, dropout, linear) and the sentiment loss (SentimentTask.loss).
+
+Pooling is a stand-in here (it returns a known vector per pooling name), so these tests do not depend on
+the pooling TODOs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from graded_helpers import check_close, check_value, fail, randomize
+from torch import nn
+
+import tasks.models.heads
+from minbert.model import BertModelOutput
+from tasks.models.heads import SentenceClassifier
+from tasks.sentiment import SentimentTask
+
+pytestmark = pytest.mark.component("classifier")
+
+B, T, C, K = 3, 5, 8, 4
+POOLED = {how: torch.randn(B, C, generator=torch.Generator().manual_seed(n))
+          for n, how in enumerate(("cls", "mean", "max", "pooler"))}
+
+
+@pytest.fixture
+def pooled(monkeypatch):
+    """Stand-in pooling: records how it was asked to pool and returns that pooling's known vectors."""
+    calls = []
+
+    def stand_in(output, attention_mask, how):
+        calls.append(how)
+        return POOLED[how]
+
+    monkeypatch.setattr(tasks.models.heads, "pool", stand_in)
+    return calls
+
+
+def output() -> BertModelOutput:
+    return BertModelOutput(torch.randn(B, T, C), torch.randn(B, C), None, None)
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("SentenceClassifier.forward")
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_head_pools_the_way_it_was_built_then_applies_the_linear_layer(pooled, pooling):
+    head = randomize(SentenceClassifier(C, K, dropout=0.1, pooling=pooling)).eval()
+    out = output()
+    logits = head(out, torch.ones(B, T, dtype=torch.long))
+
+    def linear(x):
+        return F.linear(x, head.classifier.weight, head.classifier.bias)
+
+    mistakes = [(linear(out.pooler_output), "the logits come from the pooler output, but this head was "
+                 f"built with pooling={pooling!r}: pool the way it was built (pool(output, attention_mask, "
+                 "self.pooling))"),
+                (linear(out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read directly: "
+                 "pool through pool(output, attention_mask, self.pooling), which knows every pooling")]
+    mistakes += [(linear(POOLED[how]), f"the head pooled with {how!r}, but it was built with "
+                  f"pooling={pooling!r}") for how in POOLED if how != pooling]
+    check_close(logits, linear(POOLED[pooling]),
+                f"the logits (B, K) of a head with pooling={pooling!r} in eval mode", mistakes)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("SentenceClassifier.forward")
+def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(pooled):
+    head = randomize(SentenceClassifier(C, K, dropout=0.5, pooling="max"))
+    head.dropout = DoubleIt()  # a stand-in "dropout" whose effect is visible
+    logits = head(output(), torch.ones(B, T, dtype=torch.long))
+    expected = F.linear(2 * POOLED["max"], head.classifier.weight, head.classifier.bias)
+    undropped = F.linear(POOLED["max"], head.classifier.weight, head.classifier.bias)
+    check_close(logits, expected, "the logits with self.dropout replaced by x -> 2x", [
+        (undropped, "self.dropout was not applied to the pooled vector"),
+        (2 * undropped, "dropout was applied to the logits; it belongs on the pooled vector, before the "
+         "linear layer"),
+    ])
+
+
+class DoubleIt(nn.Module):
+    def forward(self, x):
+        return 2 * x
+
+
+class FixedLogits(nn.Module):
+    """A stand-in sentiment model: predict_sentiment returns the logits it was given."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(logits)
+
+    def predict_sentiment(self, tokens):
+        return self.logits
+
+
+def sentiment_loss(logits: torch.Tensor, labels: torch.Tensor):
+    task = SentimentTask.__new__(SentimentTask)  # loss() reads nothing the constructor sets
+    model = FixedLogits(logits)
+    return task.loss(model, (torch.zeros(len(labels), 3, dtype=torch.long), labels)), model
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("SentimentTask.loss")
+def test_sentiment_loss_is_the_mean_cross_entropy_of_the_raw_logits():
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.1, 0.2, 0.3], [-2.0, 3.0, 0.5], [1.0, 1.0, 1.0]])
+    labels = torch.tensor([0, 2, 1, 1])
+    log_probs = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
+    expected = -log_probs[torch.arange(4), labels].mean().item()
+    probs = logits.softmax(-1)
+    twice = (torch.logsumexp(probs, -1) - probs[torch.arange(4), labels]).mean().item()
+    loss, _ = sentiment_loss(logits, labels)
+    check_value(loss, expected, "the loss of four sentences with 3 classes", [
+        (twice, "it is the cross-entropy of softmax probabilities: the loss applies the softmax itself, so "
+         "give it the raw logits"),
+        (-logits[torch.arange(4), labels].mean().item(), "it is -z[y] of the raw logits: the log-softmax is "
+         "missing"),
+        (-log_probs[torch.arange(4), labels].sum().item(), "it is the sum over the batch: take the mean"),
+    ], tolerance=1e-5)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("SentimentTask.loss")
+def test_sentiment_loss_gradient_is_softmax_minus_one_hot_over_the_batch():
+    logits = torch.randn(5, 2)
+    labels = torch.tensor([1, 0, 0, 1, 1])
+    loss, model = sentiment_loss(logits, labels)
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        fail(f"the loss should be a scalar tensor, got {loss!r}")
+    loss.backward()
+    expected = (logits.softmax(-1) - F.one_hot(labels, 2)) / 5
+    check_close(model.logits.grad, expected, "the gradient of the loss with respect to the logits")

@@ -1,0 +1,44 @@
+"""Graded: BertIntermediate.forward, the feed-forward network's expansion GELU(h W^T + b), exact GELU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from graded_helpers import check_close, randomize
+
+from minbert.layer import BertIntermediate
+
+pytestmark = pytest.mark.component("feed_forward")
+
+TANH = ("this is the tanh approximation of GELU (off by up to ~1e-3): BERT uses the exact form "
+        "x Phi(x), Phi the standard normal CDF (erf)")
+
+
+def mistakes(projected: torch.Tensor):
+    return [(F.gelu(projected, approximate="tanh"), TANH),
+            (F.relu(projected), "this is ReLU; BERT uses GELU, x Phi(x)"),
+            (projected, "the activation is missing: GELU(h W^T + b)")]
+
+
+@pytest.mark.points(2)
+def test_intermediate_is_exact_gelu_of_the_expansion(config):
+    ffn = randomize(BertIntermediate(config), std=1.0).eval()
+    hidden = torch.randn(3, 7, config.hidden_size)
+    projected = F.linear(hidden, ffn.dense.weight, ffn.dense.bias)  # (B, T, I)
+    check_close(ffn(hidden), F.gelu(projected), "the intermediate output (B, T, I) = (3, 7, 37)",
+                mistakes(projected))
+
+
+@pytest.mark.points(1)
+def test_gelu_by_hand_at_a_few_points(config):
+    ffn = BertIntermediate(config.replace(hidden_size=4, intermediate_size=4, num_attention_heads=1)).eval()
+    with torch.no_grad():  # W = I, b = 0: the output is GELU of the input itself
+        ffn.dense.weight.copy_(torch.eye(4))
+        ffn.dense.bias.zero_()
+    x = torch.tensor([[[-1.0, 0.0, 1.0, 2.0]]])
+    phi = [0.5 * (1 + math.erf(v / math.sqrt(2))) for v in (-1.0, 0.0, 1.0, 2.0)]
+    expected = torch.tensor([[[-1.0 * phi[0], 0.0, phi[2], 2.0 * phi[3]]]])
+    check_close(ffn(x), expected, "GELU(-1, 0, 1, 2) through an identity layer", mistakes(x), atol=1e-6)

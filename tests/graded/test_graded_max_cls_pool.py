@@ -1,0 +1,55 @@
+"""Graded: max_pool (the element-wise maximum over the real tokens) and pool's "cls" choice (the [CLS]
+vector)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graded_helpers import check_close, fail, ragged_batch
+
+from minbert.model import BertModelOutput
+from minbert.pooling import max_pool, pool
+
+pytestmark = pytest.mark.component("max_cls_pool")
+
+HIDDEN = torch.tensor([[[1.0, -2.0], [3.0, -4.0], [100.0, 0.0]],
+                       [[-1.0, -5.0], [-3.0, -6.0], [-7.0, -8.0]]])  # (B=2, T=3, C=2)
+MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("max_pool")
+def test_max_pool_by_hand_with_negative_features_and_padding():
+    expected = torch.tensor([[3.0, -2.0], [-1.0, -5.0]])
+    what = "the maximum of [[1, -2], [3, -4], padding (100, 0)] and of a full row of negative values"
+    check_close(max_pool(HIDDEN, MASK), expected, what, [
+        (torch.tensor([[100.0, 0.0], [-1.0, -5.0]]), "the padding token won the maximum: leave padding out"),
+        (torch.tensor([[3.0, 0.0], [-1.0, -5.0]]), "row 0's second feature is 0.0, the value padding was "
+         "given: padding must never win, even where every real value is negative"),
+    ])
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("max_pool")
+def test_max_pool_ignores_padding_values():
+    hidden, mask, changed = ragged_batch()
+    check_close(max_pool(changed, mask), max_pool(hidden, mask),
+                "the maximum with padding set to 1e4 (it must not change)")
+    check_close(max_pool(hidden, mask)[2], hidden[2, 0],
+                "the maximum of a row with one real token (that token)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("pool")
+def test_cls_pooling_is_the_first_tokens_vector():
+    hidden = torch.randn(3, 5, 4)
+    output = BertModelOutput(hidden, torch.randn(3, 4), None, None)
+    got = pool(output, torch.ones(3, 5, dtype=torch.long), "cls")
+    for position in range(1, 5):
+        if isinstance(got, torch.Tensor) and got.shape == (3, 4) and torch.equal(got, hidden[:, position]):
+            fail(f'pool(..., "cls") returned token {position}\'s vector: [CLS] is the first token, '
+                 'position 0')
+    if isinstance(got, torch.Tensor) and got.shape == (3, 4) and torch.equal(got, output.pooler_output):
+        fail('pool(..., "cls") returned the pooler output (that is "pooler"): "cls" is the [CLS] '
+             'token\'s vector')
+    check_close(got, hidden[:, 0], 'pool(output, mask, "cls")')

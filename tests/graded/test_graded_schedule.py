@@ -1,0 +1,61 @@
+"""Graded: linear_warmup_decay_factor, linear warm-up then linear decay to 0 (BERT paper appendix A.2)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graded_helpers import fail
+
+from optim.schedules import linear_warmup_decay, linear_warmup_decay_factor
+
+pytestmark = pytest.mark.component("schedule")
+
+
+def expected_factors(W: int, N: int, steps: int) -> list[float]:
+    return [t / W if t < W else max(0.0, (N - t) / max(1, N - W)) for t in range(steps)]
+
+
+def check_factors(W: int, N: int, steps: int) -> None:
+    want = expected_factors(W, N, steps)
+    try:
+        got = [linear_warmup_decay_factor(t, W, N) for t in range(steps)]
+    except ZeroDivisionError:
+        fail(f"W = {W} warm-up steps of N = {N} divided by zero: use at least 1 in each denominator")
+    for t, (g, w) in enumerate(zip(got, want)):
+        if abs(g - w) > 1e-12:
+            if t == W and abs(g - (N - W) / N) < 1e-12:
+                why = "the decay runs from the end of the warm-up: (N - t) / (N - W), not (N - t) / N"
+            elif t < W and abs(g - (t + 1) / W) < 1e-12:
+                why = "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"
+            elif g < 0:
+                why = "the factor must never go below 0 (after N steps it stays 0)"
+            else:
+                why = "t / W during the warm-up (t < W), then (N - t) / (N - W), at least 0"
+            fail(f"with W = {W} warm-up steps of N = {N}, the factor at step {t} is {g:.4g}, expected "
+                 f"{w:.4g}: {why}")
+
+
+@pytest.mark.points(2)
+def test_factors_by_hand_four_warmup_steps_of_ten():
+    check_factors(4, 10, 13)  # 0, .25, .5, .75, 1, 5/6, ..., 1/6, 0, 0, 0
+
+
+@pytest.mark.points(1)
+def test_no_warmup_and_all_warmup_do_not_divide_by_zero():
+    check_factors(0, 5, 7)
+    check_factors(5, 5, 7)
+
+
+@pytest.mark.points(1)
+def test_scheduler_drives_each_groups_learning_rate():
+    weights = [torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))]
+    optimizer = torch.optim.SGD([{"params": weights[:1], "lr": 1.0}, {"params": weights[1:], "lr": 0.1}])
+    scheduler = linear_warmup_decay(optimizer, 2, 6)
+    seen = []
+    for _ in range(7):
+        seen.append([group["lr"] for group in optimizer.param_groups])
+        optimizer.step()
+        scheduler.step()
+    want = [[f, f / 10] for f in expected_factors(2, 6, 7)]
+    if any(abs(a - b) > 1e-9 for row, wanted in zip(seen, want) for a, b in zip(row, wanted)):
+        fail(f"the two groups' learning rates over 7 steps were {seen}, expected {want}")

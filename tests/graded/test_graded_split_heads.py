@@ -1,0 +1,67 @@
+"""Graded: BertSelfAttention.split_heads and merge_heads, (B, T, C) <-> (B, H, T, D) with C = H * D."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from graded_helpers import additive, check_close, randomize, torch_multihead_attention
+
+from minbert.attention import BertSelfAttention
+
+pytestmark = pytest.mark.component("split_heads")
+
+MIXED = ("tokens and heads are mixed up: (B, T, C) was read directly as (B, H, T, D); split C into (H, D) "
+         "first, giving (B, T, H, D), then move the head axis before the tokens")
+NOT_MOVED = ("the heads were not moved back behind the tokens before merging: (B, H, T, D) must become "
+             "(B, T, H, D), then (B, T, C)")
+
+
+def module(config) -> BertSelfAttention:
+    return BertSelfAttention(config).eval()
+
+
+def numbered(*shape: int) -> torch.Tensor:
+    return torch.arange(torch.Size(shape).numel(), dtype=torch.float32).view(shape)
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("split_heads")
+def test_split_heads_gives_each_head_its_slice_of_every_token(config):
+    attention, H, D = module(config), config.num_attention_heads, config.head_dim
+    x = numbered(2, 5, H * D)  # (B, T, C): every number says where it came from
+    expected = torch.stack([x[:, :, h * D:(h + 1) * D] for h in range(H)], dim=1)  # (B, H, T, D)
+    check_close(attention.split_heads(x), expected, "split_heads of a (2, 5, 32) tensor (4 heads of 8)",
+                [(x.reshape(2, H, 5, D), MIXED)], atol=0, rtol=0)
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("merge_heads")
+def test_merge_heads_puts_each_tokens_heads_side_by_side(config):
+    attention, H, D = module(config), config.num_attention_heads, config.head_dim
+    x = numbered(2, H, 5, D)  # (B, H, T, D)
+    expected = torch.cat([x[:, h] for h in range(H)], dim=-1)  # (B, T, C)
+    check_close(attention.merge_heads(x), expected, "merge_heads of a (2, 4, 5, 8) tensor",
+                [(x.reshape(2, 5, H * D), NOT_MOVED)], atol=0, rtol=0)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("merge_heads")
+def test_merge_undoes_split(config):
+    attention = module(config)
+    x = torch.randn(3, 7, config.hidden_size)
+    check_close(attention.merge_heads(attention.split_heads(x)), x, "merge_heads(split_heads(x))", atol=0,
+                rtol=0)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("split_heads")
+def test_self_attention_with_torchs_kernel_matches_torch_multihead_attention(config, padding_mask):
+    ours = randomize(BertSelfAttention(config, attn_implementation="sdpa")).eval()
+    theirs = torch_multihead_attention(ours, config)
+    hidden = torch.randn(3, 7, config.hidden_size)
+    mask = additive(padding_mask)
+    with torch.no_grad():
+        ref, _ = theirs(hidden, hidden, hidden, key_padding_mask=padding_mask == 0)
+    real = padding_mask.bool()
+    check_close(ours(hidden, mask).context[real], ref[real],
+                "a self-attention module (your split and merge around torch's kernel)")
