@@ -9,7 +9,8 @@ Interchangeable kernels compute the same thing:
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager;
 - `unpadded_attention`: sdpa for a batch packed without its padding (unpadded.py), tested equal too.
 
-Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
+Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D); unpadded (unpadded.py):
+N real tokens of a padded batch, L_b the length of sequence b.
 
 Read next: layer.py.
 """

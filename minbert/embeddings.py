@@ -3,7 +3,7 @@
 BERT paper §3, Figure 2: "the input embeddings are the sum of the token embeddings, the segmentation
 embeddings and the position embeddings", followed by LayerNorm and dropout (as in the TF code).
 
-Shape legend: B batch, T tokens, C hidden size.
+Shape legend: B batch, T tokens, C hidden size, N real tokens of a padded batch (unpadded.py).
 
 Read next: attention.py.
 """

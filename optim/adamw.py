@@ -37,15 +37,17 @@ tensor; an int is exact at any length of training and reads plainly in a checkpo
 by `torch.optim.AdamW` loads here too: its tensor steps are turned into ints. Steps are counted per
 parameter because a parameter without a gradient is skipped and its clock does not advance.
 
-Two implementations of the same update: `adamw_update`, one parameter at a time (the exercise, and the
-reference), and `_adamw_foreach`, which applies each line to all tensors of a group at once with
-`torch._foreach_*` kernels (the default, for speed; tested equal to the readable path).
+One update rule, run two ways: `adamw_update` as written, one parameter at a time (the exercise, and
+the reference), and the same function compiled by torch.compile, which fuses its passes over memory into
+one kernel per tensor (the default, as fast as torch's fused AdamW; tested equal to the readable path and
+to torch). Where compiling is unavailable or fails, the optimizer warns once and runs the readable path.
 
 Read next: schedules.py (how the learning rate changes during training).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,17 +76,19 @@ def adamw_update(
     max_exp_avg_sq: the running maximum of v for amsgrad (same shape), or None without amsgrad.
     step: t, the number of this update, counting from 1 (the caller has already incremented it).
     """
-    # Hints, in order. Work in place (the trailing-underscore methods): the state tensors are the
-    # optimizer's memory between steps. Use the operations named here, which are torch's: the tests hold
-    # you to torch.optim.AdamW within 1e-6 relative, and in float32 an algebraically equal rewrite
-    # (mul_ + add_ for lerp_) can miss that where beta1 * m and (1 - beta1) * grad nearly cancel.
-    # 1. Decoupled weight decay: multiply param by (1 - lr * weight_decay), before anything else.
-    # 2. First moment: m <- beta1 * m + (1 - beta1) * grad, written exp_avg.lerp_(grad, 1 - beta1).
-    # 3. Second moment: v <- beta2 * v + (1 - beta2) * grad * grad, as exp_avg_sq.mul_(...).addcmul_(...).
-    # 4. amsgrad (max_exp_avg_sq is not None): keep max_exp_avg_sq = max(max_exp_avg_sq, v) element-wise
-    #    (torch.maximum with out=) and use it instead of v below.
-    # 5. Bias corrections c1 = 1 - beta1 ** step and c2 = 1 - beta2 ** step (Python floats).
-    # 6. denom = sqrt(v) / c2 ** 0.5 + eps; then param <- param - (lr / c1) * m / denom (param.addcdiv_).
+    # Hints, in order (g the gradient, m = exp_avg, v = exp_avg_sq, all of param's shape):
+    # 1. Decoupled weight decay first: param <- param * (1 - lr * weight_decay). It is not added to g, so it
+    #    never enters m and v (that would be Adam with L2 regularisation, which AdamW corrects).
+    # 2. m <- beta1 m + (1 - beta1) g, best written as an interpolation toward g: m + (1 - beta1)(g - m).
+    #    Pitfall: the tests hold you to torch.optim.AdamW within 1e-6 relative, and in float32 the sum form
+    #    loses digits where beta1 m and (1 - beta1) g nearly cancel; the interpolation does not.
+    # 3. v <- beta2 v + (1 - beta2) g^2 (element-wise square).
+    # 4. amsgrad (max_exp_avg_sq is not None): v_max <- max(v_max, v) element-wise, kept in max_exp_avg_sq,
+    #    and v_max replaces v in step 6.
+    # 5. Bias corrections c1 = 1 - beta1^t and c2 = 1 - beta2^t (plain numbers: t is `step`).
+    # 6. param <- param - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps). eps is added after dividing by sqrt(c2),
+    #    as torch does. m, v (and v_max) are the optimizer's memory between steps: update them in place,
+    #    not by rebinding the names, or the next step starts from zero again.
     # BEGIN SOLUTION
     param.mul_(1 - lr * weight_decay)
     exp_avg.lerp_(grad, 1 - beta1)
@@ -101,45 +105,50 @@ def adamw_update(
     # END SOLUTION
 
 
-def _adamw_foreach(
-    params: list[Tensor],
-    grads: list[Tensor],
-    exp_avgs: list[Tensor],
-    exp_avg_sqs: list[Tensor],
-    max_exp_avg_sqs: list[Tensor] | None,
-    steps: list[int],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    eps: float,
-    weight_decay: float,
-) -> None:
-    """The same update as `adamw_update` for many parameters, one `torch._foreach_*` kernel per line.
+# The compiled update, made on first use; and why compiling failed, remembered so that we warn once.
+_COMPILED: Callable[..., None] | None = None
+_COMPILE_FAILURE: str | None = None
+# Inductor options, both measured on CPU (bench/optim_speed.py, bert-base shapes):
+# - realize_opcount_threshold: Inductor inlines a scalar computed from the step, such as 1 - beta2^t,
+#   into the loop over the tensor, where the C++ compiler may not hoist pow (Inductor keeps libm's errno
+#   semantics): pow ran once per 16 elements, and the step took 3.5x torch's fused one. At 1, such a
+#   scalar is computed once per call, into a 0-dim buffer that the loop reads.
+# - cpp.dynamic_threads: one kernel serves every size, and without this whether its loop runs on all
+#   threads was decided by the size it was first compiled for (a 768-element bias: one thread, 2x slower
+#   on a large tensor), a choice the on-disk compile cache even carried over to later runs.
+_INDUCTOR_OPTIONS = {"realize_opcount_threshold": 1, "cpp.dynamic_threads": True}
 
-    Mirrors the non-capturable branch of torch's `_multi_tensor_adam` (torch/optim/adam.py), so each
-    tensor sees the same operations in the same order as in the readable path. The caller passes
-    tensors of one device and dtype (foreach kernels need that).
+
+def _update_compiled(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: Tensor,
+                     max_exp_avg_sq: Tensor | None, step: Tensor, scalars: dict[str, Tensor]) -> bool:
+    """`adamw_update` of one parameter, compiled by torch.compile; False where compiling is unavailable.
+
+    Inductor fuses the update's seven passes over memory into one kernel per tensor (C++ on CPU, Triton
+    on GPU), which is what makes torch's fused AdamW fast. fullgraph=True: a graph break would run part of
+    the update eagerly, so any failure comes while compiling, before a tensor is written, and the caller
+    redoes the update on the readable path. dynamic=True: one kernel serves every size of a given rank
+    and dtype, instead of a compilation per shape.
+
+    step and the hyper-parameters come as 0-dim float64 tensors: as Python numbers, torch.compile would
+    recompile whenever the learning rate or the step changes, and torch 2.13 miscompiles the update when
+    it makes them symbolic instead (the recompiled kernel keeps the first learning rate inside
+    lr / (1 - beta1^t): silently wrong numbers). float64 keeps the bias corrections as exact as Python's
+    floats; each is rounded to the tensor's dtype where it meets it, as in eager mode.
     """
-    if weight_decay != 0:
-        torch._foreach_mul_(params, 1 - lr * weight_decay)
-    torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
-    torch._foreach_mul_(exp_avg_sqs, beta2)
-    torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
-    if max_exp_avg_sqs is not None:
-        torch._foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs)
-        exp_avg_sqs = max_exp_avg_sqs
-    denoms = torch._foreach_sqrt(exp_avg_sqs)
-    if all(s == steps[0] for s in steps):
-        # The usual case (every parameter got a gradient every step): one scalar for all tensors.
-        bias_correction1 = 1 - beta1 ** steps[0]
-        torch._foreach_div_(denoms, (1 - beta2 ** steps[0]) ** 0.5)
-        torch._foreach_add_(denoms, eps)
-        torch._foreach_addcdiv_(params, exp_avgs, denoms, -(lr / bias_correction1))
-    else:
-        torch._foreach_div_(denoms, [(1 - beta2**s) ** 0.5 for s in steps])
-        torch._foreach_add_(denoms, eps)
-        torch._foreach_addcdiv_(params, exp_avgs, denoms, [-(lr / (1 - beta1**s)) for s in steps])
+    global _COMPILED, _COMPILE_FAILURE
+    if _COMPILE_FAILURE is not None:
+        return False
+    try:
+        if _COMPILED is None:
+            _COMPILED = torch.compile(adamw_update, fullgraph=True, dynamic=True, options=_INDUCTOR_OPTIONS)
+        _COMPILED(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **scalars)
+    except Exception as error:  # no C++ compiler, an unsupported platform, the recompilation limit, ...
+        _COMPILE_FAILURE = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        warnings.warn(f"AdamW: torch.compile of adamw_update failed ({_COMPILE_FAILURE}); using the readable "
+                      "per-parameter update from now on (the same numbers, slower)", RuntimeWarning,
+                      stacklevel=3)
+        return False
+    return True
 
 
 def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_decay: Any, amsgrad: Any,
@@ -162,7 +171,7 @@ def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_dec
     if not isinstance(amsgrad, bool):
         raise ValueError(f"{where}: amsgrad must be True or False, got {amsgrad!r}")
     if foreach not in (None, True, False):
-        raise ValueError(f"{where}: foreach must be None (vectorised), True (vectorised) or False "
+        raise ValueError(f"{where}: foreach must be None (compiled), True (compiled) or False "
                          f"(readable per-parameter loop), got {foreach!r}")
 
 
@@ -176,8 +185,9 @@ class AdamW(torch.optim.Optimizer):
         eps: added to the bias-corrected root of the second moment (> 0).
         weight_decay: lambda, decoupled: each step multiplies the weights by (1 - lr * weight_decay).
         amsgrad: normalise by the running maximum of the second moment (Reddi et al. 2018).
-        foreach: which implementation runs: None or True, the vectorised `torch._foreach_*` path;
-            False, the readable per-parameter `adamw_update`. Both give the same numbers.
+        foreach: which implementation runs: None or True, `adamw_update` compiled into one fused kernel
+            per tensor (the readable path where compiling fails); False, the readable per-parameter
+            `adamw_update`, as in torch's for-loop. Both give the same numbers to float rounding.
 
     Works with `torch.optim.lr_scheduler` (it changes each group's "lr"), and `state_dict()` /
     `load_state_dict()` resume training bit for bit.
@@ -235,8 +245,10 @@ class AdamW(torch.optim.Optimizer):
             hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                          weight_decay=group["weight_decay"])
             amsgrad = group["amsgrad"]
-            # Per (device, dtype): the foreach kernels need tensors of one device and dtype.
-            buckets: dict[tuple[torch.device, torch.dtype], tuple[list, ...]] = {}
+            compiled = group["foreach"] is not False
+            if compiled:  # see _update_compiled for why these are tensors
+                scalars = {name: torch.tensor(value, dtype=torch.float64) for name, value in hyper.items()}
+                step_tensors: dict[int, Tensor] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue  # frozen, or unused this step: no update, and its step count does not advance
@@ -254,15 +266,14 @@ class AdamW(torch.optim.Optimizer):
                     if amsgrad:
                         state["max_exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
-                if group["foreach"] is False:
-                    adamw_update(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
-                                 state["max_exp_avg_sq"] if amsgrad else None, state["step"], **hyper)
-                    continue
-                bucket = buckets.setdefault((p.device, p.dtype), ([], [], [], [], [], []))
-                for lst, item in zip(bucket, (p, p.grad, state["exp_avg"], state["exp_avg_sq"],
-                                              state.get("max_exp_avg_sq"), state["step"])):
-                    lst.append(item)
-            for params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps in buckets.values():
-                _adamw_foreach(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs if amsgrad else None,
-                               steps, **hyper)
+                tensors = (p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                           state["max_exp_avg_sq"] if amsgrad else None)
+                if compiled and all(t is None or t.is_contiguous() for t in tensors):
+                    if state["step"] not in step_tensors:
+                        step_tensors[state["step"]] = torch.tensor(float(state["step"]), dtype=torch.float64)
+                    # Flat views: the update is element-wise, and one rank means one compiled kernel.
+                    flat = [t if t is None else t.view(-1) for t in tensors]
+                    if _update_compiled(*flat, step_tensors[state["step"]], scalars):
+                        continue
+                adamw_update(*tensors, state["step"], **hyper)
         return loss

@@ -291,7 +291,7 @@ def test_layer_gradcheck_float64(config):
     assert torch.autograd.gradcheck(lambda h: layer(h, mask).hidden_states, (hidden,))
 
 
-@pytest.mark.parametrize("kernel", ["eager", "sdpa"])
+@pytest.mark.parametrize("kernel", ["eager", "sdpa", "unpadded"])
 def test_padding_does_not_change_real_token_outputs(config, kernel):
     model = BertModel(config, attn_implementation=kernel).eval()
     ids = torch.randint(1, config.vocab_size, (1, 6))

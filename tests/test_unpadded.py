@@ -1,16 +1,18 @@
 """Unpadded execution (minbert/unpadded.py) against the padded path, on one model with both switched in.
 
 The padded path with the eager kernel is the reference (the lesson, itself held to transformers in
-test_model.py), and the padded sdpa path is compared too. Outputs are compared at the real tokens only:
-at padding positions the unpadded path returns 0 and the padded path vectors that mean nothing. The
-pooler reads position 0, a real token in every batch here. Tolerances are test_model.py's: float32
-outputs and gradients agree to atol 1e-5 / rtol 1e-5 (the paths sum in different orders).
+test_model.py), the padded sdpa path is compared too, and one test holds the unpadded path to
+transformers directly. Outputs are compared at the real tokens only: at padding positions the unpadded
+path returns 0 and the padded path vectors that mean nothing. The pooler reads position 0, a real token
+in every batch here. Tolerances are test_model.py's: float32 outputs and gradients agree to atol 1e-5 /
+rtol 1e-5 (the paths sum in different orders).
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+import transformers
 
 from minbert.attention import sdpa_attention, unpadded_attention
 from minbert.config import BertConfig
@@ -78,6 +80,27 @@ def test_unpadded_equals_padded_outputs_hidden_states_pooler_and_gradients(confi
     assert ref_grads.keys() == grads.keys()
     for name, grad in grads.items():
         torch.testing.assert_close(grad, ref_grads[name], **TOL, msg=lambda m: f"{name}: {m}")
+
+
+def test_unpadded_matches_transformers_at_real_tokens_with_the_same_gradients(config):
+    """The default path against the reference we did not write (transformers' SDPA BertModel)."""
+    torch.manual_seed(0)
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("architectures", "model_type")}
+    theirs = transformers.BertModel(transformers.BertConfig(**fields, attn_implementation="sdpa")).train()
+    ours = BertModel(config).train()  # "unpadded" by default
+    ours.load_state_dict({k: v for k, v in theirs.state_dict().items() if not k.endswith("_ids")})
+    input_ids, attention_mask, token_type_ids = make_batch(config, "one_token")
+    real = attention_mask.bool()
+    out = ours(input_ids, attention_mask, token_type_ids)
+    ref = theirs(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+    torch.testing.assert_close(out.last_hidden_state[real], ref.last_hidden_state[real], **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+    weights = torch.randn_like(ref.last_hidden_state) * attention_mask[..., None]
+    ((out.last_hidden_state * weights).sum() + out.pooler_output.sum()).backward()
+    ((ref.last_hidden_state * weights).sum() + ref.pooler_output.sum()).backward()
+    their_params = dict(theirs.named_parameters())
+    for name, param in ours.named_parameters():
+        torch.testing.assert_close(param.grad, their_params[name].grad, **TOL, msg=lambda m: f"{name}: {m}")
 
 
 def test_padding_positions_are_zero_and_the_padded_path_is_not_taken(config, monkeypatch):
