@@ -43,8 +43,8 @@ class BertEmbeddings(nn.Module):
         input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
         gradients with respect to the input, e.g. saliency maps).
         token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
-        packing: embed only the batch's real tokens, as one row, each at its position within its own
-            sequence (the unpadded path, unpadded.py); the inputs are checked in their padded shape first.
+        packing: embed only the batch's real tokens, as one row, each at the position it has in its
+            padded row (the unpadded path, unpadded.py); the inputs are checked in their padded shape first.
         Returns (B, T, C), or (1, N, C) with a packing.
         """
         if (input_ids is None) == (inputs_embeds is None):

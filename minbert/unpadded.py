@@ -15,8 +15,8 @@ gather the real tokens with it, the attention kernel splits the row by its lengt
 its outputs again. The layers' own code is unchanged: it works on any leading shape.
 
 Finding the real tokens is the one step whose result decides the shapes that follow, so it reads the
-mask on the host, once per batch (on an accelerator, one wait per batch, as FlashAttention's unpadding
-does).
+sequence lengths back to the host, once per batch (on an accelerator, one wait per batch, as
+FlashAttention's unpadding has).
 
 Shape legend: B batch, T tokens (padded length), N real tokens in the batch, C hidden size, H heads,
 D head size, L_b the length of sequence b.
@@ -53,7 +53,8 @@ class Packing(NamedTuple):
         lengths = keep.view(B, T).sum(dim=1).tolist()  # the host read: shapes below depend on it
         if sum(lengths) == B * T:
             return None  # nothing to skip: the padded path does the same work without the gathers
-        indices = keep.nonzero().squeeze(1)  # (N,), row-major, so row b's tokens are contiguous
+        # nonzero_static: N is known from the lengths, so this needs no second read of the mask.
+        indices = keep.nonzero_static(size=sum(lengths)).squeeze(1)  # (N,), row-major: rows contiguous
         return cls(indices, indices % T, tuple(lengths), (B, T))
 
     def unpad(self, x: torch.Tensor | None) -> torch.Tensor | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -185,7 +186,11 @@ def test_matches_torch_adamw_after_1000_steps(problem: str) -> None:
 @pytest.mark.parametrize("steps", [3, 1000])
 def test_compiled_path_matches_torch_adamw_after_3_and_1000_steps(problem: str, steps: int) -> None:
     assert_same_state(*run_pair(PROBLEMS[problem], steps, foreach=True), ulp_steps=steps)
-    assert adamw_module._COMPILE_FAILURE is None, adamw_module._COMPILE_FAILURE
+    if adamw_module._COMPILE_FAILURE is not None:  # the readable path ran instead: that was compared
+        message = f"torch.compile failed here, so the fallback was compared: {adamw_module._COMPILE_FAILURE}"
+        if os.environ.get("CI"):  # as conftest.py does: CI must not pass by skipping
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 def test_compiled_path_follows_a_learning_rate_that_changes_every_step() -> None:
