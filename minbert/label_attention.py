@@ -71,9 +71,10 @@ def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torc
     scores: (B, H, T, T) token scores S, before the mask; label_scores: (B, H, M, T) A_l.
     Returns (B, H, T, T): S with row 0, columns 1..T-1, replaced; [CLS] -> [CLS] unchanged (eq. 7-8).
     """
-    # Hints: 1. stack the [CLS] row S[..., 0, 1:] on top of A_l[..., 1:] and take the max over that
-    # stacked dimension; 2. rebuild row 0 from S[..., 0, :1] and the max; 3. put row 0 back on top of
-    # the other rows (build a new tensor with torch.cat rather than writing into `scores` in place).
+    # Hints: 1. for every key j >= 1, the new [CLS] score is max(S[0, j], A_l[1, j], ..., A_l[M, j]): a
+    # maximum over M + 1 candidate rows, (B, H, M + 1, T - 1) -> (B, H, 1, T - 1); 2. key 0 ([CLS] itself)
+    # keeps S[0, 0]; 3. rows 1..T-1 are unchanged. Pitfall: return a new tensor; writing into `scores` in
+    # place would change the caller's S and break autograd's record of it.
     # BEGIN SOLUTION
     cls_row = scores[:, :, :1, 1:]  # (B, H, 1, T-1)
     best = torch.cat([cls_row, label_scores[..., 1:]],
