@@ -101,13 +101,14 @@ def extended_attention_mask(attention_mask: torch.Tensor, dtype: torch.dtype) ->
 class BertModel(nn.Module):
     """The BERT encoder: BertEmbeddings -> BertEncoder (L x BertLayer) -> BertPooler.
 
-    attn_implementation: "unpadded" (the default: a padded batch runs on its real tokens only, see
-    unpadded.py; on 2 CPU cores, batches of 32 with half their positions padding ran forward and backward
-    about 2x faster than with "sdpa", MiniLM and bert-base sizes, bench/model_speed.py; a batch without
-    padding takes the padded path), "sdpa" or "eager" (the kernel students write).
+    attn_implementation: "sdpa" (the default, as from_pretrained's), "unpadded" (a padded batch runs on its
+    real tokens only, see unpadded.py; on 2 CPU cores, batches of 32 with half their positions padding ran
+    forward and backward about 2x faster than with "sdpa", MiniLM and bert-base sizes, bench/model_speed.py;
+    a batch without padding takes the padded path; its padding positions come back as 0), or "eager" (the
+    kernel students write).
     """
 
-    def __init__(self, config: BertConfig, attn_implementation: str = "unpadded",
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:
         super().__init__()
         self.config = config

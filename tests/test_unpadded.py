@@ -87,7 +87,7 @@ def test_unpadded_matches_transformers_at_real_tokens_with_the_same_gradients(co
     torch.manual_seed(0)
     fields = {k: v for k, v in config.to_dict().items() if k not in ("architectures", "model_type")}
     theirs = transformers.BertModel(transformers.BertConfig(**fields, attn_implementation="sdpa")).train()
-    ours = BertModel(config).train()  # "unpadded" by default
+    ours = BertModel(config, attn_implementation="unpadded").train()
     ours.load_state_dict({k: v for k, v in theirs.state_dict().items() if not k.endswith("_ids")})
     input_ids, attention_mask, token_type_ids = make_batch(config, "one_token")
     real = attention_mask.bool()
