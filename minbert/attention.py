@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.dropout import dropout
 from minbert.unpadded import Packing
 
 
@@ -42,12 +43,13 @@ def eager_attention(
     """
     # Hints: 1. scores = Q K^T scaled by 1/sqrt(D) (Vaswani et al. eq. 1)
     #        2. add the mask, so padding gets (almost) zero probability after the softmax
-    #        3. softmax over the keys (the last axis), dropout, then mix the values
+    #        3. softmax over the keys (the last axis), dropout (`dropout`, imported above), then mix
+    #           the values
     # BEGIN SOLUTION
     scores = query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))  # (B, H, T, T)
     scores = scores + attention_mask
     probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys
-    context = F.dropout(probs, p=dropout_p) @ value  # (B, H, T, D)
+    context = dropout(probs, dropout_p) @ value  # (B, H, T, D)
     # END SOLUTION
     return context, (probs if return_probs else None)
 
@@ -69,6 +71,11 @@ def sdpa_attention(
     # finfo.min (forward, MiniLM size, batch 32, 2 threads), ~2% of a whole forward pass; this is what
     # put us level with transformers, which also passes a boolean mask (bench/model_speed.py). It also
     # needs no cast under bf16 autocast. Our masks hold only 0 and finfo.min, so `== 0` loses nothing.
+    if dropout_p > 0.0 and query.device.type == "cpu":
+        # PyTorch's CPU fused kernels take no dropout: given some, they fall back to this same computation
+        # written out, with the slower random mask of F.dropout (dropout.py). So training on a CPU runs
+        # the eager kernel; evaluation, and every GPU, keep the fused one.
+        return eager_attention(query, key, value, 0.0 if attention_mask is None else attention_mask, dropout_p)
     keep = attention_mask == 0 if attention_mask is not None else None  # (B, 1, 1, T), broadcast like it
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p)
     return context, None

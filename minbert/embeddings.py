@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.dropout import Dropout
 from minbert.unpadded import Packing
 
 
@@ -29,7 +30,7 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         # The capital L is the checkpoint's name (TF's "LayerNorm" scope); keeping it makes loading a copy.
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
         self,

@@ -227,7 +227,7 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
     print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
           f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
     run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
-    bert, tokenizer, model_dir = load_encoder(args.model)
+    bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
     check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
     label_layers = args.label_layers if args.label_embedding else None
     try:

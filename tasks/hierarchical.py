@@ -177,7 +177,7 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
     config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
     torch.manual_seed(seed)
     run = RunDir(out)
-    bert, tokenizer, model_dir = load_encoder(args.model)
+    bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
     check_max_length(args.max_length, bert.config)
     hierarchy = data.hierarchy
     try:

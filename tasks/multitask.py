@@ -36,7 +36,8 @@ from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_
 from tasks.data.course import task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.evaluation import metrics
-from tasks.models.heads import SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead
+from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier,
+                                SoftmaxPairHead, multiple_negatives_ranking_loss)
 from tasks.sentiment import SentimentTask
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
@@ -120,8 +121,12 @@ class PairTask:
 
     def __init__(self, name: str, kind: str, tokenizer: BertTokenizer, train: Sequence, dev: Sequence,
                  batch_size: int, seed: int, max_length: int, cross: bool,
-                 similarity_loss: str = "cosine-mse", softmax: bool = False) -> None:
+                 similarity_loss: str = "cosine-mse", softmax: bool = False,
+                 paraphrase_loss: str = "bce") -> None:
         self.name, self.kind, self.cross, self.softmax = name, kind, cross, softmax
+        # In-batch negatives need the two sides' embeddings: the cosine paraphrase head only.
+        self.in_batch_negatives = (paraphrase_loss == "bce+mnrl" and kind == "paraphrase"
+                                   and not (cross or softmax))
         self.tokenizer, self.max_length = tokenizer, max_length
         self.batch_size, self.seed = batch_size, seed
         self.similarity_loss = SIMILARITY_LOSSES[similarity_loss]
@@ -161,7 +166,13 @@ class PairTask:
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         tokens, labels = batch
         device = device_of(model)
-        scores, labels = self.scores(model, tokens.to(device)), labels.to(device)
+        tokens, labels = tokens.to(device), labels.to(device)
+        if self.in_batch_negatives:  # binary cross-entropy on s cos(u, v) + b, plus MNRL on the duplicates
+            u, v = model.embed_pair(tokens)
+            loss = F.binary_cross_entropy_with_logits(model.paraphrase(u, v).float(), labels)
+            duplicates = labels > 0.5
+            return loss + multiple_negatives_ranking_loss(u, v, duplicates) if duplicates.any() else loss
+        scores = self.scores(model, tokens)
         if self.kind == "paraphrase":
             if self.softmax:
                 return F.cross_entropy(scores, labels)
@@ -212,7 +223,7 @@ COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix ->
 
 def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_length: int,
                 paraphrase_head: str = "cosine", similarity_head: str = "cosine",
-                similarity_loss: str = "cosine-mse"):
+                similarity_loss: str = "cosine-mse", paraphrase_loss: str = "bce"):
     """The training task of one course prefix ("sst", "para", "sts") from its train and dev examples."""
     common = dict(train=splits["train"], dev=splits["dev"], tokenizer=tokenizer, batch_size=config.batch_size,
                   seed=config.seed, max_length=max_length)
@@ -220,7 +231,7 @@ def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_l
         return SentimentTask("sst", **common)
     if name == "para":
         return PairTask("para", "paraphrase", cross=paraphrase_head == "cross",
-                        softmax=paraphrase_head == "softmax", **common)
+                        softmax=paraphrase_head == "softmax", paraphrase_loss=paraphrase_loss, **common)
     return PairTask("sts", "similarity", cross=similarity_head == "cross", similarity_loss=similarity_loss,
                     **common)
 
@@ -233,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--pair-pooling", choices=("cls", "mean", "max"), default="mean",
                    help="sentence vectors u, v for the bi-encoder pair heads (SBERT: mean)")
     h.add_argument("--paraphrase-head", choices=PARAPHRASE_HEADS, default="cosine", help="see above")
+    h.add_argument("--paraphrase-loss", choices=PARAPHRASE_LOSSES, default="bce",
+                   help="loss of the cosine paraphrase head: bce, or bce+mnrl (plus in-batch negatives on the "
+                        "duplicate pairs, SBERT's MultipleNegativesRankingLoss)")
     h.add_argument("--similarity-head", choices=SIMILARITY_HEADS, default="cosine", help="see above")
     h.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse",
                    help="loss of the cosine similarity head")
@@ -250,6 +264,9 @@ def check_flags(args) -> None:
     if args.similarity_head == "cross" and args.similarity_loss != "cosine-mse":
         raise SystemExit("error: --similarity-loss applies to the cosine similarity head only; "
                          "drop it or use --similarity-head cosine")
+    if args.paraphrase_head != "cosine" and args.paraphrase_loss != "bce":
+        raise SystemExit("error: --paraphrase-loss applies to the cosine paraphrase head only; "
+                         "drop it or use --paraphrase-head cosine")
     if args.option == "pretrain" and args.layerwise_decay != 1.0:
         raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain "
                          "freezes it")
@@ -268,17 +285,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = {prefix: read_splits(source, dataset, args.strict, args.limit)
                 for prefix, dataset in COURSE_TASKS.items()}
 
-        bert, tokenizer, model_dir = load_encoder(args.model)
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
         check_max_length(args.max_length, bert.config, pairs=True)
         model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
                               args.paraphrase_head, args.similarity_head)
         if config.freeze_encoder:
             freeze(model.bert)
         tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
-                             args.similarity_head, args.similarity_loss) for name in COURSE_TASKS]
+                             args.similarity_head, args.similarity_loss, args.paraphrase_loss)
+                 for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
-                                                     "similarity_head", "similarity_loss",
+                                                     "paraphrase_loss", "similarity_head", "similarity_loss",
                                                      "hidden_dropout_prob")}}
         state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
                                       args.resume)

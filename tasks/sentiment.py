@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = RunDir(args.out or default_run_dir("sentiment"))
         source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
         run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-        bert, tokenizer, model_dir = load_encoder(args.model)
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
         check_max_length(args.max_length, bert.config)
         model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
         if config.freeze_encoder:

@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from minbert.model import BertModelOutput
 from minbert.pooling import max_pool, mean_pool, pool
 from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, cosent_loss,
-                                cosine_embedding_loss, cosine_mse_loss, cosine_similarity)
+                                cosine_embedding_loss, cosine_mse_loss, cosine_similarity,
+                                multiple_negatives_ranking_loss)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
@@ -90,6 +91,21 @@ def test_cosent_loss_by_hand():
     terms = [math.exp(20 * (0.5 - 0.8)), math.exp(20 * (0.1 - 0.8))]
     assert cosent_loss(cosine, score).item() == pytest.approx(math.log(1 + sum(terms)), rel=1e-4)  # float32
     assert cosent_loss(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 1.0])).item() == pytest.approx(0.0)
+
+
+def test_multiple_negatives_ranking_loss_by_hand():
+    torch.manual_seed(0)
+    u, v = torch.randn(4, 3), torch.randn(4, 3)
+    positive = torch.tensor([True, False, True, True])
+    terms = []
+    for i in (0, 2, 3):  # each duplicate pair: its own v_i against every v_j of the batch, as a softmax
+        logits = [20 * F.cosine_similarity(u[i], v[j], dim=0).item() for j in range(4)]
+        terms.append(-logits[i] + math.log(sum(math.exp(x) for x in logits)))
+    ours = multiple_negatives_ranking_loss(u, v, positive)
+    assert ours.item() == pytest.approx(sum(terms) / 3, rel=1e-5)
+    # a perfect embedding (v_i = u_i, the others orthogonal) costs almost nothing
+    eye = torch.eye(4)
+    assert multiple_negatives_ranking_loss(eye, eye, positive).item() < 1e-6
 
 
 def test_sentence_classifier_shapes_and_dropout_only_in_training():

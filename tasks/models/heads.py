@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minbert.dropout import Dropout
 from minbert.model import BertModelOutput
 from minbert.pooling import POOLINGS, pool
 
@@ -39,7 +40,7 @@ class SentenceClassifier(nn.Module):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling = pooling
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -115,5 +116,20 @@ def cosent_loss(cosine: torch.Tensor, score: torch.Tensor, scale: float = 20.0) 
     return torch.logsumexp(torch.cat([zero, differences.flatten()]), dim=0)
 
 
+def multiple_negatives_ranking_loss(u: torch.Tensor, v: torch.Tensor, positive: torch.Tensor,
+                                    scale: float = 20.0) -> torch.Tensor:
+    """In-batch negatives (Henderson et al. 2017; SBERT's MultipleNegativesRankingLoss, as SBERT trains
+    on Quora's duplicates): for every duplicate pair (u_i, v_i), v_i must be the closest to u_i of all the
+    batch's second sentences v_j, by cross-entropy over scale * cos(u_i, v_j).
+
+    u, v: (B, C) embeddings of the pairs' two sides; positive: (B,) bool, the duplicate pairs. The other
+    pairs' second sentences serve as negatives too (a non-duplicate v_j is often a hard one).
+    """
+    cosines = F.normalize(u, dim=-1) @ F.normalize(v, dim=-1).T  # (B, B): cos(u_i, v_j)
+    rows = positive.nonzero().squeeze(1)  # (P,) the duplicate pairs
+    return F.cross_entropy(scale * cosines[rows].float(), rows)  # pair i's own v_i is class i
+
+
+PARAPHRASE_LOSSES = ("bce", "bce+mnrl")
 SIMILARITY_LOSSES = {"cosine-mse": cosine_mse_loss, "cosine-embedding": cosine_embedding_loss,
                      "cosent": cosent_loss}

@@ -40,7 +40,7 @@ from tasks.data.examples import DataFileError
 from tasks.data.sources import DataSource, DownloadError
 from tasks.training import distributed
 from tasks.training.arguments import integer, probability
-from tasks.training.config import TrainConfig
+from tasks.training.config import ATTENTION_CHOICES, TrainConfig
 from tasks.training.loop import train
 from tasks.training.run_dir import RunDir, TrainState
 
@@ -75,6 +75,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
     g.add_argument("--out", default=None,
                    help=f"run directory for checkpoints, metrics, plots and predictions (default: "
                         f"runs/{job}/<date-time>)")
+    g.add_argument("--attn-implementation", choices=ATTENTION_CHOICES, default="auto",
+                   help="the encoder's attention kernel: unpadded (padded batches run on their real tokens "
+                        "only), sdpa (PyTorch's fused kernel), eager (the one students write); auto: unpadded "
+                        "for fp32 on a CPU, where it is fastest, else sdpa (default %(default)s)")
 
 
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
@@ -134,13 +138,13 @@ def data_root(data_dir: str | None) -> Path:
                      "--data-dir or MINBERT_DATA at the shared datasets folder")
 
 
-def load_encoder(name_or_path: str) -> tuple[BertModel, BertTokenizer, Path]:
+def load_encoder(name_or_path: str, attn_implementation: str = "sdpa") -> tuple[BertModel, BertTokenizer, Path]:
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded."""
     model_dir = resolve_model(name_or_path)
-    bert, report = load_model(model_dir, BertModel)
+    bert, report = load_model(model_dir, BertModel, attn_implementation)
     tokenizer = BertTokenizer.from_pretrained(model_dir)
-    print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}); "
-          f"{report}", file=sys.stderr)
+    print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
+          f"{attn_implementation} attention); {report}", file=sys.stderr)
     return bert, tokenizer, model_dir
 
 

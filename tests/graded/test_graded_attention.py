@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from graded_helpers import TOL, additive, check_close, fail, use_stand_ins
 
 from minbert.attention import BertSelfAttention, eager_attention
+from minbert.dropout import dropout
 
 pytestmark = pytest.mark.component("attention")
 
@@ -114,7 +115,11 @@ def test_dropout_is_applied_to_the_probabilities():
     torch.manual_seed(1)
     _, probs = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), return_probs=True)
     torch.manual_seed(1)
-    check_close(dropped, F.dropout(probs, p=0.5) @ v, "the context with dropout_p=0.5",
+    with_torchs_mask = F.dropout(probs, p=0.5) @ v
+    if torch.allclose(dropped, with_torchs_mask):
+        return  # F.dropout also drops the probabilities (with a slower random mask on a CPU)
+    torch.manual_seed(1)
+    check_close(dropped, dropout(probs, 0.5) @ v, "the context with dropout_p=0.5",
                 [(probs @ v, "no dropout was applied: drop the probabilities (dropout_p) before mixing the "
                   "values")])
 
