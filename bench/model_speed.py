@@ -54,6 +54,8 @@ from tqdm import tqdm
 from bench.batches import Batch, course_lengths, default_data_dir, describe, make_batch, matmul_flops
 from minbert.config import BertConfig
 from minbert.model import BertModel
+from tasks.training.arguments import (choice_list, existing_dir, integer, non_negative_int, nonempty,
+                                      positive_int)
 
 # Model sizes by name; dropout is 0 so that train mode (for the backward pass) is deterministic.
 SIZES: dict[str, BertConfig] = {
@@ -273,70 +275,70 @@ def report(rows: list[Row], batches: dict[tuple[str, str], Batch], checks: dict[
         print("\n".join(lines))
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="minilm,bert-base",
+    # The comma lists' defaults are strings, so argparse parses them too: args.sizes etc. are always lists.
+    parser.add_argument("--sizes", type=choice_list(tuple(SIZES)), default="minilm,bert-base",
                         help=f"comma-separated model sizes, from {', '.join(SIZES)} (default: both)")
-    parser.add_argument("--lengths", default="uniform,data",
+    parser.add_argument("--lengths", type=choice_list(LENGTHS), default="uniform,data",
                         help="comma-separated kinds of batch: uniform (lengths uniform in [2, max-len]) and "
                              "data (lengths of the course's training examples) (default: both)")
-    parser.add_argument("--precision", default="fp32",
+    parser.add_argument("--precision", type=choice_list(tuple(PRECISIONS)), default="fp32",
                         help="comma-separated compute precisions, from fp32 and bf16 (bf16: under "
                              "torch.autocast); the reference is always transformers SDPA at fp32 "
                              "(default fp32)")
-    parser.add_argument("--device", default="cpu", help="device to run on, e.g. cpu or cuda (default cpu)")
+    # torch.device parses it after argparse (a type cannot know every device string torch takes)
+    parser.add_argument("--device", type=nonempty, default="cpu",
+                        help="device to run on, e.g. cpu or cuda (default cpu)")
     parser.add_argument("--compile", action="store_true",
                         help="also time ours unpadded with its encoder compiled by torch.compile "
                              "(compiling takes minutes on 2 CPU cores)")
-    parser.add_argument("--batch-size", type=int, default=None, help="sequences per batch (default 32)")
-    parser.add_argument("--max-len", type=int, default=None,
+    parser.add_argument("--batch-size", type=positive_int, default=None,
+                        help="sequences per batch (default 32)")
+    # A sequence needs 2 tokens at least; the top, the position table's size, is checked after argparse.
+    parser.add_argument("--max-len", type=integer(2), default=None,
                         help="longest sequence length: the uniform range's top and where data lengths are "
                              "cut (default 128)")
-    parser.add_argument("--data-dir", type=Path, default=None,
+    parser.add_argument("--data-dir", type=existing_dir, default=None,
                         help="folder of the course's CSV files (default: $MINBERT_DATA/cs224n, else "
                              "../shared/data/cs224n beside the checkout)")
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", type=positive_int, default=None,
                         help="timed rounds; each runs every runner once per mode (default 5)")
-    parser.add_argument("--warmup", type=int, default=1,
+    parser.add_argument("--warmup", type=non_negative_int, default=1,
                         help="untimed calls per runner and mode before the rounds (default 1)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: batch 4, max-len 32, 2 rounds (flags given explicitly still win)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
-
-    def choices(flag: str, value: str, allowed) -> list[str]:
-        chosen = [s.strip() for s in value.split(",") if s.strip()]
-        unknown = [s for s in chosen if s not in allowed]
-        if unknown or not chosen:
-            parser.error(f"--{flag}: unknown value(s) {unknown}; choose from {', '.join(allowed)}")
-        return chosen
-
-    sizes = choices("sizes", args.sizes, SIZES)
-    kinds = choices("lengths", args.lengths, LENGTHS)
-    args.precision = choices("precision", args.precision, PRECISIONS)
+    sizes, kinds = args.sizes, args.lengths
     quick = dict(batch_size=4, max_len=32, repeats=2) if args.quick else {}
     defaults = dict(batch_size=32, max_len=128, repeats=5)
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick.get(name, value))
-    for name in ("batch_size", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        parser.error(f"--warmup must be >= 0, got {args.warmup}")
     longest = min(c.max_position_embeddings for c in SIZES.values())
-    if not 2 <= args.max_len <= longest:
-        parser.error(f"--max-len must be in [2, {longest}] (the position table), got {args.max_len}")
-    args.device = torch.device(args.device)
+    if args.max_len > longest:
+        parser.error(f"argument --max-len: must be at most {longest} (the position table), "
+                     f"got {args.max_len}")
+    try:
+        args.device = torch.device(args.device)
+    except RuntimeError as error:  # torch names the device types it knows
+        parser.error(f"argument --device: {error}")
     if args.device.type == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: this torch build or machine has no CUDA device")
+        parser.error("argument --device: this torch build or machine has no CUDA device")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
     start = time.perf_counter()
-    pool = course_lengths(args.data_dir or default_data_dir(), args.max_len) if "data" in kinds else None
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+    pool = course_lengths(data_dir, args.max_len) if "data" in kinds else None
     peaks = {PRECISIONS[p]: 0.0 for p in ("fp32", "bf16")}
     rows, batches, checks = [], {}, {}
     for size in sizes:

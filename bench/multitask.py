@@ -71,6 +71,7 @@ from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import cosine_mse_loss
 from tasks.multitask import COURSE_TASKS, MultitaskBERT, PairTask, overall_score
 from tasks.sentiment import SentimentTask
+from tasks.training.arguments import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.config import TrainConfig
 from tasks.training.job import DEFAULT_MODEL, head_state, load_encoder
 from tasks.training.loop import interleave
@@ -278,19 +279,20 @@ def report(ours: Result, plain: Result) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.multitask", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--limit", type=int, default=None,
+    parser.add_argument("--limit", type=integer(0, "0: all"), default=None,
                         help="training examples per task, the first N of each file "
                              f"(default {DEFAULTS['limit']}; 0: all)")
-    parser.add_argument("--epochs", type=int, default=1, help="passes over those examples (default 1)")
-    parser.add_argument("--batch-size", type=int, default=None,
+    parser.add_argument("--epochs", type=positive_int, default=1,
+                        help="passes over those examples (default 1)")
+    parser.add_argument("--batch-size", type=positive_int, default=None,
                         help=f"examples per batch, per task and step (default {DEFAULTS['batch_size']})")
-    parser.add_argument("--seed", type=int, default=TrainConfig.seed,
+    parser.add_argument("--seed", type=non_negative_int, default=TrainConfig.seed,
                         help=f"seed of heads, dropout and batch order (default {TrainConfig.seed})")
-    parser.add_argument("--dev-limit", type=int, default=None,
+    parser.add_argument("--dev-limit", type=integer(0, "0: the full dev sets"), default=None,
                         help="evaluate on the first N dev examples per task (default 0: the full dev sets)")
-    parser.add_argument("--threads", type=int, default=0,
+    parser.add_argument("--threads", type=integer(0, "0: torch's default"), default=0,
                         help="torch CPU threads (default 0: torch's default, one per core)")
-    parser.add_argument("--data-dir", default=None,
+    parser.add_argument("--data-dir", type=existing_dir, default=None,
                         help="folder of the course CSV files (default: $MINBERT_DATA/cs224n, else "
                              "../shared/data/cs224n beside the checkout)")
     parser.add_argument("--quick", action="store_true",
@@ -306,11 +308,6 @@ def main(argv: list[str] | None = None) -> int:
     for name, default in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, QUICK[name] if args.quick else default)
-    for flag, value, low in (("--limit", args.limit, 0), ("--epochs", args.epochs, 1),
-                             ("--batch-size", args.batch_size, 1), ("--dev-limit", args.dev_limit, 0),
-                             ("--threads", args.threads, 0)):
-        if value < low:
-            parser.error(f"{flag} must be >= {low}, got {value}")
     if args.threads:
         torch.set_num_threads(args.threads)
     config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)

@@ -40,6 +40,7 @@ from minbert.config import BertConfig
 from minbert.model import BertModel
 import optim.adamw as adamw_module
 from optim.adamw import AdamW
+from tasks.training.arguments import integer, nonempty, positive_int
 
 
 def bert_base_shapes() -> list[torch.Size]:
@@ -86,23 +87,32 @@ def timed_step(optimizer: torch.optim.Optimizer, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=15, help="timed steps per optimizer (default 15)")
-    parser.add_argument("--warmup", type=int, default=3,
+    parser.add_argument("--steps", type=positive_int, default=15,
+                        help="timed steps per optimizer (default 15)")
+    parser.add_argument("--warmup", type=integer(1, "the first step allocates the state"), default=3,
                         help="untimed steps per optimizer first; the first allocates its state (default 3)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=positive_int, default=None,
                         help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--device", default="cpu", help="device to run on, e.g. cpu or cuda (default cpu)")
+    # torch.device parses it after argparse (a type cannot know every device string torch takes)
+    parser.add_argument("--device", type=nonempty, default="cpu",
+                        help="device to run on, e.g. cpu or cuda (default cpu)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error(f"--steps must be >= 1, got {args.steps}")
-    if args.warmup < 1:
-        parser.error(f"--warmup must be >= 1 (the first step allocates the state), got {args.warmup}")
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as error:  # torch names the device types it knows
+        parser.error(f"argument --device: {error}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("argument --device: this torch build or machine has no CUDA device")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
 
     torch.manual_seed(0)
     shapes = bert_base_shapes()

@@ -35,6 +35,7 @@ from minbert.heads import BertForPreTraining
 from pretrain.corpus import PretrainingExample
 from pretrain.masking import MaskingVocab, mask_tokens
 from pretrain.run import PretrainingModel, collate
+from tasks.training.arguments import integer, non_negative_int, positive_int
 
 
 def make_batch(config, batch_size: int, length: int, seed: int = 0):
@@ -55,19 +56,30 @@ def make_batch(config, batch_size: int, length: int, seed: int = 0):
     return collate(examples, masked, pad_id=0)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.pretrain_speed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="minilm")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--length", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    # [CLS] A [SEP] B [SEP] with B one token at least, so that there is something to mask; the top (the
+    # position table's size) is checked after argparse, where the size is known.
+    parser.add_argument("--length", type=integer(4, "[CLS] A [SEP] B [SEP] with a token to mask"),
+                        default=128)
+    parser.add_argument("--repeats", type=positive_int, default=9)
+    parser.add_argument("--warmup", type=non_negative_int, default=2)
     parser.add_argument("--quick", action="store_true", help="tiny batch and 2 rounds: a smoke run")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_size, args.length, args.repeats, args.warmup = 4, 32, 2, 1
     config = SIZES[args.size]
+    if args.length > config.max_position_embeddings:
+        parser.error(f"argument --length: must be at most {config.max_position_embeddings} "
+                     f"(the position table of {args.size}), got {args.length}")
     torch.manual_seed(0)
     ours = BertForPreTraining(config, attn_implementation="sdpa")
     fields = {k: v for k, v in config.to_dict().items() if k not in ("architectures", "model_type")}

@@ -26,29 +26,35 @@ import torch
 from minbert.pooling import POOLINGS
 from tasks.data.course import task_files
 from tasks.data.sources import resolve_data_dir
+from tasks.models.heads import SIMILARITY_LOSSES
 from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, course_task
+from tasks.training.arguments import choice_list, existing_dir, nonempty, positive, positive_int
 from tasks.training.config import SAMPLINGS, TrainConfig
 from tasks.training.job import DEFAULT_MODEL, load_encoder, read_splits
 from tasks.training.loop import train
 from tasks.training.run_dir import RunDir
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.task_interference", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", default="sts", help="comma-separated subset of sst, para, sts")
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    # The default is a string, so argparse parses it too: args.tasks is always a list.
+    parser.add_argument("--tasks", type=choice_list(tuple(COURSE_TASKS)), default="sts",
+                        help="comma-separated subset of sst, para, sts")
+    parser.add_argument("--epochs", type=positive_int, default=1)
+    parser.add_argument("--lr", type=positive, default=TrainConfig.lr)
     parser.add_argument("--sampling", choices=SAMPLINGS, default="proportional")
     parser.add_argument("--sst-pooling", choices=POOLINGS, default="mean")
     parser.add_argument("--para-head", choices=PARAPHRASE_HEADS, default="cosine")
-    parser.add_argument("--similarity-loss", default="cosine-mse")
-    parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--data-dir", default=None)
-    args = parser.parse_args(argv)
-    names = args.tasks.split(",")
-    if not names or set(names) - set(COURSE_TASKS):
-        raise SystemExit(f"error: --tasks must name some of {sorted(COURSE_TASKS)}, got {args.tasks!r}")
+    parser.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse")
+    parser.add_argument("--model", type=nonempty, default=DEFAULT_MODEL, help="a model name or folder")
+    parser.add_argument("--data-dir", type=existing_dir, default=None)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    names = args.tasks
     config = TrainConfig(epochs=args.epochs, lr=args.lr, sampling=args.sampling, eval_first=True)
     torch.manual_seed(config.seed)
     source = resolve_data_dir(args.data_dir, task_files([COURSE_TASKS[n] for n in names], ("train", "dev")))

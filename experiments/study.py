@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from minbert.atomic import atomic_path, atomic_write_text
+from tasks.training.arguments import non_negative_int, nonempty, output_dir, positive_int
 from tasks.training.job import user_errors
 
 SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
@@ -317,34 +318,42 @@ def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.study", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    # The studies' names do not depend on --num-layers (only their layer runs do).
+    parser.add_argument("study", nargs="?", choices=sorted(build_studies()), metavar="STUDY",
+                        help="which study (see --list)")
+    parser.add_argument("--list", action="store_true", help="list the studies and their runs")
+    # The default is a string, so argparse checks it too: it must be creatable from here.
+    parser.add_argument("--out", type=output_dir, default="runs/study",
+                        help="where the studies' runs go (default %(default)s)")
+    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=[1, 2, 3],
+                        help="seeds of every run")
+    parser.add_argument("--num-layers", type=positive_int, default=NUM_LAYERS,
+                        help="the model's depth (layer studies)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
+    parser.add_argument("--keep-checkpoints", action="store_true",
+                        help="keep each finished seed's resume checkpoints "
+                             "(deleted by default: about 0.5 GB each)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="write the table and plot from the runs done so far; run nothing")
+    # Which runs a study has is known only once the study is chosen: run_study checks the names.
+    parser.add_argument("--only", type=nonempty, nargs="+", default=(), metavar="RUN",
+                        help="run only these runs of the study (and the runs they start from)")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        parser = argparse.ArgumentParser(prog="python -m experiments.study", description=__doc__,
-                                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                                         allow_abbrev=False)
-        parser.add_argument("study", nargs="?", help="which study (see --list)")
-        parser.add_argument("--list", action="store_true", help="list the studies and their runs")
-        parser.add_argument("--out", default="runs/study",
-                            help="where the studies' runs go (default %(default)s)")
-        parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds of every run")
-        parser.add_argument("--num-layers", type=int, default=NUM_LAYERS,
-                            help="the model's depth (layer studies)")
-        parser.add_argument("--dry-run", action="store_true", help="print the commands; run nothing")
-        parser.add_argument("--keep-checkpoints", action="store_true",
-                            help="keep each finished seed's resume checkpoints "
-                                 "(deleted by default: about 0.5 GB each)")
-        parser.add_argument("--table-only", action="store_true",
-                            help="write the table and plot from the runs done so far; run nothing")
-        parser.add_argument("--only", nargs="+", default=(), metavar="RUN",
-                            help="run only these runs of the study (and the runs they start from)")
+        parser = build_parser()
         args, extra = parser.parse_known_args(argv)  # anything else goes to every job (e.g. --model, --limit)
         studies = build_studies(args.num_layers)
         if args.list or not args.study:
             for study in studies.values():
                 print(f"{study.name}: {study.description} ({len(study.runs)} runs)")
             return 0
-        if args.study not in studies:
-            parser.error(f"unknown study {args.study!r}; choose from {sorted(studies)}")
         study = studies[args.study]
         try:
             rows = (collect(study, Path(args.out) / study.name) if args.table_only else

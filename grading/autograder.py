@@ -24,6 +24,7 @@ from pathlib import Path
 from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, SUBMITTED_PACKAGES, edition_todos
 from grading.handout import repository_files
 from grading.regions import strip_regions
+from tasks.training.arguments import output_file
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 GRADESCOPE = "grading/gradescope"
@@ -68,15 +69,22 @@ def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_ED
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.autograder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path, metavar="OUT.zip", help="the archive to write")
+    parser.add_argument("out", type=output_file, metavar="OUT.zip", help="the archive to write")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
                         help="the edition the handout was built for (grading/config.py EDITIONS; default: "
                              f"{DEFAULT_EDITION})")
-    args = parser.parse_args(argv)
-    names = build_archive(args.out, edition=args.edition)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    # output_file accepts a folder that does not exist yet (it can be made); zipfile would not make it.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = build_archive(out, edition=args.edition)
     print(f"wrote {args.out} ({len(names)} files, edition {args.edition}); upload it as the Gradescope "
           "autograder")
     return 0

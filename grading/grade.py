@@ -43,6 +43,7 @@ from grading.config import (COMPONENTS, DEFAULT_EDITION, DEFAULT_VISIBILITY, EDI
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
+from tasks.training.arguments import existing_dir, nonempty, output_file, positive
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_LIMIT = 8000  # characters of a test's output in results.json
@@ -303,31 +304,37 @@ def _cut(text: str, limit: int) -> str:
     return f"{text[:limit // 2]}\n... [{len(text) - limit} characters cut] ...\n{text[-limit // 2:]}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--submission", type=Path, default=None,
+    parser.add_argument("--submission", type=existing_dir, default=None,
                         help="the student's repository (default: /autograder/submission when it exists, "
                              "else this checkout)")
-    parser.add_argument("--out", type=Path, default=Path("results.json"),
+    parser.add_argument("--out", type=output_file, default=Path("results.json"),
                         help="where to write Gradescope's results.json (default: ./results.json)")
-    parser.add_argument("--timeout", type=float, default=30.0,
+    parser.add_argument("--timeout", type=positive, default=30.0,
                         help="seconds one test may run before it fails (default: 30)")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
                         help="the edition the handout was built for: its components are graded, the rest "
                              f"are not (grading/config.py EDITIONS; default: {DEFAULT_EDITION})")
     parser.add_argument("--components", nargs="+", choices=sorted(COMPONENTS), default=None,
                         help="grade only these of the edition's components (default: all of them)")
-    parser.add_argument("--staff", type=Path, default=STAFF_ROOT,
+    # Not existing_dir: a missing or broken staff copy is a grader failure, which must still leave a valid
+    # results.json for Gradescope (grade() raises, main writes the failure); only an empty path is refused.
+    parser.add_argument("--staff", type=nonempty, default=STAFF_ROOT,
                         help="the staff copy whose tests are used (default: the checkout holding "
                              "this grader)")
-    args = parser.parse_args(argv)
-    submission = args.submission
-    if submission is None:
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.staff, args.out = Path(args.staff), Path(args.out)  # the types check a path; the code works on Paths
+    if args.submission is not None:  # a folder: its type checked that
+        submission = Path(args.submission)
+    else:
         gradescope = Path("/autograder/submission")
         submission = gradescope if gradescope.is_dir() else STAFF_ROOT
-    if not submission.is_dir():
-        parser.error(f"--submission {submission} is not a directory")
     try:
         results = grade(submission, staff=args.staff.resolve(), time_limit=args.timeout,
                         components=args.components, edition=args.edition)

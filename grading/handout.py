@@ -41,6 +41,7 @@ from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS,
 from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.runner import run_tests
+from tasks.training.arguments import output_dir
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 STAMP = ".minbert-handout"  # marks a folder this builder wrote, which it may overwrite
@@ -279,10 +280,11 @@ def _env(root: Path) -> dict:
     return env
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.handout", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path, metavar="OUT_DIR",
+    # A new folder or an existing one; whether an existing one may be overwritten is build()'s check.
+    parser.add_argument("out", type=output_dir, metavar="OUT_DIR",
                         help="where to write the student repository (empty, new, or a previous handout)")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
                         help="which components are TODOs (grading/config.py EDITIONS; default: "
@@ -290,9 +292,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-check", action="store_true",
                         help="skip the checks that run Python (imports, tests failing on the stubs); "
                              "the leak check always runs")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        handout = build(args.out, check=not args.no_check, edition=args.edition)
+        handout = build(Path(args.out), check=not args.no_check, edition=args.edition)
     except (HandoutError, RegionError) as error:
         print(f"handout: {error}", file=sys.stderr)
         return 1

@@ -14,12 +14,14 @@ Read next: nothing; that is the grader.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from grading.config import SUBMITTED_PACKAGES
+from tasks.training.arguments import output_dir
 
 
 @dataclass(frozen=True)
@@ -182,15 +184,38 @@ def mutant(reference: Path, mutation: Mutation, out: Path) -> Path:
     return out
 
 
+def listing() -> str:
+    return "\n".join(f"  {m.name:<32} {m.component:<17} {m.description}" for m in MUTATIONS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grading.mutations", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="mutations:\n" + listing())
+    # Both optional so that no arguments at all lists the mutations; NAME without OUT_DIR is an error.
+    parser.add_argument("name", nargs="?", choices=[m.name for m in MUTATIONS], metavar="NAME",
+                        help="the mutation to apply (listed below)")
+    parser.add_argument("out", nargs="?", type=output_dir, metavar="OUT_DIR",
+                        help="where to write the mutated copy of the packages (new, or without them)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    by_name = {m.name: m for m in MUTATIONS}
-    if len(argv) != 2 or argv[0] not in by_name:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.name is None:
         print("usage: python -m grading.mutations NAME OUT_DIR\n")
-        for m in MUTATIONS:
-            print(f"  {m.name:<32} {m.component:<17} {m.description}")
-        return 0 if not argv else 2
-    out = mutant(Path(__file__).resolve().parents[1], by_name[argv[0]], Path(argv[1]))
+        print(listing())
+        return 0
+    if args.out is None:
+        parser.error("the following arguments are required: OUT_DIR")
+    out = Path(args.out)
+    # mutant() copies each package into a folder of its own; copytree will not write into one that exists.
+    there = [package for package in SUBMITTED_PACKAGES if (out / package).exists()]
+    if there:
+        parser.error(f"argument OUT_DIR: {str(out)!r} already holds {', '.join(there)}; give a new folder")
+    by_name = {m.name: m for m in MUTATIONS}
+    out = mutant(Path(__file__).resolve().parents[1], by_name[args.name], out)
     print(f"wrote {out}; grade it with: python -m grading.grade --submission {out}")
     return 0
 

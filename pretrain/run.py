@@ -51,10 +51,12 @@ from tasks.data.course import task_files
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import resolve_data_dir
 from tasks.training import distributed
+from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
+                                     positive_int, real)
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits, user_errors
 from tasks.training.loop import train
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
 SOURCES = COURSE_TASKS + ("20newsgroups",)
@@ -296,35 +298,41 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--in-domain", choices=sorted(DOMAINS), help="in-domain: the text of related tasks "
                        + "; ".join(f"{k} = {'+'.join(v)}" for k, v in DOMAINS.items()))
     which.add_argument("--cross-domain", action="store_true", help="cross-domain: every source's text")
-    c.add_argument("--text", nargs="+", metavar="FILE",
+    c.add_argument("--text", type=existing_file, nargs="+", metavar="FILE",
                    help="plain-text files (one sentence or paragraph per line, blank line between documents)")
     c.add_argument("--text-format", choices=TEXT_FORMATS, default="plain",
                    help="wikitext: WikiText's files, a document per ' = Title = ' article")
-    c.add_argument("--splits", default="train", type=lambda s: s.split(","),
+    c.add_argument("--splits", default="train", type=choice_list(("train", "dev", "test")),
                    help="comma-separated splits of the task data to read (default train; test text is "
                         "used only if you name it here)")
-    c.add_argument("--heldout", type=float, default=0.05,
+    c.add_argument("--heldout", default=0.05,
+                   type=real(0.0, 1.0, low_open=True, high_open=True, meaning="the best epoch is chosen on "
+                             "held-out documents"),
                    help="fraction of documents held out for evaluation (whole documents)")
-    c.add_argument("--data-dir", default=None,
+    c.add_argument("--data-dir", type=existing_dir, default=None,
                    help="folder of the course's CSV files (as in tasks.multitask)")
-    c.add_argument("--data-root", default=None,
+    c.add_argument("--data-root", type=existing_dir, default=None,
                    help="folder holding 20newsgroups/ (default $MINBERT_DATA)")
     c.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
-    c.add_argument("--limit", type=int, default=0, help="use only the first N rows or posts of each source")
+    c.add_argument("--limit", type=integer(0, "0: every row"), default=0,
+                   help="use only the first N rows or posts of each source")
     m = parser.add_argument_group("objectives")
-    m.add_argument("--model", default=DEFAULT_MODEL, help="the checkpoint to start from (name or directory)")
-    m.add_argument("--max-length", type=int, default=128, help="window in word pieces, specials included")
+    m.add_argument("--model", type=nonempty, default=DEFAULT_MODEL,
+                   help="the checkpoint to start from (name or directory)")
+    m.add_argument("--max-length", type=integer(8, "room for text and 3 special tokens"), default=128,
+                   help="window in word pieces, specials included")
     m.add_argument("--masking", choices=MASKING_STRATEGIES, default="token",
                    help="token: BERT; whole-word: a word's pieces together; span: SpanBERT's spans")
-    m.add_argument("--mask-prob", type=float, default=0.15, help="share of positions predicted")
-    m.add_argument("--max-predictions", type=int, default=20, help="at most this many per sequence")
-    m.add_argument("--short-seq-prob", type=float, default=0.1,
+    m.add_argument("--mask-prob", type=real(0.0, 1.0, low_open=True, high_open=True), default=0.15,
+                   help="share of positions predicted")
+    m.add_argument("--max-predictions", type=positive_int, default=20, help="at most this many per sequence")
+    m.add_argument("--short-seq-prob", type=real(0.0, 1.0), default=0.1,
                    help="probability of a shorter target length for an example (BERT: 0.1)")
     m.add_argument("--no-mlm", dest="mlm", action="store_false", help="train next-sentence prediction only")
     m.add_argument("--no-nsp", dest="nsp", action="store_false", help="train masked-LM only (RoBERTa)")
     m.add_argument("--span-boundary", action="store_true",
                    help="add SpanBERT's span-boundary objective (needs --masking span)")
-    m.add_argument("--out", default=None, help="run directory (default runs/pretrain/<date-time>)")
+    m.add_argument("--out", type=output_dir, default=None, help="run directory (default runs/pretrain/<date-time>)")
     add_train_arguments(parser, head_lr_help="learning rate of the heads (default: 1e-3 for freshly "
                         "initialised heads, --lr for heads loaded from the checkpoint)")
     parser.set_defaults(head_lr=None, eval_first=True)
@@ -344,16 +352,6 @@ def check_flags(args) -> None:
                          "(drop --no-mlm)")
     if not args.mlm and args.masking != "token":
         raise SystemExit("error: --masking has no effect with --no-mlm")
-    if not (0.0 < args.mask_prob < 1.0):
-        raise SystemExit(f"error: --mask-prob must be between 0 and 1, got {args.mask_prob}")
-    if not (0.0 < args.heldout < 1.0):
-        raise SystemExit(f"error: --heldout must be between 0 and 1 (the best epoch is chosen on held-out "
-                         f"documents), got {args.heldout}")
-    if args.max_length < 8:
-        raise SystemExit(f"error: --max-length {args.max_length} leaves no room for text")
-    unknown = [s for s in args.splits if s not in ("train", "dev", "test")]
-    if unknown:
-        raise SystemExit(f"error: --splits: unknown split(s) {unknown}; choose from train, dev, test")
     if not (args.within or args.in_domain or args.cross_domain or args.text):
         raise SystemExit("error: no corpus: give --within, --in-domain, --cross-domain or --text")
 
@@ -364,6 +362,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_flags(args)
         torch.manual_seed(args.seed)  # before loading: fresh heads are drawn from it
         model_dir = resolve_model(args.model)
+        # The corpus first: reading it is cheaper than loading the model, and an empty one ends the job.
+        documents, description = read_corpus(args)
+        print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+        train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
+                                                           args.heldout, args.seed)
+        if not train_documents:
+            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after "
+                             f"holding out {len(heldout_documents)}; add text or lower --heldout")
         pretraining, report = load_model(model_dir, BertForPreTraining)
         fresh_heads = any(k.startswith("cls.") for k in report.initialised)
         if fresh_heads:
@@ -375,35 +382,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_length > pretraining.config.max_position_embeddings:
             raise SystemExit(f"error: --max-length {args.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")
-        tokenizer = BertTokenizer.from_pretrained(model_dir)
         config = train_config_from_args(args, freeze_encoder=False)
-        run = RunDir(args.out or default_run_dir("pretrain"))
-
-        documents, description = read_corpus(args)
-        print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
-        run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
-        train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
-                                                           args.heldout, config.seed)
-        if not train_documents:
-            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after "
-                             f"holding out {len(heldout_documents)}; add text or lower --heldout")
-        task = PretrainingTask(train_documents, heldout_documents, tokenizer,
-                               config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
-                               args.max_predictions, args.short_seq_prob, args.nsp)
-        span_boundary = (SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary
-                         else None)
-        model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
-        state = train(model, [task], config, run, pretraining_score,
-                      save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
-                      resume=args.resume)
-        if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+        out = args.out or default_run_dir("pretrain")
+        with claim_run(out, "pretrain", args.model, resume=args.resume) as run:
+            run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
+            task = PretrainingTask(train_documents, heldout_documents, tokenizer,
+                                   config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
+                                   args.max_predictions, args.short_seq_prob, args.nsp)
+            span_boundary = (SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary
+                             else None)
+            model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
+            state = train(model, [task], config, run, pretraining_score,
+                          save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
+                          resume=args.resume)
+            if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+                return 0
+            if not config.keep_checkpoints:
+                run.drop_checkpoints(state, config.epochs)
+            best = next((r for r in reversed(state.history) if r["best"]), None)
+            print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
+                  f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)
             return 0
-        if not config.keep_checkpoints:
-            run.drop_checkpoints(state, config.epochs)
-        best = next((r for r in reversed(state.history) if r["best"]), None)
-        print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
-              f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)
-        return 0
 
 
 if __name__ == "__main__":

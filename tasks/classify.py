@@ -57,12 +57,13 @@ from tasks.data.examples import PairExample
 from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
+from tasks.training.arguments import integer, nonempty, non_negative, real
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
                                 default_run_dir, device_of, encode_pairs, encode_texts, load_encoder,
                                 train_and_reload_best, user_errors, write_predictions)
 from tasks.training.optimizer import freeze
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 EVAL_BATCH_SIZE = 128
@@ -218,62 +219,62 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
     args = argparse.Namespace(**{**vars(args), "seed": seed})
     config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
     torch.manual_seed(seed)
-    run = RunDir(out)
-    root = data_root(args.data_dir)
-    spec, data = read_task_data(root, args.task, args.strict)
-    train_examples = subsample(data["train"], args.train_fraction, seed)
-    if args.limit:
-        train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
-    print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
-          f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
-    run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
-    bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-    check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
-    label_layers = args.label_layers if args.label_embedding else None
-    try:
-        model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers,
-                              args.layer_features, args.layer_combine, args.chunks)
-    except ValueError as error:  # --label-layers 7 or --layer-features layer:9 on a 6-layer model
-        raise SystemExit(f"error: {error}") from None
-    if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
-        raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
-    if config.freeze_encoder:
-        freeze(model.bert)
-    if args.label_embedding:
-        print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
-              f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), "
-              f"init {args.label_init}, lambda {args.label_lambda}", file=sys.stderr)
-    task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
-                        args.max_length, args.truncation,
-                        LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction),
-                        chunks=args.chunks is not None, max_chunks=args.max_chunks)
-    if args.label_embedding and not resume:  # a resumed run loads its label embeddings from the checkpoint
+    with claim_run(out, "classify", args.model, {"task": args.task}, resume) as run:
+        root = data_root(args.data_dir)
+        spec, data = read_task_data(root, args.task, args.strict)
+        train_examples = subsample(data["train"], args.train_fraction, seed)
+        if args.limit:
+            train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
+        print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
+              f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
+        run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+        check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
+        label_layers = args.label_layers if args.label_embedding else None
         try:
-            initialise_label_embeddings(model, args.label_init, task, tokenizer,
-                                        parse_keywords(args.label_keywords, spec))
-        except ValueError as error:  # keywords without word pieces, a class with no training example
-            raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
-    settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
-                "label_layers": list(model.label_layers) if args.label_embedding else None,
-                "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run,
-                                  lambda dev: main_score(spec.metric, dev[args.task]),
-                                  tokenizer, settings, resume)
-    if state is None:  # a torchrun process other than rank 0: done
-        return None
-    with torch.no_grad():
-        predictions = task.write_outputs(model, run.predictions)
-    finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
-    result = {"task": args.task, "seed": seed, "label_embedding": args.label_embedding,
-              "train_fraction": args.train_fraction, "train_examples": len(train_examples),
-              "final": state.history[-1]["dev"][args.task], "final_epoch": state.history[-1]["epoch"],
-              "best": next(r["dev"][args.task] for r in state.history if r["epoch"] == state.best_epoch),
-              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
-              "epochs_complete": len(finished),
-              "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
-                                                             len(spec.labels)).tolist()}
-    write_result(run.path, result)
-    return result
+            model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers,
+                                  args.layer_features, args.layer_combine, args.chunks)
+        except ValueError as error:  # --label-layers 7 or --layer-features layer:9 on a 6-layer model
+            raise SystemExit(f"error: {error}") from None
+        if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
+            raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
+        if config.freeze_encoder:
+            freeze(model.bert)
+        if args.label_embedding:
+            print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
+                  f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), "
+                  f"init {args.label_init}, lambda {args.label_lambda}", file=sys.stderr)
+        task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
+                            args.max_length, args.truncation,
+                            LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction),
+                            chunks=args.chunks is not None, max_chunks=args.max_chunks)
+        if args.label_embedding and not resume:  # a resumed run loads its label embeddings from the checkpoint
+            try:
+                initialise_label_embeddings(model, args.label_init, task, tokenizer,
+                                            parse_keywords(args.label_keywords, spec))
+            except ValueError as error:  # keywords without word pieces, a class with no training example
+                raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
+        settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
+                    "label_layers": list(model.label_layers) if args.label_embedding else None,
+                    "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], config, run,
+                                      lambda dev: main_score(spec.metric, dev[args.task]),
+                                      tokenizer, settings, resume)
+        if state is None:  # a torchrun process other than rank 0: done
+            return None
+        with torch.no_grad():
+            predictions = task.write_outputs(model, run.predictions)
+        finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
+        result = {"task": args.task, "seed": seed, "label_embedding": args.label_embedding,
+                  "train_fraction": args.train_fraction, "train_examples": len(train_examples),
+                  "final": state.history[-1]["dev"][args.task], "final_epoch": state.history[-1]["epoch"],
+                  "best": next(r["dev"][args.task] for r in state.history if r["epoch"] == state.best_epoch),
+                  "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
+                  "epochs_complete": len(finished),
+                  "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
+                                                                 len(spec.labels)).tolist()}
+        write_result(run.path, result)
+        return result
 
 
 # ----- command line -------------------------------------------------------------------------------
@@ -289,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
                         help="what a text longer than --max-length keeps: its head, its tail, or both ends "
                              "(Sun et al. 2019, scaled to the window: 31 + 95 pieces at 128)")
-    parser.add_argument("--layer-features", default="last",
+    parser.add_argument("--layer-features", type=nonempty, default="last",
                         help="the classifier reads the last layer (pooled by --pooling), or the [CLS] "
                              "vectors of layer:K (0 = embeddings), first-4, last-4 or all layers "
                              "(Sun et al. 2019)")
@@ -298,24 +299,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunks", choices=CHUNK_POOLINGS, default=None,
                         help="long texts: encode every --max-length window of the text and combine the "
                              "chunks' vectors by mean, max or self-attention (instead of --truncation)")
-    parser.add_argument("--max-chunks", type=int, default=0,
+    parser.add_argument("--max-chunks", type=integer(0, "0: all"), default=0,
                         help="with --chunks: at most this many chunks per text, the first ones and the "
                              "last (0: all)")
-    parser.add_argument("--train-fraction", type=float, default=1.0,
+    parser.add_argument("--train-fraction", type=real(0.0, 1.0, low_open=True), default=1.0,
                         help="train on a stratified random fraction of the training set (low-resource runs); "
                              "the sample depends on the seed")
     add_seeds_argument(parser)
     g = parser.add_argument_group("label-embedding attention (Wang et al. 2020)")
     g.add_argument("--label-embedding", action="store_true",
                    help="use label-embedding attention and the label loss")
-    g.add_argument("--label-lambda", type=float, default=None,
+    g.add_argument("--label-lambda", type=non_negative, default=None,
                    help=f"weight of the label loss, lambda (default {LABEL_LOSS_WEIGHT:g}; 0 turns it off)")
-    g.add_argument("--label-layers", default=None,
+    g.add_argument("--label-layers", type=nonempty, default=None,
                    help="which layers use it: 'all' (default, the paper), 'last:k', or 0-based indices '4,5'")
     g.add_argument("--label-init", choices=LABEL_INITS, default=None,
                    help="label embeddings start random (default), at the mean word embedding of keywords, "
                         "or at the class-averaged final [CLS] vector of the pretrained model")
-    g.add_argument("--label-keywords", default=None,
+    g.add_argument("--label-keywords", type=nonempty, default=None,
                    help="keywords for --label-init keywords: one ';'-separated group per class, in class "
                         "order (default: a few words per class, see SPECS in tasks/classify.py)")
     g.add_argument("--label-loss-path", choices=LABEL_LOSS_PATHS, default=None,
@@ -334,12 +335,12 @@ LABEL_FLAGS = {"label_lambda": LABEL_LOSS_WEIGHT, "label_layers": "all", "label_
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Contradictions are errors; unset label flags get their defaults."""
-    given = [name for name in LABEL_FLAGS if getattr(args, name) is not None]
+    given = [flag for flag in LABEL_FLAGS if getattr(args, flag) is not None]
     if given and not args.label_embedding:
         parser.error(f"--{given[0].replace('_', '-')} needs --label-embedding")
-    for name, default in LABEL_FLAGS.items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
+    for flag, default in LABEL_FLAGS.items():
+        if getattr(args, flag) is None:
+            setattr(args, flag, default)
     if args.label_keywords is not None and args.label_init != "keywords":
         parser.error("--label-keywords needs --label-init keywords")
     if args.label_layers not in ("all", None) and not args.label_layers.startswith("last:"):
@@ -350,8 +351,6 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
                          f"got {args.label_layers!r}")
     if args.label_lambda < 0:
         parser.error("--label-lambda must be >= 0")
-    if not 0.0 < args.train_fraction <= 1.0:
-        parser.error("--train-fraction must be in (0, 1]")
     if args.layer_features != "last" and args.pooling != "cls":
         parser.error("--layer-features reads [CLS] vectors; --pooling applies to --layer-features last")
     if args.layer_features in ("last",) and args.layer_combine != "concat":

@@ -44,12 +44,13 @@ from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, Labelle
                                   read_dataset)
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
+from tasks.training.arguments import nonempty
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
                                 default_run_dir, device_of, encode_texts, load_encoder, train_and_reload_best,
                                 user_errors)
 from tasks.training.optimizer import freeze
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 EVAL_BATCH_SIZE = 32
@@ -176,54 +177,54 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
     args = argparse.Namespace(**{**vars(args), "seed": seed})
     config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
     torch.manual_seed(seed)
-    run = RunDir(out)
-    bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-    check_max_length(args.max_length, bert.config)
-    hierarchy = data.hierarchy
-    try:
-        layers = choose_layer_map(args, bert.config.num_hidden_layers, hierarchy.num_levels)
-    except ValueError as error:
-        raise SystemExit(f"error: --layer-map: {error}") from None
-    name = args.variant if not args.layer_map else "custom"
-    print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
-          f"{describe_layer_map(layers)}", file=sys.stderr)
-    train_docs = data.splits["train"][:args.limit] if args.limit else data.splits["train"]
-    dev_docs = data.splits["dev"][:args.limit] if args.limit else data.splits["dev"]
-    test_docs = data.splits["test"][:args.limit] if args.limit else data.splits["test"]
-    run.write_config({**vars(args), "layer_map": [list(g) for g in layers], "data": data.description,
-                      "labels_per_level": [len(level) for level in hierarchy.levels]})
-    model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
-                              args.hidden_dropout_prob)
-    if config.freeze_encoder:
-        freeze(model.bert)
-    task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
-                            args.max_length, args.truncation)
-    if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
-        model.structured.init_biases_to_priors(task.train_targets)
-    settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name,
-                "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"],
-                                  tokenizer, settings, resume)
-    if state is None:  # a torchrun process other than rank 0: done
-        return None
-    with torch.no_grad():
-        reports = {"dev": task.report(model, dev_docs, task.dev_ids), "test": task.report(model, test_docs)}
-        write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
-        if args.analysis:
-            atomic_write_text(run.path / "analysis.json", json.dumps(
-                {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},
-                indent=1) + "\n")
-    table = rprecision_table(reports, hierarchy.num_levels)
-    atomic_write_text(run.path / "rprecision.md",
-                      f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
-                      f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
-    print(table, file=sys.stderr)
-    result = {"dataset": args.dataset, "variant": name, "seed": seed, "layer_map": [list(g) for g in layers],
-              "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"],
-              "test_of_best": reports["test"], "best_epoch": state.best_epoch,
-              "train_seconds": state.history[-1]["elapsed_s"]}
-    write_result(run.path, result)
-    return result
+    with claim_run(out, "hierarchical", args.model, {"dataset": args.dataset}, resume) as run:
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+        check_max_length(args.max_length, bert.config)
+        hierarchy = data.hierarchy
+        try:
+            layers = choose_layer_map(args, bert.config.num_hidden_layers, hierarchy.num_levels)
+        except ValueError as error:
+            raise SystemExit(f"error: --layer-map: {error}") from None
+        name = args.variant if not args.layer_map else "custom"
+        print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
+              f"{describe_layer_map(layers)}", file=sys.stderr)
+        train_docs = data.splits["train"][:args.limit] if args.limit else data.splits["train"]
+        dev_docs = data.splits["dev"][:args.limit] if args.limit else data.splits["dev"]
+        test_docs = data.splits["test"][:args.limit] if args.limit else data.splits["test"]
+        run.write_config({**vars(args), "layer_map": [list(g) for g in layers], "data": data.description,
+                          "labels_per_level": [len(level) for level in hierarchy.levels]})
+        model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
+                                  args.hidden_dropout_prob)
+        if config.freeze_encoder:
+            freeze(model.bert)
+        task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
+                                args.max_length, args.truncation)
+        if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
+            model.structured.init_biases_to_priors(task.train_targets)
+        settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name,
+                    "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"],
+                                      tokenizer, settings, resume)
+        if state is None:  # a torchrun process other than rank 0: done
+            return None
+        with torch.no_grad():
+            reports = {"dev": task.report(model, dev_docs, task.dev_ids), "test": task.report(model, test_docs)}
+            write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
+            if args.analysis:
+                atomic_write_text(run.path / "analysis.json", json.dumps(
+                    {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},
+                    indent=1) + "\n")
+        table = rprecision_table(reports, hierarchy.num_levels)
+        atomic_write_text(run.path / "rprecision.md",
+                          f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
+                          f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
+        print(table, file=sys.stderr)
+        result = {"dataset": args.dataset, "variant": name, "seed": seed, "layer_map": [list(g) for g in layers],
+                  "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"],
+                  "test_of_best": reports["test"], "best_epoch": state.best_epoch,
+                  "train_seconds": state.history[-1]["elapsed_s"]}
+        write_result(run.path, result)
+        return result
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", choices=DATASETS, required=True, help="which labelled collection")
     parser.add_argument("--variant", choices=VARIANTS, default=None,
                         help="which layers feed which level (default: flat)")
-    parser.add_argument("--layer-map", default=None,
+    parser.add_argument("--layer-map", type=nonempty, default=None,
                         help="an explicit map instead of --variant: 'level:layers;...', both 1-based, "
                              "e.g. '1:4;2:5,6'")
     parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",

@@ -44,7 +44,7 @@ from tasks.training.job import (add_job_arguments, check_max_length, default_run
                                 encode_texts, load_encoder, read_splits, train_and_reload_best, user_errors,
                                 write_predictions)
 from tasks.training.optimizer import freeze
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
 SIMILARITY_HEADS = ("cosine", "cross")
@@ -278,41 +278,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_flags(args)
         config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
         torch.manual_seed(config.seed)
-        run = RunDir(args.out or default_run_dir("multitask"))
-        source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
-        print(f"data: {source.description}", file=sys.stderr)
-        run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-        data = {prefix: read_splits(source, dataset, args.strict, args.limit)
-                for prefix, dataset in COURSE_TASKS.items()}
+        out = args.out or default_run_dir("multitask")
+        with claim_run(out, "multitask", args.model, resume=args.resume) as run:
+            source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
+            print(f"data: {source.description}", file=sys.stderr)
+            run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+            data = {prefix: read_splits(source, dataset, args.strict, args.limit)
+                    for prefix, dataset in COURSE_TASKS.items()}
 
-        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-        check_max_length(args.max_length, bert.config, pairs=True)
-        model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
-                              args.paraphrase_head, args.similarity_head)
-        if config.freeze_encoder:
-            freeze(model.bert)
-        tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
-                             args.similarity_head, args.similarity_loss, args.paraphrase_loss)
-                 for name in COURSE_TASKS]
-        settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                    **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
-                                                     "paraphrase_loss", "similarity_head", "similarity_loss",
-                                                     "hidden_dropout_prob")}}
-        state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
-                                      args.resume)
-        if state is None:  # a torchrun process other than rank 0: done
+            bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+            check_max_length(args.max_length, bert.config, pairs=True)
+            model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
+                                  args.paraphrase_head, args.similarity_head)
+            if config.freeze_encoder:
+                freeze(model.bert)
+            tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
+                                 args.similarity_head, args.similarity_loss, args.paraphrase_loss)
+                     for name in COURSE_TASKS]
+            settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
+                        **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
+                                                         "paraphrase_loss", "similarity_head", "similarity_loss",
+                                                         "hidden_dropout_prob")}}
+            state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
+                                          args.resume)
+            if state is None:  # a torchrun process other than rank 0: done
+                return 0
+            with torch.no_grad():
+                for task in tasks:
+                    task.write_outputs(model, data[task.name]["test"], run.predictions)
+            best = next((r for r in reversed(state.history) if r["best"]), None)
+            print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
+                  f"{best['dev'] if best else ''}\n"
+                  f"outputs in {run.path}", file=sys.stderr)
+            if source.is_sample:
+                print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
+                      file=sys.stderr)
             return 0
-        with torch.no_grad():
-            for task in tasks:
-                task.write_outputs(model, data[task.name]["test"], run.predictions)
-        best = next((r for r in reversed(state.history) if r["best"]), None)
-        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
-              f"{best['dev'] if best else ''}\n"
-              f"outputs in {run.path}", file=sys.stderr)
-        if source.is_sample:
-            print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
-                  file=sys.stderr)
-        return 0
 
 
 if __name__ == "__main__":

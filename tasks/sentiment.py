@@ -36,7 +36,7 @@ from tasks.training.job import (add_job_arguments, check_max_length, default_run
                                 load_encoder, read_splits, train_and_reload_best, user_errors,
                                 write_predictions)
 from tasks.training.optimizer import freeze
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 EVAL_BATCH_SIZE = 128
@@ -134,27 +134,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
         torch.manual_seed(config.seed)
-        run = RunDir(args.out or default_run_dir("sentiment"))
-        source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
-        run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
-        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-        check_max_length(args.max_length, bert.config)
-        model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
-        if config.freeze_encoder:
-            freeze(model.bert)
-        task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
-                             args.max_length)
-        settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
-                    "num_classes": NUM_CLASSES[args.task], "data": source.description}
-        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"],
-                                      tokenizer, settings, args.resume)
-        if state is None:  # a torchrun process other than rank 0: done
+        out = args.out or default_run_dir("sentiment")
+        with claim_run(out, "sentiment", args.model, {"task": args.task}, args.resume) as run:
+            source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
+            run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+            bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+            check_max_length(args.max_length, bert.config)
+            model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
+            if config.freeze_encoder:
+                freeze(model.bert)
+            task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
+                                 args.max_length)
+            settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
+                        "num_classes": NUM_CLASSES[args.task], "data": source.description}
+            state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"],
+                                          tokenizer, settings, args.resume)
+            if state is None:  # a torchrun process other than rank 0: done
+                return 0
+            with torch.no_grad():
+                task.write_outputs(model, data["test"], run.predictions)
+            print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
+                  file=sys.stderr)
             return 0
-        with torch.no_grad():
-            task.write_outputs(model, data["test"], run.predictions)
-        print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
-              file=sys.stderr)
-        return 0
 
 
 if __name__ == "__main__":

@@ -49,11 +49,12 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
                                        type_confusion)
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
+from tasks.training.arguments import existing_file, positive_int
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
                                 default_run_dir, device_of, load_encoder, train_and_reload_best, user_errors)
 from tasks.training.optimizer import freeze
-from tasks.training.run_dir import RunDir
+from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
 
 METHODS = ("bio", "bio-crf", "span")
@@ -231,45 +232,45 @@ def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int,
     args = argparse.Namespace(**{**vars(args), "seed": seed})
     config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
     torch.manual_seed(seed)
-    run = RunDir(out)
-    train_part = train_sentences[:args.limit] if args.limit else train_sentences
-    dev_part = dev_sentences[:args.limit] if args.limit else dev_sentences
-    run.write_config({**vars(args), "train_sentences": len(train_part), "dev_sentences": len(dev_part)})
-    bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-    check_max_length(args.max_length, bert.config)
-    task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed, args.max_length,
-                       args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
-    model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob,
-                         args.span_pooling)
-    if config.freeze_encoder:
-        freeze(model.bert)
-    settings = {"job": "tag", "method": args.method, "tags": list(task.tags), "types": list(task.types),
-                "span_pooling": args.span_pooling, "model": str(model_dir)}
-    state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
-                                  settings, resume)
-    if state is None:  # a torchrun process other than rank 0: done
-        return None
-    with torch.no_grad():
-        predicted = task.write_outputs(model, dev_part, run.predictions / "dev.conll")
-        for path in args.predict or []:
-            sentences = read_any_conll(Path(path), task.tags)
-            task.write_outputs(model, sentences, run.predictions / f"{Path(path).stem}.conll")
-    gold = [bio_entities(s.tags) for s in dev_part]
-    scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
-    flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
-    accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
-    atomic_write_text(run.path / "report.txt",
-                      f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
-                      f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
-    print(format_report(scores, confusion), file=sys.stderr)
-    result = {"method": args.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
-              "best": {**state.history[[r["epoch"] for r in state.history]
-                                       .index(state.best_epoch)]["dev"]["wnut17"],
-                       "token_accuracy": accuracy},
-              "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
-              "confusion": {f"{g} -> {p}": n for (g, p), n in sorted(confusion.items())}}
-    write_result(run.path, result)
-    return result
+    with claim_run(out, "tag", args.model, {"method": args.method}, resume) as run:
+        train_part = train_sentences[:args.limit] if args.limit else train_sentences
+        dev_part = dev_sentences[:args.limit] if args.limit else dev_sentences
+        run.write_config({**vars(args), "train_sentences": len(train_part), "dev_sentences": len(dev_part)})
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+        check_max_length(args.max_length, bert.config)
+        task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed, args.max_length,
+                           args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
+        model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob,
+                             args.span_pooling)
+        if config.freeze_encoder:
+            freeze(model.bert)
+        settings = {"job": "tag", "method": args.method, "tags": list(task.tags), "types": list(task.types),
+                    "span_pooling": args.span_pooling, "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
+                                      settings, resume)
+        if state is None:  # a torchrun process other than rank 0: done
+            return None
+        with torch.no_grad():
+            predicted = task.write_outputs(model, dev_part, run.predictions / "dev.conll")
+            for path in args.predict or []:
+                sentences = read_any_conll(Path(path), task.tags)
+                task.write_outputs(model, sentences, run.predictions / f"{Path(path).stem}.conll")
+        gold = [bio_entities(s.tags) for s in dev_part]
+        scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
+        flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
+        accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
+        atomic_write_text(run.path / "report.txt",
+                          f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
+                          f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
+        print(format_report(scores, confusion), file=sys.stderr)
+        result = {"method": args.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
+                  "best": {**state.history[[r["epoch"] for r in state.history]
+                                           .index(state.best_epoch)]["dev"]["wnut17"],
+                           "token_accuracy": accuracy},
+                  "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
+                  "confusion": {f"{g} -> {p}": n for (g, p), n in sorted(confusion.items())}}
+        write_result(run.path, result)
+        return result
 
 
 def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
@@ -293,13 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--word-decoding", choices=("first", "mean"), default="first",
                         help="bio, bio-crf: a word's scores are its first piece's, or the mean of its "
                              "pieces'")
-    parser.add_argument("--max-span-width", type=int, default=8,
+    parser.add_argument("--max-span-width", type=positive_int, default=8,
                         help="span: the longest span classified, in words")
     parser.add_argument("--span-pooling", choices=POOLINGS, default="mean",
                         help="span: the span's content vector, the mean of its words or self-attention "
                              "pooling")
     parser.add_argument("--nested", action="store_true", help="span: keep spans inside spans when decoding")
-    parser.add_argument("--predict", nargs="+", default=None, metavar="CONLL",
+    parser.add_argument("--predict", type=existing_file, nargs="+", default=None, metavar="CONLL",
                         help="also write predictions for these CoNLL files (tagged or tokens only)")
     add_seeds_argument(parser)
     add_job_arguments(parser, "tag", SHARED_DATA_HELP)
@@ -318,8 +319,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--word-decoding applies to --method bio and bio-crf")
         if args.method != "span" and (args.nested or args.span_pooling != "mean"):
             parser.error("--nested and --span-pooling apply to --method span")
-        if args.max_span_width < 1:
-            parser.error("--max-span-width must be at least 1")
         root = data_root(args.data_dir)
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)

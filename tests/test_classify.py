@@ -224,7 +224,7 @@ def test_single_sentence_tasks_run(tiny_model_dir, data_root, tmp_path, task, ex
     (["--label-embedding", "--label-keywords", "a;b"], "--label-keywords needs --label-init keywords"),
     (["--seed", "1", "--seeds", "1", "2"], "give --seed or --seeds, not both"),
     (["--seeds", "1", "1"], "--seeds has repeats"),
-    (["--train-fraction", "0"], "--train-fraction must be in (0, 1]"),
+    (["--train-fraction", "0"], "argument --train-fraction: must be a number in (0, 1]"),
     (["--label-embedding", "--label-layers", "x,y"], "--label-layers must be"),
     (["--layer-features", "last-4", "--pooling", "mean"], "--layer-features reads [CLS] vectors"),
     (["--layer-combine", "max"], "--layer-combine applies to several layers"),
@@ -252,8 +252,9 @@ def test_missing_data_is_named(tiny_model_dir, tmp_path):
     (tmp_path / "glue").mkdir()
     with pytest.raises(SystemExit, match=r"error: .*RTE/train.tsv"):
         classify.main(run_args(tiny_model_dir, tmp_path, tmp_path / "run", "--task", "rte"))
-    with pytest.raises(SystemExit, match="no data folder found"):
+    with pytest.raises(SystemExit) as error:  # refused by --data-dir's type, before any work
         classify.main(run_args(tiny_model_dir, tmp_path / "nowhere", tmp_path / "run", "--task", "rte"))
+    assert error.value.code == 2 and not (tmp_path / "run").exists()
 
 
 def test_label_attention_notebook_runs_on_two_tiny_runs(tiny_model_dir, data_root, tmp_path, run_notebook):

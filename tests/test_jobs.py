@@ -142,7 +142,7 @@ def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):
 
 
 def test_resume_without_checkpoint_says_so(tiny_model_dir, tmp_path):
-    with pytest.raises(SystemExit, match="there is no checkpoint"):
+    with pytest.raises(SystemExit, match="--resume given, but --out .* does not exist"):
         multitask.main(small_run(tiny_model_dir, tmp_path / "new", "--resume"))
 
 

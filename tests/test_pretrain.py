@@ -466,8 +466,9 @@ def test_span_masking_with_the_boundary_objective_runs(tiny_model_dir, tmp_path)
     (["--within", "sst", "--no-mlm", "--no-nsp"], "nothing to train"),
     (["--within", "sst", "--span-boundary"], "needs --masking span"),
     (["--within", "sst", "--no-mlm", "--masking", "span"], "no effect with --no-mlm"),
-    (["--within", "sst", "--heldout", "0"], "--heldout must be between 0 and 1"),
-    (["--within", "sst", "--splits", "train,valid"], "unknown split"),
+    (["--within", "sst", "--heldout", "0"], "argument --heldout: must be a number in (0, 1)"),
+    (["--within", "sst", "--splits", "train,valid"],
+     "argument --splits: must be a comma-separated list of train, dev, test"),
     ([], "no corpus"),
 ])
 def test_contradictory_or_missing_flags_are_errors(tiny_model_dir, tmp_path, flags, message, capsys):

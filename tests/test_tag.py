@@ -213,7 +213,7 @@ def test_each_method_runs_and_writes_conll_predictions_and_a_report(tiny_model_d
 @pytest.mark.parametrize("flags, message", [
     (["--method", "span", "--label-pieces", "first"], "--label-pieces applies to --method bio"),
     (["--method", "bio", "--nested"], "--nested and --span-pooling apply to --method span"),
-    (["--method", "span", "--max-span-width", "0"], "--max-span-width must be at least 1"),
+    (["--method", "span", "--max-span-width", "0"], "argument --max-span-width: must be an integer >= 1"),
 ])
 def test_contradictory_flags(tiny_model_dir, wnut_root, tmp_path, flags, message, capsys):
     with pytest.raises(SystemExit) as error:

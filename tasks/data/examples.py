@@ -93,6 +93,8 @@ def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> st
     """A data file's text. A missing file, or bytes that are not `encoding`, are errors naming the file
     and line. The default utf-8-sig also tolerates the byte-order mark some editors add."""
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"{path} is a folder, not a data file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such data file")
     data = path.read_bytes()

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from pathlib import Path
 from typing import Callable
 
 
@@ -29,6 +31,7 @@ def integer(low: int, meaning: str = "") -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}{note}, got {text!r}")
         return value
     parse.__name__ = f"integer >= {low}"
+    parse.checked = True
     return parse
 
 
@@ -49,6 +52,7 @@ def real(low: float, high: float = math.inf, low_open: bool = False, high_open: 
             raise argparse.ArgumentTypeError(f"must be a number in {interval}{note}, got {text!r}")
         return value
     parse.__name__ = f"number in {interval}"
+    parse.checked = True
     return parse
 
 
@@ -57,3 +61,85 @@ non_negative_int = integer(0)
 positive = real(0.0, low_open=True)
 non_negative = real(0.0)
 probability = real(0.0, 1.0, high_open=True, meaning="a dropout probability")
+
+
+# ----- paths: the right kind of thing, checked before any work starts ----------------------------------
+
+
+def _existing(text: str, folder: bool) -> str:
+    kind, other = ("folder", "file") if folder else ("file", "folder")
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError(f"must be a {kind}, got an empty path")
+    if path.exists() and path.is_dir() != folder:
+        raise argparse.ArgumentTypeError(f"{text!r} is a {other}, not a {kind}")
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such {kind}: {text!r}")
+    if not os.access(path, os.R_OK | (os.X_OK if folder else 0)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not readable")
+    return text
+
+
+def existing_file(text: str) -> str:
+    """A file that exists and can be read (a folder given instead is named as such)."""
+    return _existing(text, folder=False)
+
+
+def existing_dir(text: str) -> str:
+    """A folder that exists and can be read (a file given instead is named as such)."""
+    return _existing(text, folder=True)
+
+
+def output_dir(text: str) -> str:
+    """A folder to write into: absent (it will be created) or a folder, under a writable folder."""
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("must be a folder, got an empty path")
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    existing = path
+    while not existing.exists():  # the nearest folder that exists is where the new ones will be made
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be created: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable ({str(existing)!r} is read-only to you)")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to write: not a folder, in a folder that exists or can be made and is writable."""
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file, got an empty path")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    output_dir(str(path.parent) or ".")
+    return text
+
+
+def nonempty(text: str) -> str:
+    """A non-empty name or name-or-path (a model, a split list, a layer spec): checked further where used."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def choice_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """A comma-separated list of some of `allowed` ("train,dev")."""
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",")]
+        unknown = [item for item in items if item not in allowed]
+        if unknown or not text.strip():
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {', '.join(allowed)}, "
+                                             f"got {text!r}")
+        return items
+    parse.__name__ = "list"
+    parse.checked = True
+    return parse
+
+
+# Every flag that takes a value goes through a checking type (or has choices): tests/test_bad_input.py
+# enumerates every job's parser and finds any that does not. The checks mark their types so:
+for _check in (existing_file, existing_dir, output_dir, output_file, nonempty):
+    _check.checked = True

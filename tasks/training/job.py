@@ -39,7 +39,7 @@ from tasks.data.course import read_split, task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DataSource, DownloadError
 from tasks.training import distributed
-from tasks.training.arguments import integer, probability
+from tasks.training.arguments import existing_dir, integer, nonempty, output_dir, probability
 from tasks.training.config import ATTENTION_CHOICES, TrainConfig
 from tasks.training.loop import train
 from tasks.training.run_dir import RunDir, TrainState
@@ -58,7 +58,7 @@ SHARED_DATA_HELP = ("the shared datasets folder (default: $MINBERT_DATA, then ..
 def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str = COURSE_DATA_HELP) -> None:
     """Flags shared by the jobs; the course's names (--option, --hidden_dropout_prob) keep their meaning."""
     g = parser.add_argument_group("model and data")
-    g.add_argument("--model", default=DEFAULT_MODEL,
+    g.add_argument("--model", type=nonempty, default=DEFAULT_MODEL,
                    help="a checkpoint directory, a Hugging Face name found in the local cache (e.g. "
                         f"bert-base-uncased), or the embedded default {DEFAULT_MODEL}")
     g.add_argument("--option", choices=("pretrain", "finetune"), default="finetune",
@@ -68,11 +68,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
                    type=probability, default=0.1, help="dropout before each task head (as in the course's classifier)")
     g.add_argument("--max-length", type=integer(2, "[CLS] and [SEP] included"), default=128,
                    help="longest input in word pieces, [CLS] and [SEP] included; longer ones are truncated")
-    g.add_argument("--data-dir", default=None, help=data_help)
+    g.add_argument("--data-dir", type=existing_dir, default=None, help=data_help)
     g.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
     g.add_argument("--limit", type=integer(0, "0: every example"), default=0,
                    help="use only the first N examples of each file (0: all; for quick trials)")
-    g.add_argument("--out", default=None,
+    g.add_argument("--out", type=output_dir, default=None,
                    help=f"run directory for checkpoints, metrics, plots and predictions (default: "
                         f"runs/{job}/<date-time>)")
     g.add_argument("--attn-implementation", choices=ATTENTION_CHOICES, default="auto",

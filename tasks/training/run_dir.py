@@ -3,23 +3,27 @@
 A run directory holds config.json (the run's settings), metrics.jsonl (one JSON line per epoch),
 loss_and_dev.png, checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
-best/ (written by the job's `save_best`).
+best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what
+(`claim_run` reads it back before a --resume, and refuses a folder that belongs to another run).
 
 Read next: loop.py (which writes all of this).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import datetime
 import json
 import math
 import os
 import random
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -66,6 +70,124 @@ class RunDir:
 
     def rewrite_metrics(self, history: list[dict]) -> None:
         atomic_write_text(self.metrics, "".join(json.dumps(r, sort_keys=True) + "\n" for r in history))
+
+
+RUN_FILE = "run.json"  # which job, model and tasks wrote the folder
+LOCK_FILE = ".lock"  # "<pid> <host>" of the process writing the folder now
+FAILED_FILE = "failed.txt"  # why a run that had started training stopped
+
+
+def _describe(record: dict) -> str:
+    return f"a {record.get('job', '?')} run (model {record.get('model', '?')})"
+
+
+def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool) -> None:
+    """Refuse an --out that is not ours to write: a file, another run, or another job's or model's run."""
+    if path.exists() and not path.is_dir():
+        raise SystemExit(f"error: --out {path} is a file, not a folder")
+    record_file = path / RUN_FILE
+    if resume:
+        if not path.is_dir():
+            raise SystemExit(f"error: --resume given, but --out {path} does not exist")
+        if not record_file.exists():
+            return  # a run from before run.json existed: its checkpoint decides
+        try:
+            record = json.loads(record_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: {record_file} is unreadable ({error}); it says which job wrote "
+                             f"{path}") from None
+        wanted = {"job": job, "model": model, **identity}
+        differ = [k for k in wanted if str(record.get(k)) != str(wanted[k])]
+        if differ:
+            said = ", ".join(f"{k} {record.get(k)!r}" for k in differ)
+            asked = ", ".join(f"{k} {wanted[k]!r}" for k in differ)
+            raise SystemExit(f"error: --resume: {path} holds {_describe(record)} with {said}, but this "
+                             f"command asks for {asked}; resume it with the same job and settings, or "
+                             "choose another --out")
+        return
+    if path.is_dir() and any(path.iterdir()):
+        what = (_describe(json.loads(record_file.read_text(encoding="utf-8"))) if record_file.exists()
+                else "files")
+        raise SystemExit(f"error: --out {path} already holds {what}; add --resume to continue a stopped "
+                         "run of the same job, or choose a new folder")
+
+
+def _take_lock(path: Path) -> Path:
+    """Create path/.lock, or refuse while a live process on this machine holds it (a stale one is taken)."""
+    lock = path / LOCK_FILE
+    mine = f"{os.getpid()} {socket.gethostname()}"
+    for _ in range(2):
+        try:
+            with open(lock, "x", encoding="utf-8") as f:
+                f.write(mine)
+            return lock
+        except FileExistsError:
+            try:
+                pid_text, _, host = lock.read_text(encoding="utf-8").partition(" ")
+                pid = int(pid_text)
+            except (OSError, ValueError):
+                pid, host = -1, ""
+            if host == socket.gethostname() and pid > 0 and _alive(pid):
+                raise SystemExit(f"error: another job (process {pid}) is writing to {path}; wait for it to "
+                                 f"finish or choose another --out (if no such job runs, delete {lock})") from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone (or ran on another machine)
+    raise SystemExit(f"error: could not lock {path}: {lock} keeps reappearing")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def claim_run(path: str | Path, job: str, model: str, identity: dict | None = None,
+              resume: bool = False) -> Iterator["RunDir"]:
+    """The job's run directory, held for the job's lifetime; nothing of it is left behind on failure.
+
+    Before anything is written: --out must not be a file, another run (unless --resume), or, with
+    --resume, another job's run or one made with another model or `identity` (e.g. the task). Then a
+    lock file keeps a second job off the folder until this one ends (a crashed job's lock is stale and
+    taken over). run.json records job, model and identity. If the job fails before training wrote
+    anything, the folder goes again if this call created it; if it fails later, failed.txt says why
+    and the run stays, resumable.
+    """
+    path = Path(path)
+    identity = identity or {}
+    if distributed.process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
+        yield RunDir(path)
+        return
+    _check_reuse(path, job, model, identity, resume)
+    created = not path.exists()  # else, without --resume, it is empty (_check_reuse)
+    run = RunDir(path)
+    lock = _take_lock(path)
+    try:
+        if not (path / RUN_FILE).exists():
+            atomic_write_text(path / RUN_FILE, json.dumps(
+                {"job": job, "model": model, **identity,
+                 "started": datetime.datetime.now().isoformat(timespec="seconds")}, indent=2) + "\n")
+        (path / FAILED_FILE).unlink(missing_ok=True)
+        yield run
+    except BaseException as error:
+        started = run.checkpoints.exists() or run.metrics.exists() or run.best.exists()
+        if not started and created:
+            shutil.rmtree(path, ignore_errors=True)
+        elif not started and not resume:  # a folder that was empty: empty it again
+            for item in path.iterdir():
+                if item != lock:
+                    shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
+        elif started:
+            reason = ("interrupted" if isinstance(error, KeyboardInterrupt)
+                      else str(error) if isinstance(error, SystemExit) else f"{type(error).__name__}: {error}")
+            with contextlib.suppress(OSError):
+                atomic_write_text(path / FAILED_FILE, f"{reason}\nresume with the same command and --resume\n")
+        raise
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 @dataclass

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from minbert.atomic import atomic_write_text
+from tasks.training.arguments import non_negative_int
 
 RESULT_FILE = "result.json"
 
 
 def add_seeds_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=None,
                         help="train once per seed into <out>/seed-<n>/ and report mean ± std "
                              "(replaces --seed)")
 

@@ -1,0 +1,227 @@
+"""Every command-line surface is checked by one rule, and a run directory is claimed before it is written.
+
+- every flag of every job's parser that takes a value has choices or a checking type
+  (tasks/training/arguments.py): a new flag cannot skip the checks;
+- the path types tell a file from a folder, and name the flag;
+- claim_run (tasks/training/run_dir.py): another job's run, another model, a busy folder, and a failure
+  before training are each handled as the docstring says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tasks.training import arguments
+from tasks.training.run_dir import FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
+
+JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag", "pretrain.run",
+        "experiments.study", "grading.handout", "grading.grade", "grading.autograder", "grading.mutations",
+        "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
+        "bench.task_interference"]
+
+
+def value_flags(module: str) -> list[argparse.Action]:
+    parser = importlib.import_module(module).build_parser()
+    return [a for a in parser._actions if a.nargs != 0 and not isinstance(a, argparse._HelpAction)]
+
+
+@pytest.mark.parametrize("module", JOBS)
+def test_every_flag_that_takes_a_value_is_checked(module):
+    flags = value_flags(module)
+    assert flags, f"{module} has no flags taking values?"
+    unchecked = [a.option_strings or [a.dest] for a in flags
+                 if a.choices is None and not getattr(a.type, "checked", False)]
+    assert not unchecked, (f"{module}: these flags take any value; give them a type from "
+                           f"tasks/training/arguments.py or choices: {unchecked}")
+
+
+def test_how_many_job_flag_pairs_are_checked():
+    pairs = sum(len(value_flags(m)) for m in JOBS)
+    print(f"{pairs} (job, flag) pairs checked")
+    assert pairs > 150  # every job above, counted; the figure in docs/bad_input.md
+
+
+@pytest.mark.parametrize("check, make, message", [
+    (arguments.existing_file, "folder", "is a folder, not a file"),
+    (arguments.existing_file, "nothing", "no such file"),
+    (arguments.existing_dir, "file", "is a file, not a folder"),
+    (arguments.existing_dir, "nothing", "no such folder"),
+    (arguments.output_dir, "file", "is a file, not a folder"),
+    (arguments.output_dir, "under-file", "cannot be created"),
+    (arguments.output_file, "folder", "is a folder, not a file"),
+])
+def test_path_types_tell_files_from_folders(tmp_path, check, make, message):
+    target = {"folder": tmp_path, "nothing": tmp_path / "absent", "file": tmp_path / "f.txt",
+              "under-file": tmp_path / "f.txt" / "run"}[make]
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        check(str(target))
+
+
+def test_path_types_accept_what_they_should(tmp_path):
+    (tmp_path / "f.txt").write_text("x")
+    assert arguments.existing_file(str(tmp_path / "f.txt")) == str(tmp_path / "f.txt")
+    assert arguments.existing_dir(str(tmp_path)) == str(tmp_path)
+    assert arguments.output_dir(str(tmp_path / "new" / "deeper")) == str(tmp_path / "new" / "deeper")
+    assert arguments.output_file(str(tmp_path / "new" / "out.csv")) == str(tmp_path / "new" / "out.csv")
+    with pytest.raises(argparse.ArgumentTypeError, match="must not be empty"):
+        arguments.nonempty("  ")
+    with pytest.raises(argparse.ArgumentTypeError, match="comma-separated list of train, dev"):
+        arguments.choice_list(("train", "dev"))("train,valid")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_output_dir_under_a_read_only_folder(tmp_path):
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(argparse.ArgumentTypeError, match="not writable"):
+            arguments.output_dir(str(locked / "run"))
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--limit", "-5"], "argument --limit: must be an integer >= 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
+    (["--model", ""], "argument --model: must not be empty"),
+    (["--data-dir", "setup.cfg"], "argument --data-dir: 'setup.cfg' is a file, not a folder"),
+    (["--out", "setup.cfg"], "argument --out: 'setup.cfg' is a file, not a folder"),
+    (["--hidden_dropout_prob", "1"], "argument --hidden_dropout_prob/--hidden-dropout-prob: must be a number"),
+])
+def test_a_bad_value_names_the_flag_before_any_work(argv, message, capsys):
+    from tasks import multitask
+
+    with pytest.raises(SystemExit) as caught:
+        multitask.main(argv)
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_pretrain_text_that_is_a_folder(tmp_path, capsys):
+    from pretrain import run
+
+    with pytest.raises(SystemExit):
+        run.main(["--text", str(tmp_path), "--out", str(tmp_path / "r")])
+    assert f"argument --text: '{tmp_path}' is a folder, not a file" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+# ----- claim_run: whose folder it is, and what a failure leaves ------------------------------------------
+
+
+def test_a_fresh_run_records_job_model_and_identity(tmp_path):
+    with claim_run(tmp_path / "run", "classify", "tiny", {"task": "rte"}) as run:
+        assert (run.path / LOCK_FILE).exists()
+        record = json.loads((run.path / RUN_FILE).read_text())
+        run.metrics.write_text("{}\n")  # training has started
+    assert record["job"] == "classify" and record["model"] == "tiny" and record["task"] == "rte"
+    assert not (tmp_path / "run" / LOCK_FILE).exists()
+
+
+def test_resume_on_another_jobs_run_says_whose_it_is(tmp_path):
+    with claim_run(tmp_path / "run", "sentiment", "tiny", {"task": "sst"}) as run:
+        run.metrics.write_text("{}\n")
+    with pytest.raises(SystemExit, match=r"holds a sentiment run .* with job 'sentiment', but this command "
+                                         r"asks for job 'multitask'"):
+        with claim_run(tmp_path / "run", "multitask", "tiny", resume=True):
+            pass
+    with pytest.raises(SystemExit, match=r"model 'tiny', but this command asks for model 'other'"):
+        with claim_run(tmp_path / "run", "sentiment", "other", {"task": "sst"}, resume=True):
+            pass
+    with pytest.raises(SystemExit, match=r"task 'sst', but this command asks for task 'cfimdb'"):
+        with claim_run(tmp_path / "run", "sentiment", "tiny", {"task": "cfimdb"}, resume=True):
+            pass
+    with claim_run(tmp_path / "run", "sentiment", "tiny", {"task": "sst"}, resume=True):
+        pass  # the same job, model and task: fine
+
+
+def test_a_run_folder_is_not_overwritten_without_resume(tmp_path):
+    with claim_run(tmp_path / "run", "tag", "tiny", {"method": "bio"}) as run:
+        run.metrics.write_text("{}\n")
+    with pytest.raises(SystemExit, match="already holds a tag run .*add --resume"):
+        with claim_run(tmp_path / "run", "tag", "tiny", {"method": "bio"}):
+            pass
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="already holds files"):
+        with claim_run(tmp_path / "other", "tag", "tiny"):
+            pass
+    with pytest.raises(SystemExit, match="does not exist"):
+        with claim_run(tmp_path / "absent", "tag", "tiny", resume=True):
+            pass
+
+
+def test_a_second_job_on_the_same_folder_is_refused_while_the_first_runs(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        folder = tmp_path / "run"
+        folder.mkdir()
+        (folder / LOCK_FILE).write_text(f"{sleeper.pid} {os.uname().nodename}")
+        with pytest.raises(SystemExit, match=f"another job \\(process {sleeper.pid}\\) is writing to"):
+            with claim_run(folder, "multitask", "tiny", resume=True):
+                pass
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # the same lock left behind by a process that is gone is stale: taken over
+    with claim_run(folder, "multitask", "tiny", resume=True):
+        assert (folder / LOCK_FILE).read_text().startswith(f"{os.getpid()} ")
+
+
+def test_failure_before_training_leaves_nothing(tmp_path):
+    with pytest.raises(SystemExit):
+        with claim_run(tmp_path / "new" / "run", "multitask", "tiny") as run:
+            run.write_config({"a": 1})
+            raise SystemExit("error: bad data")
+    assert not (tmp_path / "new" / "run").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError):
+        with claim_run(empty, "multitask", "tiny") as run:
+            run.write_config({"a": 1})
+            raise ValueError("boom")
+    assert empty.is_dir() and not any(empty.iterdir())  # it was empty, and is again
+
+
+def test_failure_after_training_started_keeps_the_run_and_says_why(tmp_path):
+    with pytest.raises(SystemExit):
+        with claim_run(tmp_path / "run", "multitask", "tiny") as run:
+            run.checkpoints.mkdir()
+            raise SystemExit("error: cannot write last.pt: No space left on device")
+    failed = tmp_path / "run" / FAILED_FILE
+    assert "No space left on device" in failed.read_text() and "--resume" in failed.read_text()
+    with claim_run(tmp_path / "run", "multitask", "tiny", resume=True):
+        assert not failed.exists()  # a resumed run is no longer a failed one
+
+
+def test_a_job_that_fails_on_bad_data_leaves_no_out_folder(tiny_model_dir, tmp_path, capsys):
+    from tasks import sentiment
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ids-sst-train.csv").mkdir()  # a folder where the file should be
+    out = tmp_path / "runs" / "x"
+    with pytest.raises(SystemExit) as caught:
+        sentiment.main(["--model", str(tiny_model_dir), "--data-dir", str(data), "--out", str(out)])
+    assert "ids-sst-train.csv should be a file, but is a folder" in str(caught.value.code)
+    assert not out.exists()
+
+
+def test_model_forward_on_a_python_list_is_a_type_error(tiny_model_dir):
+    from minbert import BertModel
+
+    model = BertModel.from_pretrained(tiny_model_dir)
+    with pytest.raises(TypeError, match="input_ids must be a torch.Tensor, got list"):
+        model([[101, 2000, 102]])
+    with pytest.raises(TypeError, match="attention_mask must be a torch.Tensor, got list"):
+        model(torch.tensor([[101, 2000, 102]]), [[1, 1, 1]])
