@@ -112,11 +112,11 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
 def attn_implementation_for(requested: str, device: str, precision: str) -> str:
     """--attn-implementation -> the kernel's name. "auto": "unpadded" for fp32 on a CPU, else "sdpa".
 
-    Why (the main job's training steps on 2 CPU cores, MiniLM, length-bucketed batches of 32): in fp32
-    the unpadded path took 470 ms a step against sdpa's 590; under bf16 sdpa took 320 ms against the
-    unpadded path's 390 (its per-sentence attention pays for small bf16 kernels). On a GPU the unpadded
-    path was never measured here, and its loop launches one attention kernel per sentence, so the GPU
-    keeps sdpa's fused kernels.
+    Why (the main job's training steps, forward + backward + AdamW, on 2 idle CPU cores, MiniLM, its
+    length-bucketed batches of 32): in fp32 the unpadded path took 486 ms a step against sdpa's 513;
+    under bf16 sdpa took 285 ms against the unpadded path's 360 (its per-sentence attention pays for
+    small bf16 kernels). On a GPU the unpadded path was never measured here, and its loop launches one
+    attention kernel per sentence, so the GPU keeps sdpa's fused kernels.
     """
     if requested != "auto":
         return requested
