@@ -75,7 +75,8 @@ def sdpa_attention(
         # PyTorch's CPU fused kernels take no dropout: given some, they fall back to this same computation
         # written out, with the slower random mask of F.dropout (dropout.py). So training on a CPU runs
         # the eager kernel; evaluation, and every GPU, keep the fused one.
-        return eager_attention(query, key, value, 0.0 if attention_mask is None else attention_mask, dropout_p)
+        return eager_attention(query, key, value, 0.0 if attention_mask is None else attention_mask,
+                               dropout_p)
     keep = attention_mask == 0 if attention_mask is not None else None  # (B, 1, 1, T), broadcast like it
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p)
     return context, None
@@ -153,7 +154,8 @@ class BertSelfAttention(nn.Module):
         return SelfAttentionOutput(self.merge_heads(context), probs)
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               attention_mask: torch.Tensor, output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+               attention_mask: torch.Tensor,
+               output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """This layer's kernel on (B, H, T, D) heads: context (B, H, T, D) and maybe probabilities."""
         # Only the eager kernel can hand back the probabilities, so asking for them selects it.
         kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]

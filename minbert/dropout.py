@@ -18,6 +18,8 @@ Read next: attention.py.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,9 +30,7 @@ _LEVELS = 1 << 16  # the 16-bit numbers' range
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
               device: torch.device | str = "cpu") -> torch.Tensor:
     """A tensor of `shape`: 1 / (1 - p) where an element is kept (probability 1 - p), 0 where dropped."""
-    numel = 1
-    for size in shape:
-        numel *= size
+    numel = math.prod(shape)
     # Four 16-bit numbers per 64-bit draw; randint's range [-2^63, 2^63 - 1) spans every bit pattern
     # (the one it leaves out changes nothing measurable), so each int16 is uniform on [-2^15, 2^15).
     draws = torch.randint(-(1 << 63), (1 << 63) - 1, ((numel + 3) // 4,), dtype=torch.int64, device=device)

@@ -144,8 +144,8 @@ class BertModel(nn.Module):
         for argument, value in (("input_ids", input_ids), ("attention_mask", attention_mask),
                                 ("token_type_ids", token_type_ids), ("inputs_embeds", inputs_embeds)):
             if value is not None and not isinstance(value, torch.Tensor):
-                raise TypeError(f"{argument} must be a torch.Tensor, got {type(value).__name__}; the tokenizer "
-                                "makes them: model(**tokenizer(texts, padding=True))")
+                raise TypeError(f"{argument} must be a torch.Tensor, got {type(value).__name__}; the "
+                                "tokenizer makes them: model(**tokenizer(texts, padding=True))")
         packing = None
         if self.attn_implementation == "unpadded" and attention_mask is not None and not output_attentions:
             packing = Packing.from_mask(attention_mask)  # None if nothing is padded

@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-nsp", dest="nsp", action="store_false", help="train masked-LM only (RoBERTa)")
     m.add_argument("--span-boundary", action="store_true",
                    help="add SpanBERT's span-boundary objective (needs --masking span)")
-    m.add_argument("--out", type=output_dir, default=None, help="run directory (default runs/pretrain/<date-time>)")
+    m.add_argument("--out", type=output_dir, default=None,
+                   help="run directory (default runs/pretrain/<date-time>)")
     add_train_arguments(parser, head_lr_help="learning rate of the heads (default: 1e-3 for freshly "
                         "initialised heads, --lr for heads loaded from the checkpoint)")
     parser.set_defaults(head_lr=None, eval_first=True)
@@ -387,8 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with claim_run(out, "pretrain", args.model, resume=args.resume) as run:
             run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
             task = PretrainingTask(train_documents, heldout_documents, tokenizer,
-                                   config.batch_size, config.seed, args.max_length, args.masking, args.mask_prob,
-                                   args.max_predictions, args.short_seq_prob, args.nsp)
+                                   config.batch_size, config.seed, args.max_length, args.masking,
+                                   args.mask_prob, args.max_predictions, args.short_seq_prob, args.nsp)
             span_boundary = (SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary
                              else None)
             model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
@@ -400,8 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not config.keep_checkpoints:
                 run.drop_checkpoints(state, config.epochs)
             best = next((r for r in reversed(state.history) if r["best"]), None)
-            print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch {state.best_epoch}\n"
-                  f"checkpoint for the task jobs: --model {run.best}", file=sys.stderr)
+            print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch "
+                  f"{state.best_epoch}\ncheckpoint for the task jobs: --model {run.best}", file=sys.stderr)
             return 0
 
 

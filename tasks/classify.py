@@ -227,13 +227,14 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
             train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
         print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
               f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
-        run.write_config({**vars(args), "data_root": str(root.resolve()), "train_examples": len(train_examples)})
+        run.write_config({**vars(args), "data_root": str(root.resolve()),
+                          "train_examples": len(train_examples)})
         bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
         check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
         label_layers = args.label_layers if args.label_embedding else None
         try:
-            model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling, label_layers,
-                                  args.layer_features, args.layer_combine, args.chunks)
+            model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling,
+                                  label_layers, args.layer_features, args.layer_combine, args.chunks)
         except ValueError as error:  # --label-layers 7 or --layer-features layer:9 on a 6-layer model
             raise SystemExit(f"error: {error}") from None
         if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
@@ -246,15 +247,18 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
                   f"init {args.label_init}, lambda {args.label_lambda}", file=sys.stderr)
         task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
                             args.max_length, args.truncation,
-                            LabelLossSettings(args.label_lambda, args.label_loss_path, args.label_loss_reduction),
+                            LabelLossSettings(args.label_lambda, args.label_loss_path,
+                                              args.label_loss_reduction),
                             chunks=args.chunks is not None, max_chunks=args.max_chunks)
-        if args.label_embedding and not resume:  # a resumed run loads its label embeddings from the checkpoint
+        # A resumed run loads its label embeddings from the checkpoint.
+        if args.label_embedding and not resume:
             try:
                 initialise_label_embeddings(model, args.label_init, task, tokenizer,
                                             parse_keywords(args.label_keywords, spec))
             except ValueError as error:  # keywords without word pieces, a class with no training example
                 raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
-        settings = {"job": "classify", "task": args.task, "labels": list(spec.labels), "pooling": args.pooling,
+        settings = {"job": "classify", "task": args.task, "labels": list(spec.labels),
+                    "pooling": args.pooling,
                     "label_layers": list(model.label_layers) if args.label_embedding else None,
                     "model": str(model_dir)}
         state = train_and_reload_best(model, [task], config, run,

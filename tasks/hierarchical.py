@@ -197,18 +197,20 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
                                   args.hidden_dropout_prob)
         if config.freeze_encoder:
             freeze(model.bert)
-        task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size, seed,
-                                args.max_length, args.truncation)
+        task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size,
+                                seed, args.max_length, args.truncation)
         if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
             model.structured.init_biases_to_priors(task.train_targets)
         settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name,
-                    "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
+                    "layer_map": [list(g) for g in layers], "levels": hierarchy.levels,
+                    "model": str(model_dir)}
         state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"],
                                       tokenizer, settings, resume)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
-            reports = {"dev": task.report(model, dev_docs, task.dev_ids), "test": task.report(model, test_docs)}
+            reports = {"dev": task.report(model, dev_docs, task.dev_ids),
+                       "test": task.report(model, test_docs)}
             write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
             if args.analysis:
                 atomic_write_text(run.path / "analysis.json", json.dumps(
@@ -219,7 +221,8 @@ def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Pa
                           f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
                           f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
         print(table, file=sys.stderr)
-        result = {"dataset": args.dataset, "variant": name, "seed": seed, "layer_map": [list(g) for g in layers],
+        result = {"dataset": args.dataset, "variant": name, "seed": seed,
+                  "layer_map": [list(g) for g in layers],
                   "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"],
                   "test_of_best": reports["test"], "best_epoch": state.best_epoch,
                   "train_seconds": state.history[-1]["elapsed_s"]}

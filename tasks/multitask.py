@@ -245,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sentence vectors u, v for the bi-encoder pair heads (SBERT: mean)")
     h.add_argument("--paraphrase-head", choices=PARAPHRASE_HEADS, default="cosine", help="see above")
     h.add_argument("--paraphrase-loss", choices=PARAPHRASE_LOSSES, default="bce",
-                   help="loss of the cosine paraphrase head: bce, or bce+mnrl (plus in-batch negatives on the "
-                        "duplicate pairs, SBERT's MultipleNegativesRankingLoss)")
+                   help="loss of the cosine paraphrase head: bce, or bce+mnrl (plus in-batch negatives on "
+                        "the duplicate pairs, SBERT's MultipleNegativesRankingLoss)")
     h.add_argument("--similarity-head", choices=SIMILARITY_HEADS, default="cosine", help="see above")
     h.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse",
                    help="loss of the cosine similarity head")
@@ -282,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with claim_run(out, "multitask", args.model, resume=args.resume) as run:
             source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
             print(f"data: {source.description}", file=sys.stderr)
-            run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+            run.write_config({**vars(args), "data_path": str(source.path.resolve()),
+                              "data_kind": source.kind})
             data = {prefix: read_splits(source, dataset, args.strict, args.limit)
                     for prefix, dataset in COURSE_TASKS.items()}
 
@@ -296,8 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  args.similarity_head, args.similarity_loss, args.paraphrase_loss)
                      for name in COURSE_TASKS]
             settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                        **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling", "paraphrase_head",
-                                                         "paraphrase_loss", "similarity_head", "similarity_loss",
+                        **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling",
+                                                         "paraphrase_head", "paraphrase_loss",
+                                                         "similarity_head", "similarity_loss",
                                                          "hidden_dropout_prob")}}
             state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
                                           args.resume)

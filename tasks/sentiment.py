@@ -137,24 +137,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = args.out or default_run_dir("sentiment")
         with claim_run(out, "sentiment", args.model, {"task": args.task}, args.resume) as run:
             source, data = read_task_data(args.data_dir, args.task, args.strict, args.limit)
-            run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+            run.write_config({**vars(args), "data_path": str(source.path.resolve()),
+                              "data_kind": source.kind})
             bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
             check_max_length(args.max_length, bert.config)
             model = SentimentModel(bert, NUM_CLASSES[args.task], args.hidden_dropout_prob, args.pooling)
             if config.freeze_encoder:
                 freeze(model.bert)
-            task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size, config.seed,
-                                 args.max_length)
-            settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling, "model": str(model_dir),
-                        "num_classes": NUM_CLASSES[args.task], "data": source.description}
+            task = SentimentTask(args.task, tokenizer, data["train"], data["dev"], config.batch_size,
+                                 config.seed, args.max_length)
+            settings = {"job": "sentiment", "task": args.task, "pooling": args.pooling,
+                        "model": str(model_dir), "num_classes": NUM_CLASSES[args.task],
+                        "data": source.description}
             state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.task]["accuracy"],
                                           tokenizer, settings, args.resume)
             if state is None:  # a torchrun process other than rank 0: done
                 return 0
             with torch.no_grad():
                 task.write_outputs(model, data["test"], run.predictions)
-            print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in {run.path}",
-                  file=sys.stderr)
+            print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in "
+                  f"{run.path}", file=sys.stderr)
             return 0
 
 

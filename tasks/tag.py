@@ -238,7 +238,8 @@ def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int,
         run.write_config({**vars(args), "train_sentences": len(train_part), "dev_sentences": len(dev_part)})
         bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
         check_max_length(args.max_length, bert.config)
-        task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed, args.max_length,
+        task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed,
+                           args.max_length,
                            args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
         model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob,
                              args.span_pooling)

@@ -70,7 +70,8 @@ def files_of(package: str) -> list[Path]:
 def test_packages_import_only_what_is_below_them(package):
     wrong = []
     for module in SHARED:  # what makes it safe to share: it imports nothing of ours
-        assert not [n for _, n in imports(ROOT / (module.replace(".", "/") + ".py")) if n.split(".")[0] in OURS]
+        assert not [n for _, n in imports(ROOT / (module.replace(".",
+                                                                 "/") + ".py")) if n.split(".")[0] in OURS]
     for path in files_of(package):
         for line, name in imports(path):
             top = name.split(".")[0]

@@ -22,7 +22,8 @@ import torch
 from tasks.training import arguments
 from tasks.training.run_dir import FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
 
-JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag", "pretrain.run",
+JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
+        "pretrain.run",
         "experiments.study", "grading.handout", "grading.grade", "grading.autograder", "grading.mutations",
         "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
         "bench.task_interference"]
@@ -96,7 +97,8 @@ def test_output_dir_under_a_read_only_folder(tmp_path):
     (["--model", ""], "argument --model: must not be empty"),
     (["--data-dir", "setup.cfg"], "argument --data-dir: 'setup.cfg' is a file, not a folder"),
     (["--out", "setup.cfg"], "argument --out: 'setup.cfg' is a file, not a folder"),
-    (["--hidden_dropout_prob", "1"], "argument --hidden_dropout_prob/--hidden-dropout-prob: must be a number"),
+    (["--hidden_dropout_prob", "1"],
+     "argument --hidden_dropout_prob/--hidden-dropout-prob: must be a number"),
 ])
 def test_a_bad_value_names_the_flag_before_any_work(argv, message, capsys):
     from tasks import multitask

@@ -172,7 +172,8 @@ def resolve_data_dir(data_dir: str | os.PathLike | None, required_files: Iterabl
             raise FileNotFoundError(f"--data-dir {given} is a file, not a folder")
         folders = [name for name in required if (given / name).is_dir()]
         if folders:
-            raise FileNotFoundError(f"--data-dir {given}: {', '.join(folders)} should be a file, but is a folder")
+            raise FileNotFoundError(f"--data-dir {given}: {', '.join(folders)} should be a file, but is a "
+                                    "folder")
         raise FileNotFoundError(f"--data-dir {given}: missing {', '.join(missing(given))} "
                                 f"(looked in {given} and {given / 'cs224n'})")
 

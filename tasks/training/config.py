@@ -93,7 +93,8 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                         "multiplies bfloat16 natively (AVX-512 BF16, AMX, Ampere or later), else fp32; the "
                         f"run prints which it picked (default {DEFAULT_PRECISION})")
     g.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
-    g.add_argument("--seed", type=non_negative_int, default=d.seed, help="random seed (data order, dropout, heads)")
+    g.add_argument("--seed", type=non_negative_int, default=d.seed,
+                   help="random seed (data order, dropout, heads)")
     g.add_argument("--max-steps", type=non_negative_int, default=d.max_steps,
                    help="stop after this many optimizer steps (0: no limit); the schedule still spans "
                         "--epochs, so a stopped run continues exactly with --resume")

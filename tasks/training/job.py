@@ -65,7 +65,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
                    help="pretrain: the encoder stays frozen and only the heads learn; finetune: everything "
                         "learns (the course's two options)")
     g.add_argument("--hidden_dropout_prob", "--hidden-dropout-prob", dest="hidden_dropout_prob",
-                   type=probability, default=0.1, help="dropout before each task head (as in the course's classifier)")
+                   type=probability, default=0.1,
+                   help="dropout before each task head (as in the course's classifier)")
     g.add_argument("--max-length", type=integer(2, "[CLS] and [SEP] included"), default=128,
                    help="longest input in word pieces, [CLS] and [SEP] included; longer ones are truncated")
     g.add_argument("--data-dir", type=existing_dir, default=None, help=data_help)
@@ -77,8 +78,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, job: str, data_help: str 
                         f"runs/{job}/<date-time>)")
     g.add_argument("--attn-implementation", choices=ATTENTION_CHOICES, default="auto",
                    help="the encoder's attention kernel: unpadded (padded batches run on their real tokens "
-                        "only), sdpa (PyTorch's fused kernel), eager (the one students write); auto: unpadded "
-                        "for fp32 on a CPU, where it is fastest, else sdpa (default %(default)s)")
+                        "only), sdpa (PyTorch's fused kernel), eager (the one students write); auto: "
+                        "unpadded for fp32 on a CPU, where it is fastest, else sdpa (default %(default)s)")
 
 
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
@@ -138,7 +139,8 @@ def data_root(data_dir: str | None) -> Path:
                      "--data-dir or MINBERT_DATA at the shared datasets folder")
 
 
-def load_encoder(name_or_path: str, attn_implementation: str = "sdpa") -> tuple[BertModel, BertTokenizer, Path]:
+def load_encoder(name_or_path: str,
+                 attn_implementation: str = "sdpa") -> tuple[BertModel, BertTokenizer, Path]:
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded."""
     model_dir = resolve_model(name_or_path)
     bert, report = load_model(model_dir, BertModel, attn_implementation)

@@ -81,6 +81,15 @@ def _describe(record: dict) -> str:
     return f"a {record.get('job', '?')} run (model {record.get('model', '?')})"
 
 
+def _read_record(record_file: Path) -> dict:
+    """run.json, or an error naming it when it cannot be read."""
+    try:
+        return json.loads(record_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"error: {record_file} is unreadable ({error}); it says which job wrote "
+                         f"{record_file.parent}") from None
+
+
 def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool) -> None:
     """Refuse an --out that is not ours to write: a file, another run, or another job's or model's run."""
     if path.exists() and not path.is_dir():
@@ -91,11 +100,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool)
             raise SystemExit(f"error: --resume given, but --out {path} does not exist")
         if not record_file.exists():
             return  # a run from before run.json existed: its checkpoint decides
-        try:
-            record = json.loads(record_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise SystemExit(f"error: {record_file} is unreadable ({error}); it says which job wrote "
-                             f"{path}") from None
+        record = _read_record(record_file)
         wanted = {"job": job, "model": model, **identity}
         differ = [k for k in wanted if str(record.get(k)) != str(wanted[k])]
         if differ:
@@ -106,8 +111,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool)
                              "choose another --out")
         return
     if path.is_dir() and any(path.iterdir()):
-        what = (_describe(json.loads(record_file.read_text(encoding="utf-8"))) if record_file.exists()
-                else "files")
+        what = _describe(_read_record(record_file)) if record_file.exists() else "files"
         raise SystemExit(f"error: --out {path} already holds {what}; add --resume to continue a stopped "
                          "run of the same job, or choose a new folder")
 
@@ -128,8 +132,9 @@ def _take_lock(path: Path) -> Path:
             except (OSError, ValueError):
                 pid, host = -1, ""
             if host == socket.gethostname() and pid > 0 and _alive(pid):
-                raise SystemExit(f"error: another job (process {pid}) is writing to {path}; wait for it to "
-                                 f"finish or choose another --out (if no such job runs, delete {lock})") from None
+                raise SystemExit(f"error: another job (process {pid}) is writing to {path}; wait for it "
+                                 f"to finish or choose another --out (if no such job runs, delete {lock})"
+                                 ) from None
             lock.unlink(missing_ok=True)  # stale: its process is gone (or ran on another machine)
     raise SystemExit(f"error: could not lock {path}: {lock} keeps reappearing")
 
@@ -182,9 +187,11 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
                     shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
         elif started:
             reason = ("interrupted" if isinstance(error, KeyboardInterrupt)
-                      else str(error) if isinstance(error, SystemExit) else f"{type(error).__name__}: {error}")
+                      else str(error) if isinstance(error,
+                                                    SystemExit) else f"{type(error).__name__}: {error}")
             with contextlib.suppress(OSError):
-                atomic_write_text(path / FAILED_FILE, f"{reason}\nresume with the same command and --resume\n")
+                atomic_write_text(path / FAILED_FILE,
+                                  f"{reason}\nresume with the same command and --resume\n")
         raise
     finally:
         lock.unlink(missing_ok=True)
