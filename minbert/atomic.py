@@ -1,7 +1,9 @@
 """Atomic file writes: a file is either its old self or its complete new self, never half-written.
 
 Every checkpoint, config and output file in minbert goes through here, so a crash (or a full disk)
-in the middle of a save never leaves a truncated file where a good one was.
+in the middle of a save never leaves a truncated file where a good one was. A folder whose files belong
+together (a run's best/: weights, config.json, vocabulary, heads) is written whole beside the old one
+and swapped in with `atomic_directory`, so it never mixes new weights with an old config.
 
 Read next: config.py.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -56,3 +59,41 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write `data` to `path` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty folder beside `path` to fill; on success it takes `path`'s place, whole.
+
+    POSIX cannot swap two folders in one step, so the swap is two renames: the old folder aside to
+    `.<name>.old`, the new one into place, then the old one deleted. A crash between the two renames
+    leaves no `path` but a complete `.<name>.old`: readers find it with `readable_directory`, and the next
+    write puts it back first. On any error the new folder is removed and `path` is untouched. One writer
+    at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.parent / f".{path.name}.old"
+    if old.is_dir() and not path.exists():  # a swap that a crash interrupted: finish it backwards
+        os.replace(old, path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a killed writer's unfinished folder
+        shutil.rmtree(stale, ignore_errors=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield new
+        if old.exists():  # a swap that completed except for its clean-up
+            shutil.rmtree(old)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(new, path)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def readable_directory(path: str | os.PathLike) -> Path:
+    """`path`, or the complete old folder an interrupted `atomic_directory` swap left beside it."""
+    path = Path(path)
+    old = path.parent / f".{path.name}.old"
+    return old if old.is_dir() and not path.exists() else path

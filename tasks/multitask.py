@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import torch
@@ -33,18 +34,22 @@ from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
-from tasks.data.course import task_files
-from tasks.data.sources import resolve_data_dir
 from tasks.evaluation import metrics
 from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier,
                                 SoftmaxPairHead, multiple_negatives_ranking_loss)
 from tasks.sentiment import SentimentTask
-from tasks.training.config import add_train_arguments, train_config_from_args
-from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_pairs,
-                                encode_texts, load_encoder, read_splits, train_and_reload_best, user_errors,
-                                write_predictions)
+from tasks.training.arguments import existing_dir
+from tasks.training.config import (TrainConfig, add_train_arguments, attn_implementation_for,
+                                   train_config_from_args)
+from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
+                                         course_files, find_data, output_path, read_prediction_inputs,
+                                         read_run_settings)
+from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir,
+                                device_of, encode_pairs, encode_texts, load_checkpoint, load_encoder,
+                                read_splits, train_and_reload_best, user_errors, write_predictions)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
+from tasks.training.threads import apply_threads
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
 SIMILARITY_HEADS = ("cosine", "cross")
@@ -197,20 +202,23 @@ class PairTask:
         return predictions
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        predictions, gold = self.predict(model, self.dev_inputs), [e.label for e in self.dev]
-        if self.kind == "paraphrase":
-            return {"accuracy": metrics.accuracy(predictions, gold)}
+        return course_metrics(self.name, self.predict(model, self.dev_inputs), [e.label for e in self.dev])
+
+    @property
+    def header(self) -> str:
+        """The prediction column's name in the course's output files (and its spelling)."""
+        return "Predicted_Is_Paraphrase" if self.kind == "paraphrase" else "Predicted_Similiary"
+
+    def predict_examples(self, model: nn.Module, examples: Sequence) -> list:
+        return self.predict(model, self.encode(examples))
+
+
+def course_metrics(name: str, predictions: Sequence, gold: Sequence) -> dict[str, float]:
+    """The course's dev metrics: accuracy for "sst" and "para", correlations for "sts"."""
+    if name == "sts":
         return {"pearson": metrics.pearson(predictions, gold),
                 "spearman": metrics.spearman(predictions, gold)}
-
-    def write_outputs(self, model: nn.Module, test: Sequence | None, directory) -> None:
-        header = ("Predicted_Is_Paraphrase" if self.kind == "paraphrase"
-                  else "Predicted_Similiary")  # course's spelling
-        write_predictions(directory / f"{self.name}-dev-output.csv", header, [e.id for e in self.dev],
-                          self.predict(model, self.dev_inputs))
-        if test is not None:
-            write_predictions(directory / f"{self.name}-test-output.csv", header, [e.id for e in test],
-                              self.predict(model, self.encode(test)))
+    return {"accuracy": metrics.accuracy(predictions, gold)}
 
 
 def overall_score(dev: dict[str, dict[str, float]]) -> float:
@@ -218,7 +226,9 @@ def overall_score(dev: dict[str, dict[str, float]]) -> float:
     return (dev["sst"]["accuracy"] + dev["para"]["accuracy"] + (dev["sts"]["pearson"] + 1) / 2) / 3
 
 
-COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix -> dataset
+# What best/heads.json keeps so that --predict can rebuild the heads.
+HEAD_SETTINGS = ("sentiment_pooling", "pair_pooling", "paraphrase_head", "similarity_head",
+                 "hidden_dropout_prob", "paraphrase_loss", "similarity_loss")
 
 
 def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_length: int,
@@ -251,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse",
                    help="loss of the cosine similarity head")
     add_job_arguments(parser, "multitask")
+    add_course_file_arguments(parser)
+    parser.add_argument("--predict", type=existing_dir, default=None, metavar="RUN_DIR",
+                        help="predict only, no training: load RUN_DIR's best/ (or RUN_DIR itself, if it is a "
+                             "best/ folder) and write course-format predictions for the dev and test files "
+                             "named by --sst_dev ... --sts_test (all six from --data-dir when none is named) "
+                             "into --out (default runs/multitask-predict/<date-time>) or the --*_out files; "
+                             "dev files also get their metrics")
     add_train_arguments(parser)
     # Measured on the shared data (README): proportional sampling spreads STS's few batches over the
     # epoch instead of finishing them early and then training on Quora alone, which cost STS 0.03
@@ -270,52 +287,107 @@ def check_flags(args) -> None:
     if args.option == "pretrain" and args.layerwise_decay != 1.0:
         raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain "
                          "freezes it")
+    if args.predict:
+        training_only = [f"--{p}_train" for p in COURSE_TASKS if getattr(args, f"{p}_train")]
+        training_only += ["--resume"] if args.resume else []
+        if training_only:
+            raise SystemExit(f"error: {', '.join(training_only)} belong(s) to training; "
+                             f"--predict {args.predict} trains nothing")
+
+
+def write_course_outputs(model: nn.Module, tasks: Sequence, examples: dict, args, folder: Path) -> dict:
+    """Predictions for every dev and test file read, each where its --*_out flag or `folder` says.
+
+    Returns them: {(task, split): predictions}."""
+    written = {}
+    with torch.no_grad():
+        for task in tasks:
+            for split in OUTPUT_SPLITS:
+                rows = examples[task.name].get(split)
+                if rows is None:
+                    continue
+                path = output_path(args, task.name, split, folder)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                written[task.name, split] = task.predict_examples(model, rows)
+                write_predictions(path, task.header, [e.id for e in rows], written[task.name, split])
+                print(f"wrote {path}", file=sys.stderr)
+    return written
+
+
+def train_main(args, config) -> int:
+    out = args.out or default_run_dir("multitask")
+    with claim_run(out, "multitask", args.model, resume=args.resume) as run:
+        files = course_files(args, SPLITS)
+        source = find_data(args, files, ("train", "dev"))
+        run.write_config({**vars(args), "data_path": str(source.path.resolve()), "data_kind": source.kind})
+        data = {prefix: read_splits(source, dataset, args.strict, args.limit, files=files[prefix])
+                for prefix, dataset in COURSE_TASKS.items()}
+
+        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
+        check_max_length(args.max_length, bert.config, pairs=True)
+        model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
+                              args.paraphrase_head, args.similarity_head)
+        if config.freeze_encoder:
+            freeze(model.bert)
+        tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
+                             args.similarity_head, args.similarity_loss, args.paraphrase_loss)
+                 for name in COURSE_TASKS]
+        settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
+                    "max_length": args.max_length,
+                    **{k: getattr(args, k) for k in HEAD_SETTINGS}}
+        state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
+                                      args.resume)
+        if state is None:  # a torchrun process other than rank 0: done
+            return 0
+        write_course_outputs(model, tasks, data, args, run.predictions)
+        best = next((r for r in reversed(state.history) if r["best"]), None)
+        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
+              f"{best['dev'] if best else ''}\n"
+              f"outputs in {run.path}", file=sys.stderr)
+        if source.is_sample:
+            print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
+                  file=sys.stderr)
+        return 0
+
+
+def predict_main(args) -> int:
+    """--predict: a finished run's best weights -> course-format predictions, no training."""
+    best, settings = read_run_settings(args.predict, "multitask", HEAD_SETTINGS)
+    data = read_prediction_inputs(args)  # before the model: a bad file costs no loading
+    if args.use_gpu and not torch.cuda.is_available():
+        raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
+    device = "cuda" if args.use_gpu else "cpu"
+    if device == "cpu":
+        threads, why = apply_threads(args.threads)
+        print(f"threads: {threads} ({why})", file=sys.stderr)
+    # Predictions are computed in fp32, as the training job's own evaluation and outputs are.
+    kernel = attn_implementation_for(args.attn_implementation, device, "fp32")
+    bert, tokenizer, _ = load_encoder(str(best), kernel)
+    model = MultitaskBERT(bert, settings["hidden_dropout_prob"], settings["sentiment_pooling"],
+                          settings["pair_pooling"], settings["paraphrase_head"], settings["similarity_head"])
+    load_checkpoint(model, best)
+    model.to(device).eval()
+    max_length = settings.get("max_length", args.max_length)
+    tasks = [course_task(name, {"train": [], "dev": []}, tokenizer, TrainConfig(), max_length,
+                         settings["paraphrase_head"], settings["similarity_head"]) for name in COURSE_TASKS]
+    out = Path(args.out or default_run_dir("multitask-predict"))
+    predictions = write_course_outputs(model, tasks, data, args, out)
+    for name in COURSE_TASKS:
+        if (name, "dev") in predictions:
+            scores = course_metrics(name, predictions[name, "dev"], [e.label for e in data[name]["dev"]])
+            print(f"{name} dev: " + " ".join(f"{k}={v:.4f}" for k, v in scores.items()), file=sys.stderr)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         args = build_parser().parse_args(argv)
         check_flags(args)
+        if args.predict:
+            return predict_main(args)
         config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
         torch.manual_seed(config.seed)
-        out = args.out or default_run_dir("multitask")
-        with claim_run(out, "multitask", args.model, resume=args.resume) as run:
-            source = resolve_data_dir(args.data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")))
-            print(f"data: {source.description}", file=sys.stderr)
-            run.write_config({**vars(args), "data_path": str(source.path.resolve()),
-                              "data_kind": source.kind})
-            data = {prefix: read_splits(source, dataset, args.strict, args.limit)
-                    for prefix, dataset in COURSE_TASKS.items()}
-
-            bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-            check_max_length(args.max_length, bert.config, pairs=True)
-            model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
-                                  args.paraphrase_head, args.similarity_head)
-            if config.freeze_encoder:
-                freeze(model.bert)
-            tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
-                                 args.similarity_head, args.similarity_loss, args.paraphrase_loss)
-                     for name in COURSE_TASKS]
-            settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                        **{k: getattr(args, k) for k in ("sentiment_pooling", "pair_pooling",
-                                                         "paraphrase_head", "paraphrase_loss",
-                                                         "similarity_head", "similarity_loss",
-                                                         "hidden_dropout_prob")}}
-            state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
-                                          args.resume)
-            if state is None:  # a torchrun process other than rank 0: done
-                return 0
-            with torch.no_grad():
-                for task in tasks:
-                    task.write_outputs(model, data[task.name]["test"], run.predictions)
-            best = next((r for r in reversed(state.history) if r["best"]), None)
-            print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
-                  f"{best['dev'] if best else ''}\n"
-                  f"outputs in {run.path}", file=sys.stderr)
-            if source.is_sample:
-                print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
-                      file=sys.stderr)
-            return 0
+        return train_main(args, config)
 
 
 if __name__ == "__main__":

@@ -100,14 +100,19 @@ class SentimentTask:
         predictions = self.predict(model, self.dev_ids)
         return {"accuracy": metrics.accuracy(predictions, [e.label for e in self.dev])}
 
+    header = "Predicted_Sentiment"  # the prediction column's name in the course's output files
+
+    def predict_examples(self, model: nn.Module, examples: Sequence) -> list[int]:
+        encoded = encode_texts(self.tokenizer, [e.sentence for e in examples], self.max_length)
+        return self.predict(model, encoded)
+
     def write_outputs(self, model: nn.Module, test: Sequence, directory: Path) -> None:
         """Dev and test predictions in the course's format."""
-        write_predictions(directory / f"{self.name}-dev-output.csv", "Predicted_Sentiment",
+        write_predictions(directory / f"{self.name}-dev-output.csv", self.header,
                           [e.id for e in self.dev], self.predict(model, self.dev_ids))
         if test is not None:
-            test_ids = encode_texts(self.tokenizer, [e.sentence for e in test], self.max_length)
-            write_predictions(directory / f"{self.name}-test-output.csv", "Predicted_Sentiment",
-                              [e.id for e in test], self.predict(model, test_ids))
+            write_predictions(directory / f"{self.name}-test-output.csv", self.header,
+                              [e.id for e in test], self.predict_examples(model, test))
 
 
 def read_task_data(data_dir, task: str, strict: bool, limit: int):

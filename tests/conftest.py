@@ -61,7 +61,12 @@ def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
 def pytest_configure(config):
     # Unit tests run tiny tensors, where intra-op threads only add overhead; and on a busy 2-core machine
     # two threads per process slow torch down by an order of magnitude. MINBERT_TEST_THREADS overrides.
-    torch.set_num_threads(int(os.environ.get("MINBERT_TEST_THREADS", "1")))
+    threads = os.environ.get("MINBERT_TEST_THREADS", "1")
+    torch.set_num_threads(int(threads))
+    # The jobs keep PyTorch's threads when OMP_NUM_THREADS is set (tasks/training/threads.py), so a job
+    # run inside a test neither samples the machine's load nor changes the threads of the tests after it;
+    # subprocesses inherit the same number.
+    os.environ["OMP_NUM_THREADS"] = threads
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import torch
 from optim.schedules import SCHEDULES
 from tasks.training.arguments import non_negative, non_negative_int, positive, positive_int, real
 from tasks.training.precision import PRECISIONS, resolve_precision
+from tasks.training.threads import apply_threads
 
 SAMPLINGS = ("round-robin", "proportional")
 WARMUP = real(0.0, 1.0, high_open=True, meaning="a fraction of the training steps")
@@ -93,6 +94,9 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                         "multiplies bfloat16 natively (AVX-512 BF16, AMX, Ampere or later), else fp32; the "
                         f"run prints which it picked (default {DEFAULT_PRECISION})")
     g.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
+    g.add_argument("--threads", type=non_negative_int, default=0,
+                   help="CPU threads (0: one per core that is idle when the job starts, at least one; "
+                        "OMP_NUM_THREADS, when set, decides instead; see threads.py) (default %(default)s)")
     g.add_argument("--seed", type=non_negative_int, default=d.seed,
                    help="random seed (data order, dropout, heads)")
     g.add_argument("--max-steps", type=non_negative_int, default=d.max_steps,
@@ -132,6 +136,9 @@ def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
         raise SystemExit(f"error: --bf16 and --precision {args.precision} contradict each other")
     precision, why = resolve_precision("bf16" if args.bf16 else args.precision or DEFAULT_PRECISION, device)
     print(f"precision: {precision} ({why})", file=sys.stderr)
+    if device == "cpu":
+        args.threads, why = apply_threads(args.threads)
+        print(f"threads: {args.threads} ({why})", file=sys.stderr)
     args.precision, args.bf16 = precision, precision == "bf16"  # so the run's config.json records what ran
     if hasattr(args, "attn_implementation"):  # the jobs' --attn-implementation (job.add_job_arguments)
         args.attn_implementation = attn_implementation_for(args.attn_implementation, device, precision)

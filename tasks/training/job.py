@@ -29,13 +29,13 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.atomic import atomic_write, atomic_write_text
+from minbert.atomic import atomic_write, atomic_write_text, readable_directory
 from minbert.checkpoint import CheckpointError, load_model, save_model
 from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.data.course import read_split, task_files
+from tasks.data.course import read_split, read_task, task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DataSource, DownloadError
 from tasks.training import distributed
@@ -165,6 +165,7 @@ def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer,
 
 def load_checkpoint(model: nn.Module, directory: Path) -> None:
     """Load what `save_checkpoint` wrote into a model of the same shape (strictly)."""
+    directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
     bert, _ = load_model(directory, BertModel)
     model.bert.load_state_dict(bert.state_dict())
     heads = load_safetensors(str(directory / HEADS_WEIGHTS))
@@ -244,19 +245,25 @@ def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequenc
 
 
 def read_splits(source: DataSource, task: str, strict: bool, limit: int,
-                splits: Sequence[str] = ("train", "dev", "test")) -> dict[str, list | None]:
+                splits: Sequence[str] = ("train", "dev", "test"),
+                files: dict[str, str | None] | None = None) -> dict[str, list | None]:
     """The examples of one course task's `splits` from `source`, each file's report printed.
 
     The test file is optional (the shared data has no Quora test file): None when it is absent.
     limit: keep only the first N examples of each file (0: all).
+    files: split -> a file to read instead of `source`'s (the course's --sst_train etc.); None: source's.
     """
+    files = files or {}
     examples: dict[str, list | None] = {}
     for split in splits:
-        if split == "test" and not (source.path / task_files([task], ["test"])[0]).is_file():
+        if files.get(split):
+            result = read_task(task, files[split], labelled=split != "test", strict=strict)
+        elif split == "test" and not (source.path / task_files([task], ["test"])[0]).is_file():
             print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
             examples[split] = None
             continue
-        result = read_split(source.path, task, split, strict=strict)
+        else:
+            result = read_split(source.path, task, split, strict=strict)
         print(result.report(), file=sys.stderr)
         examples[split] = list(result.examples[:limit] if limit else result.examples)
     return examples

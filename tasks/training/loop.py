@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from minbert.atomic import atomic_directory
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
@@ -169,8 +170,9 @@ def train(
                                      world=world, train_s=train_s)
         if record["overall"] > state.best_score:
             state.best_score, state.best_epoch = record["overall"], record["epoch"]
-            if world.is_main:
-                save_best(model, run.best)
+            if world.is_main:  # written whole beside the old best/, then swapped in
+                with atomic_directory(run.best) as new_best:
+                    save_best(model, new_best)
             record["best"] = True
             if world.is_main:
                 run.rewrite_metrics(state.history)

@@ -228,10 +228,12 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         "python_rng": random.getstate(),
     }
     previous = path.with_suffix(".prev.pt")
-    if path.exists():  # keep the last good one until the new one is completely on disk
-        path.replace(previous)
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
+        # The new one is completely written (a full disk fails before this line, leaving last.pt as it
+        # was); the last good one becomes the fall-back in case the new one later proves unreadable.
+        if path.exists():
+            path.replace(previous)
 
 
 def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,

@@ -1,0 +1,125 @@
+"""The main job's course-starter flags (--sst_train ... --sts_test_out) and its predict-only mode
+(--predict RUN_DIR): a student's commands carry over, and a finished run predicts files it never saw."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tasks import multitask, sentiment
+from tasks.data.course import read_split
+from tasks.data.sources import SAMPLE_DIR
+from tasks.training.job import read_predictions
+
+PREFIXES = {"sst": "ids-sst", "para": "quora", "sts": "sts"}
+
+
+def tiny_run(tiny_model_dir, out, *extra):
+    return ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit", "16",
+            "--batch_size", "8", "--epochs", "1", "--max-length", "64", "--max-steps", "2", *extra]
+
+
+def first_rows(source: Path, target: Path, rows: int) -> Path:
+    """The header and the first `rows` data rows of a course file, as a new file."""
+    target.write_text("".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:rows + 1]),
+                      encoding="utf-8")
+    return target
+
+
+def ids_of(path: Path) -> list[str]:
+    return [row[0] for row in read_predictions(path)[1]]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("course") / "run"
+    assert multitask.main(tiny_run(tiny_model_dir, out)) == 0
+    return out
+
+
+def test_every_course_flag_is_there_with_the_courses_name():
+    parser = multitask.build_parser()
+    flags = {option for action in parser._actions for option in action.option_strings}
+    for prefix in ("sst", "para", "sts"):
+        for split in ("train", "dev", "test"):
+            assert f"--{prefix}_{split}" in flags and f"--{prefix}-{split}" in flags
+        for split in ("dev", "test"):
+            assert f"--{prefix}_{split}_out" in flags
+    args = parser.parse_args([])
+    assert args.sst_train is None and args.sts_test_out is None  # unset: --data-dir's and --out's files
+
+
+def test_file_flags_replace_the_data_folders_files(tiny_model_dir, tmp_path):
+    sst_dev = first_rows(SAMPLE_DIR / "ids-sst-dev.csv", tmp_path / "my-sst-dev.csv", 5)
+    sts_train = first_rows(SAMPLE_DIR / "sts-train.csv", tmp_path / "my-sts-train.csv", 9)
+    custom_out = tmp_path / "elsewhere" / "sst-dev.csv"
+    out = tmp_path / "run"
+    assert multitask.main(tiny_run(tiny_model_dir, out, "--sst_dev", str(sst_dev), "--sts_train",
+                                   str(sts_train), "--sst_dev_out", str(custom_out))) == 0
+    assert ids_of(custom_out) == [e.id for e in read_split(SAMPLE_DIR, "sst", "dev").examples[:5]]
+    assert not (out / "predictions" / "sst-dev-output.csv").exists()  # it went where the flag said
+    assert (out / "predictions" / "sst-test-output.csv").is_file()  # the others keep their place
+    config = json.loads((out / "config.json").read_text())
+    assert config["sst_dev"] == str(sst_dev) and config["sts_train"] == str(sts_train)
+
+
+def test_a_flag_naming_a_missing_file_or_a_folder_is_refused(tiny_model_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        multitask.main(tiny_run(tiny_model_dir, tmp_path / "a", "--para_dev", str(tmp_path / "nothing.csv")))
+    assert "--para_dev" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        multitask.main(tiny_run(tiny_model_dir, tmp_path / "b", "--sts_test_out", str(tmp_path)))
+    assert "--sts_test_out" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_predict_rewrites_the_runs_own_predictions(finished_run, tmp_path, capsys):
+    out = tmp_path / "predicted"
+    assert multitask.main(["--predict", str(finished_run), "--data-dir", str(SAMPLE_DIR), "--limit", "16",
+                           "--out", str(out)]) == 0
+    for prefix in PREFIXES:
+        for split in ("dev", "test"):
+            name = f"{prefix}-{split}-output.csv"
+            # the same best weights, files and kernels: the same predictions, to the last digit
+            assert read_predictions(out / name) == read_predictions(finished_run / "predictions" / name)
+    err = capsys.readouterr().err
+    assert "sst dev: accuracy=" in err and "sts dev: pearson=" in err
+    best = json.loads((finished_run / "metrics.jsonl").read_text().splitlines()[-1])["dev"]
+    assert f"accuracy={best['sst']['accuracy']:.4f}" in err
+
+
+def test_predict_writes_only_the_files_named(finished_run, tmp_path):
+    sts_test = first_rows(SAMPLE_DIR / "sts-test-student.csv", tmp_path / "new-sts-test.csv", 7)
+    target = tmp_path / "answers" / "sts.csv"
+    out = tmp_path / "predicted"
+    assert multitask.main(["--predict", str(finished_run / "best"), "--sts_test", str(sts_test),
+                           "--sts_test_out", str(target), "--out", str(out)]) == 0
+    header, rows = read_predictions(target)
+    assert header == "Predicted_Similiary" and len(rows) == 7
+    assert all(0 <= float(value) <= 5 for _, value in rows)
+    assert not out.exists()  # nothing else was asked for
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--sst_train", "SAMPLE"], "--sst_train belong(s) to training"),
+    (["--resume"], "--resume belong(s) to training"),
+])
+def test_predict_refuses_training_flags(finished_run, extra, message):
+    extra = [str(SAMPLE_DIR / "ids-sst-train.csv") if e == "SAMPLE" else e for e in extra]
+    with pytest.raises(SystemExit) as error:
+        multitask.main(["--predict", str(finished_run), *extra])
+    assert message in str(error.value.code)
+
+
+def test_predict_names_what_is_wrong_with_the_folder(tiny_model_dir, tmp_path):
+    with pytest.raises(SystemExit) as error:
+        multitask.main(["--predict", str(tmp_path)])
+    assert "heads.json" in str(error.value.code) and "tasks.multitask run" in str(error.value.code)
+    sentiment_run = tmp_path / "sentiment"
+    assert sentiment.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out",
+                           str(sentiment_run), "--limit", "16", "--epochs", "1", "--max-steps", "1"]) == 0
+    with pytest.raises(SystemExit) as error:
+        multitask.main(["--predict", str(sentiment_run)])
+    assert "written by tasks.sentiment" in str(error.value.code)
