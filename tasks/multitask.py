@@ -39,8 +39,8 @@ from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePair
                                 SoftmaxPairHead, multiple_negatives_ranking_loss)
 from tasks.sentiment import SentimentTask
 from tasks.training.arguments import existing_dir
-from tasks.training.config import (TrainConfig, add_train_arguments, attn_implementation_for,
-                                   train_config_from_args)
+from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
+                                   attn_implementation_for, train_config_from_args)
 from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
                                          course_files, find_data, output_path, read_prediction_inputs,
                                          read_run_settings)
@@ -333,7 +333,7 @@ def train_main(args, config) -> int:
                              args.similarity_head, args.similarity_loss, args.paraphrase_loss)
                  for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                    "max_length": args.max_length,
+                    "max_length": args.max_length, "attn_implementation": args.attn_implementation,
                     **{k: getattr(args, k) for k in HEAD_SETTINGS}}
         state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
                                       args.resume)
@@ -360,8 +360,12 @@ def predict_main(args) -> int:
     if device == "cpu":
         threads, why = apply_threads(args.threads)
         print(f"threads: {threads} ({why})", file=sys.stderr)
-    # Predictions are computed in fp32, as the training job's own evaluation and outputs are.
-    kernel = attn_implementation_for(args.attn_implementation, device, "fp32")
+    # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
+    # the kernel the run evaluated with, so that its own dev files get its own predictions back.
+    requested = args.attn_implementation
+    if requested == "auto" and device == "cpu" and settings.get("attn_implementation") in ATTENTION_CHOICES:
+        requested = settings["attn_implementation"]
+    kernel = attn_implementation_for(requested, device, "fp32")
     bert, tokenizer, _ = load_encoder(str(best), kernel)
     model = MultitaskBERT(bert, settings["hidden_dropout_prob"], settings["sentiment_pooling"],
                           settings["pair_pooling"], settings["paraphrase_head"], settings["similarity_head"])
