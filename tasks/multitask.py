@@ -40,7 +40,7 @@ from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePair
 from tasks.sentiment import SentimentTask
 from tasks.training.arguments import existing_dir
 from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
-                                   attn_implementation_for, train_config_from_args)
+                                   attn_implementation_for, device_from_args, train_config_from_args)
 from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
                                          course_files, find_data, output_path, read_prediction_inputs,
                                          read_run_settings)
@@ -49,7 +49,6 @@ from tasks.training.job import (add_job_arguments, check_max_length, default_run
                                 read_splits, train_and_reload_best, user_errors, write_predictions)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
-from tasks.training.threads import apply_threads
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
 SIMILARITY_HEADS = ("cosine", "cross")
@@ -354,12 +353,7 @@ def predict_main(args) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
     best, settings = read_run_settings(args.predict, "multitask", HEAD_SETTINGS)
     data = read_prediction_inputs(args)  # before the model: a bad file costs no loading
-    if args.use_gpu and not torch.cuda.is_available():
-        raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
-    device = "cuda" if args.use_gpu else "cpu"
-    if device == "cpu":
-        threads, why = apply_threads(args.threads)
-        print(f"threads: {threads} ({why})", file=sys.stderr)
+    device = device_from_args(args)
     # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
     # the kernel the run evaluated with, so that its own dev files get its own predictions back.
     requested = args.attn_implementation

@@ -130,17 +130,23 @@ def attn_implementation_for(requested: str, device: str, precision: str) -> str:
     return "unpadded" if device == "cpu" and precision == "fp32" else "sdpa"
 
 
-def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
+def device_from_args(args) -> str:
+    """--use_gpu -> "cuda" (refused without a GPU) or "cpu", whose threads --threads then sets (and says)."""
     if args.use_gpu and not torch.cuda.is_available():
         raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
-    device = "cuda" if args.use_gpu else "cpu"
+    if args.use_gpu:
+        return "cuda"
+    args.threads, why = apply_threads(args.threads)
+    print(f"threads: {args.threads} ({why})", file=sys.stderr)
+    return "cpu"
+
+
+def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
+    device = device_from_args(args)
     if args.bf16 and args.precision not in (None, "bf16"):
         raise SystemExit(f"error: --bf16 and --precision {args.precision} contradict each other")
     precision, why = resolve_precision("bf16" if args.bf16 else args.precision or DEFAULT_PRECISION, device)
     print(f"precision: {precision} ({why})", file=sys.stderr)
-    if device == "cpu":
-        args.threads, why = apply_threads(args.threads)
-        print(f"threads: {args.threads} ({why})", file=sys.stderr)
     args.precision, args.bf16 = precision, precision == "bf16"  # so the run's config.json records what ran
     if hasattr(args, "attn_implementation"):  # the jobs' --attn-implementation (job.add_job_arguments)
         args.attn_implementation = attn_implementation_for(args.attn_implementation, device, precision)

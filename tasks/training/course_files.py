@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Sequence
 
 from minbert.atomic import readable_directory
-from tasks.data.course import read_task, task_files
+from tasks.data.course import task_files
 from tasks.data.sources import DataSource, resolve_data_dir
 from tasks.training.arguments import existing_file, output_file
-from tasks.training.job import HEADS_SETTINGS, read_splits
+from tasks.training.job import HEADS_SETTINGS, read_course_file, read_splits
 
 COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix -> dataset
 SPLITS = ("train", "dev", "test")
@@ -63,19 +63,13 @@ def output_path(args, prefix: str, split: str, folder: Path) -> Path:
     return Path(getattr(args, f"{prefix}_{split}_out") or folder / f"{prefix}-{split}-output.csv")
 
 
-def read_named(dataset: str, split: str, path: str, args) -> list:
-    """A file given as --{prefix}_{split}: dev files carry labels, test files do not; --limit applies."""
-    result = read_task(dataset, path, labelled=split != "test", strict=args.strict)
-    print(result.report(), file=sys.stderr)
-    return list(result.examples[:args.limit] if args.limit else result.examples)
-
-
 def read_prediction_inputs(args) -> dict[str, dict[str, list | None]]:
     """prefix -> split ("dev", "test") -> examples to predict: exactly the files the flags name, or, when
     none is named, the data folder's dev files and whichever test files it has."""
     files = course_files(args, OUTPUT_SPLITS)
     if any(path for by_split in files.values() for path in by_split.values()):
-        return {prefix: {split: read_named(COURSE_TASKS[prefix], split, path, args) if path else None
+        return {prefix: {split: read_course_file(COURSE_TASKS[prefix], path, split, args.strict, args.limit)
+                                if path else None
                          for split, path in files[prefix].items()} for prefix in COURSE_TASKS}
     source = find_data(args, files, ("dev",))
     return {prefix: read_splits(source, dataset, args.strict, args.limit, OUTPUT_SPLITS)

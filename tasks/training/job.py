@@ -35,7 +35,7 @@ from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.data.course import read_split, read_task, task_files
+from tasks.data.course import read_task, task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DataSource, DownloadError
 from tasks.training import distributed
@@ -256,14 +256,18 @@ def read_splits(source: DataSource, task: str, strict: bool, limit: int,
     files = files or {}
     examples: dict[str, list | None] = {}
     for split in splits:
-        if files.get(split):
-            result = read_task(task, files[split], labelled=split != "test", strict=strict)
-        elif split == "test" and not (source.path / task_files([task], ["test"])[0]).is_file():
+        path = files.get(split) or source.path / task_files([task], [split])[0]
+        if split == "test" and not Path(path).is_file():
             print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
             examples[split] = None
             continue
-        else:
-            result = read_split(source.path, task, split, strict=strict)
-        print(result.report(), file=sys.stderr)
-        examples[split] = list(result.examples[:limit] if limit else result.examples)
+        examples[split] = read_course_file(task, path, split, strict, limit)
     return examples
+
+
+def read_course_file(task: str, path: str | Path, split: str, strict: bool, limit: int) -> list:
+    """One course file of `task` (a test file carries no labels), its report printed; limit: the first N
+    examples (0: all)."""
+    result = read_task(task, path, labelled=split != "test", strict=strict)
+    print(result.report(), file=sys.stderr)
+    return list(result.examples[:limit] if limit else result.examples)
