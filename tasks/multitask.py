@@ -38,7 +38,7 @@ from tasks.evaluation import metrics
 from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier,
                                 SoftmaxPairHead, multiple_negatives_ranking_loss)
 from tasks.sentiment import SentimentTask
-from tasks.training.arguments import existing_dir
+from tasks.training.arguments import existing_dir, name_weights
 from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
                                    attn_implementation_for, device_from_args, train_config_from_args)
 from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
@@ -268,6 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "into --out (default runs/multitask-predict/<date-time>) or the --*_out files; "
                              "dev files also get their metrics")
     add_train_arguments(parser)
+    parser.add_argument_group("balance of the tasks").add_argument(
+        "--task-weights", type=name_weights(tuple(COURSE_TASKS)), default=(), metavar="TASK=FACTOR,...",
+        help="scale a task's loss in the gradient, e.g. sts=2 (the others stay 1; the logged losses are "
+             "unweighted)")
     # Measured on the shared data (README): proportional sampling spreads STS's few batches over the
     # epoch instead of finishing them early and then training on Quora alone, which cost STS 0.03
     # Pearson; a third epoch adds about a point to SST and fits in the 30-minute budget.

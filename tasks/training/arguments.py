@@ -139,6 +139,29 @@ def choice_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
     return parse
 
 
+def name_weights(allowed: tuple[str, ...]) -> Callable[[str], tuple[tuple[str, float], ...]]:
+    """Comma-separated name=factor pairs, each name one of `allowed` and each factor > 0 ("sts=2,sst=1.5")."""
+    factor = real(0.0, low_open=True)
+
+    def parse(text: str) -> tuple[tuple[str, float], ...]:
+        pairs = []
+        for item in text.split(","):
+            name, equals, value = item.strip().partition("=")
+            if not equals or name not in allowed:
+                raise argparse.ArgumentTypeError(f"must be comma-separated name=factor pairs, the names from "
+                                                 f"{', '.join(allowed)} (e.g. {allowed[-1]}=2), got {text!r}")
+            try:
+                pairs.append((name, factor(value)))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{name}'s factor {error}") from None
+        if len({name for name, _ in pairs}) < len(pairs):
+            raise argparse.ArgumentTypeError(f"names a task twice: {text!r}")
+        return tuple(pairs)
+    parse.__name__ = "name=factor list"
+    parse.checked = True
+    return parse
+
+
 # Every flag that takes a value goes through a checking type (or has choices): tests/test_bad_input.py
 # enumerates every job's parser and finds any that does not. The checks mark their types so:
 for _check in (existing_file, existing_dir, output_dir, output_file, nonempty):

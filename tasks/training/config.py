@@ -21,6 +21,7 @@ from tasks.training.threads import apply_threads
 SAMPLINGS = ("round-robin", "proportional")
 WARMUP = real(0.0, 1.0, high_open=True, meaning="a fraction of the training steps")
 LAYER_DECAY = real(0.0, 1.0, low_open=True, meaning="1: no decay")
+EMA_DECAY = real(0.0, 1.0, high_open=True, meaning="0: no average")
 ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
 # The main job under auto (bf16 on this CPU) matched fp32's dev figures within run-to-run noise, in half
 # the time per epoch (README, "The main job").
@@ -49,6 +50,9 @@ class TrainConfig:
     eval_first: bool = False
     keep_checkpoints: bool = False
     device: str = "cpu"
+    # (task name, factor) pairs: that task's loss counts factor times in the gradient; unnamed tasks 1.
+    task_weights: tuple[tuple[str, float], ...] = ()
+    ema: float = 0.0  # decay of the weights' moving average that is evaluated and saved; 0: none
 
     def __post_init__(self) -> None:
         checks = [
@@ -62,6 +66,8 @@ class TrainConfig:
             (self.schedule in SCHEDULES, f"--schedule must be one of {sorted(SCHEDULES)}"),
             (self.max_steps >= 0 and self.checkpoint_every >= 0,
              "--max-steps and --checkpoint-every must be >= 0"),
+            (all(w > 0 for _, w in self.task_weights), "--task-weights must all be positive"),
+            (0.0 <= self.ema < 1.0, "--ema must be in [0, 1) (0: no average)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -88,6 +94,9 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
                    help="clip the global gradient norm to this (0: no clipping)")
     g.add_argument("--layerwise-decay", type=LAYER_DECAY, default=d.layerwise_decay,
                    help="layer-wise lr decay xi (Sun et al. 2019): layer k-1 gets xi times layer k's rate")
+    g.add_argument("--ema", type=EMA_DECAY, default=d.ema, metavar="DECAY",
+                   help="evaluate and save an exponential moving average of the weights with this decay "
+                        "(e.g. 0.999; optim/ema.py), training goes on with the raw weights (default 0: off)")
     g.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling,
                    help="round-robin: one batch of every task per step, losses summed; proportional: one "
                         "task per step, chosen in proportion to its remaining batches (default %(default)s)")
@@ -158,7 +167,7 @@ def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
             bf16=args.bf16, freeze_encoder=freeze_encoder, seed=args.seed, max_steps=args.max_steps,
             checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
             keep_checkpoints=args.keep_checkpoints,
-            device=device,
+            device=device, task_weights=getattr(args, "task_weights", ()), ema=args.ema,
         )
     except ValueError as error:  # TrainConfig's checks name the flag
         raise SystemExit(f"error: {error}") from None

@@ -9,7 +9,8 @@ This loop does the rest, the same way for every job:
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
   initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
-  gradient clipping, optional bf16 autocast; the settings are config.py's TrainConfig;
+  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights) and a moving
+  average of the weights for evaluation (--ema, optim/ema.py); the settings are config.py's TrainConfig;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
@@ -20,6 +21,7 @@ Read next: ../multitask.py (the main job, built on this loop).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 import time
@@ -31,6 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.atomic import atomic_directory
+from optim.ema import WeightAverage
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
@@ -99,11 +102,13 @@ def train(
                                      config.seed, 0))
     total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    average = WeightAverage(trainable, config.ema) if config.ema else None  # --ema
     state = TrainState()
     last = run.checkpoints / "last.pt"
     if resume:
-        state = load_training_state(last, model, optimizer, scheduler)
-    trainable = [p for p in model.parameters() if p.requires_grad]
+        state = load_training_state(last, model, optimizer, scheduler, average)
+    task_weight = dict(config.task_weights)  # --task-weights; the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 
@@ -143,7 +148,7 @@ def train(
                         f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
                         f"{state.epoch + 1}); the last good checkpoint is {last}")
                 if loss.requires_grad:
-                    loss.backward()
+                    (loss * task_weight.get(name, 1.0)).backward()
                 elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
                     untrainable.add(name)
                     print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
@@ -154,28 +159,34 @@ def train(
                 torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
             optimizer.step()
             scheduler.step()
+            if average:
+                average.update()
             state.step_in_epoch += 1
             state.global_step += 1
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             lines.update(examples, total)
             if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
-                save_training_state(last, model, optimizer, scheduler, state, world)
+                save_training_state(last, model, optimizer, scheduler, state, world, average)
         bar.close()
         train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
         losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
-        record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
-                                     epoch=state.epoch + 1, epoch_complete=state.step_in_epoch == len(steps),
-                                     world=world, train_s=train_s)
-        if record["overall"] > state.best_score:
-            state.best_score, state.best_epoch = record["overall"], record["epoch"]
-            if world.is_main:  # written whole beside the old best/, then swapped in
-                with atomic_directory(run.best) as new_best:
-                    save_best(model, new_best)
-            record["best"] = True
-            if world.is_main:
-                run.rewrite_metrics(state.history)
+        # Under --ema the dev sets and best/ see the weights' moving average; training goes on with the raw
+        # weights.
+        with average.swapped_in() if average else contextlib.nullcontext():
+            record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
+                                         epoch=state.epoch + 1,
+                                         epoch_complete=state.step_in_epoch == len(steps), world=world,
+                                         train_s=train_s)
+            if record["overall"] > state.best_score:
+                state.best_score, state.best_epoch = record["overall"], record["epoch"]
+                if world.is_main:  # written whole beside the old best/, then swapped in
+                    with atomic_directory(run.best) as new_best:
+                        save_best(model, new_best)
+                record["best"] = True
+                if world.is_main:
+                    run.rewrite_metrics(state.history)
         if world.is_main:
             print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
                 f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
@@ -184,7 +195,7 @@ def train(
         if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
             state.epoch += 1
             state.step_in_epoch = 0
-        save_training_state(last, model, optimizer, scheduler, state, world)
+        save_training_state(last, model, optimizer, scheduler, state, world, average)
         if world.is_main:
             plot_history(state.history, run.plot)
         if _done(state, config):

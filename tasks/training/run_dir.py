@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from minbert.atomic import atomic_path, atomic_write_text
+from optim.ema import WeightAverage
 from tasks.training import distributed
 
 
@@ -212,8 +213,10 @@ class TrainState:
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed()) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG.
+                        world: distributed.Distributed = distributed.Distributed(),
+                        average: WeightAverage | None = None) -> None:
+    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and
+    the weights' moving average under --ema.
 
     Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
     """
@@ -226,6 +229,7 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         "train_state": dataclasses.asdict(state),
         "torch_rng": torch.get_rng_state(),
         "python_rng": random.getstate(),
+        "weight_average": average.state_dict() if average else None,
     }
     previous = path.with_suffix(".prev.pt")
     with atomic_path(path) as tmp:
@@ -237,7 +241,7 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
 
 
 def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        scheduler: Any) -> TrainState:
+                        scheduler: Any, average: WeightAverage | None = None) -> TrainState:
     """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one."""
     candidates = [path, path.with_suffix(".prev.pt")]
     errors = []
@@ -249,11 +253,18 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
+            saved_average = payload.get("weight_average")
+            if average is not None and saved_average is not None:
+                average.load_state_dict(saved_average)
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
             errors.append(f"{candidate}: {error}")
             print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",
                   file=sys.stderr)
             continue
+        if (average is None) != (saved_average is None):
+            said = "with" if average is None else "without"
+            raise SystemExit(f"error: --resume: {candidate} was saved {said} --ema; resume with the settings "
+                             f"the run started with")
         torch.set_rng_state(payload["torch_rng"])
         random.setstate(payload["python_rng"])
         print(f"resuming from {candidate}", file=sys.stderr)

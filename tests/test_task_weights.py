@@ -1,0 +1,67 @@
+"""--task-weights: a task's loss counts its factor times in the gradient; the logged loss stays unweighted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from tasks.training.arguments import name_weights
+from tasks.training.config import TrainConfig
+from tasks.training.loop import train
+from tasks.training.run_dir import RunDir
+
+
+class Toy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bert = nn.Linear(1, 1, bias=False)  # the loop's optimizer wants an encoder named bert
+        nn.init.ones_(self.bert.weight)
+
+
+class ToyTask:
+    """One batch per epoch; loss = w * x, so its gradient with respect to w is x (here 1)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def train_batches(self, epoch: int) -> list:
+        return [torch.ones(1, 1)]
+
+    def loss(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        return model.bert(batch).sum()
+
+    def evaluate(self, model: nn.Module) -> dict:
+        return {"score": 0.0}
+
+
+def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logged_unweighted(tmp_path):
+    model = Toy()
+    gradients = []
+    model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
+    config = TrainConfig(epochs=1, sampling="round-robin", max_grad_norm=0.0, task_weights=(("b", 3.0),))
+    run = RunDir(tmp_path / "run")
+    train(model, [ToyTask("a"), ToyTask("b")], config, run, lambda dev: 0.0,
+          lambda m, folder: (folder / "weights.txt").write_text("w"))
+    assert gradients == [1.0, 3.0]  # task a's backward, then task b's
+    record = json.loads(run.metrics.read_text().splitlines()[-1])
+    assert record["train_loss"] == {"a": 1.0, "b": 1.0}
+
+
+def test_the_flag_reads_name_factor_pairs_and_names_what_is_wrong():
+    parse = name_weights(("sst", "para", "sts"))
+    assert parse("sts=2") == (("sts", 2.0),)
+    assert parse("sst=1.5, sts=0.5") == (("sst", 1.5), ("sts", 0.5))
+    for bad, message in [("quora=2", "the names from sst, para, sts"), ("sts", "name=factor"),
+                         ("sts=0", "sts's factor must be a number in (0, inf)"),
+                         ("sts=two", "sts's factor"), ("sts=1,sts=2", "names a task twice")]:
+        with pytest.raises(argparse.ArgumentTypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            parse(bad)
+
+
+def test_a_non_positive_weight_is_refused_by_the_config():
+    with pytest.raises(ValueError, match="--task-weights"):
+        TrainConfig(task_weights=(("sts", 0.0),))
