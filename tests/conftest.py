@@ -1,4 +1,5 @@
-"""Shared fixtures: where the shared datasets and the embedded checkpoint are.
+"""Shared fixtures: where the shared datasets and the embedded checkpoint are, and the smallest model the
+training loop takes.
 
 Tests that need the shared data fail (not skip) when the CI variable is set and the data is missing,
 so a CI machine without ../shared never passes by skipping.
@@ -56,6 +57,20 @@ def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
     model = BertModel(BertConfig.tiny(vocab_size=30522, max_position_embeddings=128))
     save_model(model, directory, tokenizer=BertTokenizer.from_pretrained(embedded_model_dir))
     return directory
+
+
+@pytest.fixture
+def one_weight_model():
+    """Makes the smallest model tasks.training.loop.train takes: one weight w = 1, in an "encoder" named
+    bert (the loop's optimizer looks for model.bert); its input is x of shape (1, 1), its output w x."""
+    from torch import nn
+
+    def make() -> nn.Module:
+        model = nn.Module()
+        model.bert = nn.Linear(1, 1, bias=False)
+        nn.init.ones_(model.bert.weight)
+        return model
+    return make
 
 
 def pytest_configure(config):

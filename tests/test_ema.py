@@ -39,13 +39,6 @@ def test_swapped_in_shows_the_average_and_gives_the_raw_weights_back_even_after_
     assert w.tolist() == [1.0, 2.0]
 
 
-class Toy(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.bert = nn.Linear(1, 1, bias=False)
-        nn.init.ones_(self.bert.weight)
-
-
 class ToyTask:
     """Pulls w toward 0 (loss w^2); evaluation records the weight it sees."""
 
@@ -65,10 +58,11 @@ class ToyTask:
         return {"score": -abs(model.bert.weight.item())}
 
 
-def test_evaluation_and_best_see_the_average_and_training_goes_on_with_the_raw_weights(tmp_path):
+def test_evaluation_and_best_see_the_average_and_training_goes_on_with_the_raw_weights(tmp_path,
+                                                                                      one_weight_model):
     finals, seen, saved = [], [], []
     for ema in (0.0, 0.9):
-        model, task = Toy(), ToyTask()
+        model, task = one_weight_model(), ToyTask()
         config = TrainConfig(epochs=2, lr=0.05, warmup=0.0, schedule="constant", max_grad_norm=0.0, ema=ema)
 
         def save_best(m, folder):
@@ -85,8 +79,8 @@ def test_evaluation_and_best_see_the_average_and_training_goes_on_with_the_raw_w
     assert saved[-1] == seen[1]  # and best/ holds what was evaluated
 
 
-def test_the_average_is_saved_and_restored_with_the_training_state(tmp_path):
-    model = Toy()
+def test_the_average_is_saved_and_restored_with_the_training_state(tmp_path, one_weight_model):
+    model = one_weight_model()
     params = list(model.parameters())
     optimizer = AdamW(params, lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)

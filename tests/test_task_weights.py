@@ -15,13 +15,6 @@ from tasks.training.loop import train
 from tasks.training.run_dir import RunDir
 
 
-class Toy(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.bert = nn.Linear(1, 1, bias=False)  # the loop's optimizer wants an encoder named bert
-        nn.init.ones_(self.bert.weight)
-
-
 class ToyTask:
     """One batch per epoch; loss = w * x, so its gradient with respect to w is x (here 1)."""
 
@@ -38,8 +31,9 @@ class ToyTask:
         return {"score": 0.0}
 
 
-def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logged_unweighted(tmp_path):
-    model = Toy()
+def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logged_unweighted(tmp_path,
+                                                                                            one_weight_model):
+    model = one_weight_model()
     gradients = []
     model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
     config = TrainConfig(epochs=1, sampling="round-robin", max_grad_norm=0.0, task_weights=(("b", 3.0),))

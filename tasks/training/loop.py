@@ -159,7 +159,7 @@ def train(
                 torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
             optimizer.step()
             scheduler.step()
-            if average:
+            if average is not None:
                 average.update()
             state.step_in_epoch += 1
             state.global_step += 1
@@ -174,7 +174,7 @@ def train(
         losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
         # Under --ema the dev sets and best/ see the weights' moving average; training goes on with the raw
         # weights.
-        with average.swapped_in() if average else contextlib.nullcontext():
+        with average.swapped_in() if average is not None else contextlib.nullcontext():
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          epoch=state.epoch + 1,
                                          epoch_complete=state.step_in_epoch == len(steps), world=world,

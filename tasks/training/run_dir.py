@@ -229,7 +229,7 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         "train_state": dataclasses.asdict(state),
         "torch_rng": torch.get_rng_state(),
         "python_rng": random.getstate(),
-        "weight_average": average.state_dict() if average else None,
+        "weight_average": average.state_dict() if average is not None else None,
     }
     previous = path.with_suffix(".prev.pt")
     with atomic_path(path) as tmp:
