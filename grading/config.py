@@ -73,11 +73,12 @@ VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 DEFAULT_VISIBILITY = "visible"
 
 # What the handout leaves out besides the hidden tests: the grader (its mutations quote the
-# solutions), the project's own test files (they would pass or fail regardless of the TODOs), and the
-# staff page. README.md is replaced by the student README.
+# solutions), the project's own test files (they would pass or fail regardless of the TODOs), the
+# staff page, and the C kernel of AdamW's fast path (it restates adamw_update; without it the optimizer
+# runs the student's own update, compiled). README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
-HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "README.md")
+HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "README.md", "optim/adamw_kernel.c")
 
 
 def todo_component(todo: str) -> str:

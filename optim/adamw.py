@@ -37,12 +37,18 @@ tensor; an int is exact at any length of training and reads plainly in a checkpo
 by `torch.optim.AdamW` loads here too: its tensor steps are turned into ints. Steps are counted per
 parameter because a parameter without a gradient is skipped and its clock does not advance.
 
-One update rule, run two ways: `adamw_update` as written, one parameter at a time (the exercise, and
-the reference), and the same function compiled by torch.compile, which fuses its passes over memory into
-one kernel per tensor (the default; tested equal to the readable path and to torch within float
-rounding). On 2 CPU cores a bert-base step took about 1.3x torch's fused AdamW this way and 5x by the
-readable path or torch's foreach (bench/optim_speed.py). Where compiling is unavailable or fails, the
-optimizer warns once and runs the readable path.
+One update rule, run three ways (bench/optim_speed.py times them on bert-base's 109.5M parameters, 2 CPU
+cores; every one tested equal to torch within float rounding):
+* `adamw_update` as written, one parameter at a time: the exercise, and the reference (foreach=False).
+  About 4.5x torch's fused AdamW: each tensor operation is a pass over memory.
+* float32 tensors on the CPU, by default: the same update in C (adamw_kernel.c, built and called by
+  adamw_native.py), one pass over memory and one call per parameter group: level with torch's fused step
+  (0.98-0.99x).
+* everything else (a GPU, float64), or with fused=False: `adamw_update` compiled by torch.compile, which
+  fuses its passes into one kernel per tensor: 1.3x fused on the CPU, where each of the 199 tensors costs a
+  compiled call.
+Where the C kernel cannot be built, the optimizer warns once and compiles; where compiling fails, it
+warns once and runs the readable path.
 
 Read next: schedules.py (how the learning rate changes during training).
 """
@@ -55,6 +61,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from optim import adamw_native
 
 
 def adamw_update(
@@ -154,7 +162,7 @@ def _update_compiled(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: T
 
 
 def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_decay: Any, amsgrad: Any,
-                           foreach: Any) -> None:
+                           foreach: Any, fused: Any) -> None:
     """Raise ValueError naming the first invalid hyper-parameter, its value and the allowed values."""
 
     def is_number(x: Any) -> bool:
@@ -172,9 +180,15 @@ def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_dec
         raise ValueError(f"{where}: weight_decay must be a number >= 0, got {weight_decay!r}")
     if not isinstance(amsgrad, bool):
         raise ValueError(f"{where}: amsgrad must be True or False, got {amsgrad!r}")
-    if foreach not in (None, True, False):
-        raise ValueError(f"{where}: foreach must be None (compiled), True (compiled) or False "
+    if not any(foreach is allowed for allowed in (None, True, False)):
+        raise ValueError(f"{where}: foreach must be None (fast), True (fast) or False "
                          f"(readable per-parameter loop), got {foreach!r}")
+    if not any(fused is allowed for allowed in (None, True, False)):
+        raise ValueError(f"{where}: fused must be None (the C kernel where it applies), True (the same) or "
+                         f"False (never the C kernel), got {fused!r}")
+    if fused is True and foreach is False:
+        raise ValueError(f"{where}: fused=True asks for the C kernel and foreach=False for the readable "
+                         "loop; pass one of them")
 
 
 class AdamW(torch.optim.Optimizer):
@@ -187,9 +201,13 @@ class AdamW(torch.optim.Optimizer):
         eps: added to the bias-corrected root of the second moment (> 0).
         weight_decay: lambda, decoupled: each step multiplies the weights by (1 - lr * weight_decay).
         amsgrad: normalise by the running maximum of the second moment (Reddi et al. 2018).
-        foreach: which implementation runs: None or True, `adamw_update` compiled into one fused kernel
-            per tensor (the readable path where compiling fails); False, the readable per-parameter
-            `adamw_update`, as in torch's for-loop. Both give the same numbers to float rounding.
+        foreach: which implementation runs: None or True, a fast path (below); False, the readable
+            per-parameter `adamw_update`, as in torch's for-loop.
+        fused: None or True, float32 tensors on the CPU go to the C kernel (adamw_native.py: one pass
+            over memory, one thread team for the group); False, they do not. Every other tensor, and every
+            tensor where the kernel cannot be built, takes `adamw_update` compiled by torch.compile into
+            one fused kernel per tensor (the readable path where compiling fails). All the paths give the
+            same numbers to float rounding.
 
     Works with `torch.optim.lr_scheduler` (it changes each group's "lr"), and `state_dict()` /
     `load_state_dict()` resume training bit for bit.
@@ -205,10 +223,11 @@ class AdamW(torch.optim.Optimizer):
         amsgrad: bool = False,
         *,
         foreach: bool | None = None,
+        fused: bool | None = None,
     ) -> None:
-        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach)
+        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach, fused)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        foreach=foreach)
+                        foreach=foreach, fused=fused)
         super().__init__(params, defaults)  # calls add_param_group for each group, which checks it
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -217,7 +236,7 @@ class AdamW(torch.optim.Optimizer):
         group = self.param_groups[-1]
         _check_hyperparameters(f"AdamW param group {len(self.param_groups) - 1}", group["lr"],
                                group["betas"], group["eps"], group["weight_decay"], group["amsgrad"],
-                               group["foreach"])
+                               group["foreach"], group["fused"])
         for p in group["params"]:
             if not p.is_floating_point():
                 raise ValueError(f"AdamW param group {len(self.param_groups) - 1}: parameters must be "
@@ -229,6 +248,7 @@ class AdamW(torch.optim.Optimizer):
         super().__setstate__(state)
         for group in self.param_groups:
             group.setdefault("foreach", None)
+            group.setdefault("fused", None)
             group.setdefault("amsgrad", False)
         for param_state in self.state.values():
             if isinstance(param_state.get("step"), Tensor):
@@ -247,10 +267,10 @@ class AdamW(torch.optim.Optimizer):
             hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
                          weight_decay=group["weight_decay"])
             amsgrad = group["amsgrad"]
-            compiled = group["foreach"] is not False
-            if compiled:  # see _update_compiled for why these are tensors
-                scalars = {name: torch.tensor(value, dtype=torch.float64) for name, value in hyper.items()}
-                step_tensors: dict[int, Tensor] = {}
+            fast = group["foreach"] is not False
+            kernel = fast and group["fused"] is not False
+            native = []  # float32 CPU tensors, for the C kernel: (param, grad, m, v, v_max or None, step)
+            others = []  # everything else, one parameter at a time
             for p in group["params"]:
                 if p.grad is None:
                     continue  # frozen, or unused this step: no update, and its step count does not advance
@@ -270,12 +290,26 @@ class AdamW(torch.optim.Optimizer):
                 state["step"] += 1
                 tensors = (p, p.grad, state["exp_avg"], state["exp_avg_sq"],
                            state["max_exp_avg_sq"] if amsgrad else None)
-                if compiled and all(t is None or t.is_contiguous() for t in tensors):
-                    if state["step"] not in step_tensors:
-                        step_tensors[state["step"]] = torch.tensor(float(state["step"]), dtype=torch.float64)
-                    # Flat views: the update is element-wise, and one rank means one compiled kernel.
-                    flat = [t if t is None else t.view(-1) for t in tensors]
-                    if _update_compiled(*flat, step_tensors[state["step"]], scalars):
-                        continue
-                adamw_update(*tensors, state["step"], **hyper)
+                use_kernel = kernel and adamw_native.applies(tensors)
+                (native if use_kernel else others).append((*tensors, state["step"]))
+            if native and not adamw_native.group_step(native, **hyper):
+                others += native
+            self._update_each(others, hyper, compiled=fast)
         return loss
+
+    @staticmethod
+    def _update_each(updates: list[tuple[Any, ...]], hyper: dict[str, float], compiled: bool) -> None:
+        """`adamw_update` of each (param, grad, m, v, v_max or None, step): compiled where it can be, else
+        as written."""
+        if compiled:  # see _update_compiled for why these are tensors
+            scalars = {name: torch.tensor(value, dtype=torch.float64) for name, value in hyper.items()}
+            step_tensors: dict[int, Tensor] = {}
+        for *tensors, step in updates:
+            if compiled and all(t is None or t.is_contiguous() for t in tensors):
+                if step not in step_tensors:
+                    step_tensors[step] = torch.tensor(float(step), dtype=torch.float64)
+                # Flat views: the update is element-wise, and one rank means one compiled kernel.
+                flat = [t if t is None else t.view(-1) for t in tensors]
+                if _update_compiled(*flat, step_tensors[step], scalars):
+                    continue
+            adamw_update(*tensors, step, **hyper)

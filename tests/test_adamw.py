@@ -1,5 +1,6 @@
 """Tests for optim/adamw.py: parity with torch.optim.AdamW, variants told apart, a hand-worked example,
-state round-trips, argument checks, and the compiled path equal to the readable one and to torch.
+state round-trips, argument checks, and the fast paths (the C kernel of adamw_native.py, and torch.compile's)
+equal to the readable one and to torch, with their fallbacks.
 
 Parity tests feed both optimizers the same gradients: the gradient is computed on our model and copied
 to the reference model, so the comparison measures the optimizers alone (a real trajectory would also
@@ -12,13 +13,15 @@ import copy
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
 from torch import nn
 
 import optim.adamw as adamw_module
+import optim.adamw_native as adamw_native
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
@@ -28,7 +31,7 @@ from optim.param_groups import make_param_groups
 # implementation and a rounding residue in the other; every tensor compared here is far above it
 # (second moments of the tiny BERT are ~1e-9 and up after the first step).
 RTOL, ATOL = 1e-6, 1e-12
-# The compiled path runs the same operations fused into one loop per tensor, where the compiler may
+# The fast paths run the same operations fused into one loop per tensor, where the compiler may
 # round a multiply and an add once (an FMA) that torch's kernels round twice, or the other way round.
 # So each step may differ by about an ulp of the numbers combined: of the tensor's largest entry, and
 # for the weights of the update's size, the learning rate. Over n steps such independent roundings add
@@ -44,6 +47,22 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(params=["c_kernel", "inductor"])
+def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Which fast path foreach=None/True takes for float32 CPU tensors: the C kernel (adamw_native), or,
+    with the kernel switched off, torch.compile's (which float64 tensors take either way). Fails (in CI)
+    or skips the test where the chosen path could not run here, so that it never passes by testing another."""
+    if request.param == "inductor":
+        monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")
+    yield request.param
+    failure = adamw_native.FAILURE if request.param == "c_kernel" else adamw_module._COMPILE_FAILURE
+    if failure is not None:
+        message = f"the {request.param} path is unavailable here, so a fallback was compared: {failure}"
+        if os.environ.get("CI"):  # as conftest.py does: CI must not pass by skipping
+            pytest.fail(message)
+        pytest.skip(message)
 
 
 # ----- problems: a model, its parameter groups, and a loss -----------------------------------------
@@ -184,16 +203,12 @@ def test_matches_torch_adamw_after_1000_steps(problem: str) -> None:
 
 @pytest.mark.parametrize("problem", sorted(PROBLEMS))
 @pytest.mark.parametrize("steps", [3, 1000])
-def test_compiled_path_matches_torch_adamw_after_3_and_1000_steps(problem: str, steps: int) -> None:
+def test_fast_paths_match_torch_adamw_after_3_and_1000_steps(problem: str, steps: int,
+                                                            fast_path: str) -> None:
     assert_same_state(*run_pair(PROBLEMS[problem], steps, foreach=True), ulp_steps=steps)
-    if adamw_module._COMPILE_FAILURE is not None:  # the readable path ran instead: that was compared
-        message = f"torch.compile failed here, so the fallback was compared: {adamw_module._COMPILE_FAILURE}"
-        if os.environ.get("CI"):  # as conftest.py does: CI must not pass by skipping
-            pytest.fail(message)
-        pytest.skip(message)
 
 
-def test_compiled_path_follows_a_learning_rate_that_changes_every_step() -> None:
+def test_fast_paths_follow_a_learning_rate_that_changes_every_step(fast_path: str) -> None:
     """torch 2.13 miscompiled the update when the learning rate changed between calls (it kept the
     first one inside the bias correction); the learning rate goes in as a tensor, and this checks it."""
     pair = run_pair(PROBLEMS["mixed_groups"], 20, foreach=True, schedule=lambda t: 1.0 / (1 + t))
@@ -277,7 +292,7 @@ def test_variant_harness_without_a_deviation_passes(monkeypatch: pytest.MonkeyPa
 
 # ----- a worked example ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["compiled", "readable"])
+@pytest.mark.parametrize("foreach", [True, False], ids=["fast", "readable"])
 def test_two_steps_on_a_scalar_match_the_hand_computation(foreach: bool) -> None:
     # theta0 = 1, lr = 0.1, betas = (0.5, 0.75), eps = 0.25, weight_decay = 0.5 (so lr * wd = 0.05).
     # Step 1, g = 2:
@@ -309,24 +324,114 @@ def test_two_steps_on_a_scalar_match_the_hand_computation(foreach: bool) -> None
 # ----- the compiled path equals the readable one, and falls back to it ----------------------------
 
 @pytest.mark.parametrize("problem", ["tiny_bert_llrd", "mixed_groups", "linear_amsgrad"])
-def test_compiled_path_equals_readable_path(problem: str) -> None:
+def test_fast_paths_equal_the_readable_path(problem: str, fast_path: str) -> None:
     # mixed_groups has parameters with different step counts (one skips odd steps) and two dtypes in
     # one group. Both get the same gradients (see run_pair): two free-running trajectories of the tiny
     # BERT part within ulps, but its key biases, whose true gradient is 0, follow rounding noise.
     assert_same_state(*run_pair(PROBLEMS[problem], 6, foreach=True, reference=AdamW), ulp_steps=6)
 
 
-def test_foreach_none_uses_the_compiled_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(*args, **kwargs):
-        raise AssertionError("the readable path ran")
+def test_foreach_none_sends_float32_to_the_c_kernel_and_the_rest_to_the_compiled_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel, compiled, readable = [], [], []
+    monkeypatch.setattr(adamw_native, "group_step", lambda updates, **hyper: kernel.append(updates) or True)
+    monkeypatch.setattr(adamw_module, "_update_compiled", lambda *args: compiled.append(args) or True)
+    monkeypatch.setattr(adamw_module, "adamw_update", lambda *args, **kw: readable.append(args))
+    single, double = nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(3, dtype=torch.float64))
+    strided, other = nn.Parameter(torch.ones(4, 2).t()), nn.Parameter(torch.ones(5))
+    for p in (single, double, strided, other):
+        p.grad = torch.ones_like(p)
+    AdamW([{"params": [single, double, strided]}, {"params": [other], "lr": 0.1}]).step()  # foreach=None
+    assert [[u[0] for u in updates] for updates in kernel] == [[single], [other]]  # one call per group
+    assert [args[0].dtype for args in compiled] == [torch.float64]
+    assert [args[0] for args in readable] == [strided]  # flat views need contiguous memory
+    kernel.clear(), compiled.clear()
+    AdamW([single, double], fused=False).step()
+    assert kernel == [] and [args[0].dtype for args in compiled] == [torch.float32, torch.float64]
 
+
+def _fresh_kernel(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """As in a fresh process with an empty cache (monkeypatch restores everything afterwards)."""
+    monkeypatch.setenv("MINBERT_CACHE", str(cache))
+    monkeypatch.setattr(adamw_native, "_LIBRARY", None)
+    monkeypatch.setattr(adamw_native, "FAILURE", None)
+
+
+def test_the_c_kernel_gives_the_same_numbers_on_one_thread_and_on_three() -> None:
+    # Each thread takes a share of every tensor (odd sizes, so the shares are uneven); a share taken
+    # twice or left out would show here.
+    results = []
+    for threads in (1, 3):
+        torch.manual_seed(0)
+        params = [nn.Parameter(torch.randn(n)) for n in (1, 7, 1001, 40_003)]
+        opt = AdamW(params, lr=1e-2, weight_decay=0.1, amsgrad=True)
+        torch.set_num_threads(threads)
+        try:
+            for _ in range(3):
+                for p in params:
+                    p.grad = torch.randn_like(p)
+                opt.step()
+        finally:
+            torch.set_num_threads(1)
+        results.append([p.detach().clone() for p in params])
+    if adamw_native.FAILURE is not None:
+        pytest.skip(f"the C kernel is unavailable here: {adamw_native.FAILURE}")
+    for one, three in zip(*results):
+        assert torch.equal(one, three)
+
+
+def test_without_a_c_compiler_adamw_warns_once_and_runs_the_compiled_path(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fresh_kernel(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    with pytest.warns(RuntimeWarning, match="the C kernel is unavailable") as caught:
+        fallback = run_pair(PROBLEMS["linear"], 3, foreach=None)
+        run_pair(PROBLEMS["linear"], 2, foreach=True)  # a second optimizer: the failure is remembered
+    assert len([w for w in caught if "C kernel" in str(w.message)]) == 1
+    assert "no-such-compiler" in adamw_native.FAILURE
+    monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")
+    compiled = run_pair(PROBLEMS["linear"], 3, foreach=None)
+    for p, q in zip(fallback[0].parameters(), compiled[0].parameters()):
+        assert torch.equal(p, q), "the fallback is not the compiled path"
+
+
+def test_a_failed_build_names_the_command_and_leaves_nothing_in_the_cache(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    compiler = tmp_path / "broken-cc"
+    compiler.write_text("#!/bin/sh\necho 'adamw_kernel.c:1: error: nothing works' >&2\nexit 1\n")
+    compiler.chmod(0o755)
+    _fresh_kernel(monkeypatch, tmp_path / "cache")
+    monkeypatch.setenv("CC", str(compiler))
+    with pytest.raises(RuntimeError, match="broken-cc.*adamw_kernel.c.*failed: adamw_kernel.c:1: error"):
+        adamw_native.build()
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_the_built_kernel_is_cached_and_reused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fresh_kernel(monkeypatch, tmp_path / "cache")
+    try:
+        first = adamw_native.build()
+    except RuntimeError as error:  # no C compiler here: the fallback is tested above
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(error))
+    built_at = first.stat().st_mtime_ns
+    assert adamw_native.build() == first and first.stat().st_mtime_ns == built_at
+    assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary file left behind
+
+
+def test_the_handout_without_the_c_source_runs_the_compiled_path_silently(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    _fresh_kernel(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(adamw_native, "SOURCE", tmp_path / "adamw_kernel.c")
     compiled = []
-    monkeypatch.setattr(adamw_module, "adamw_update", fail)
     monkeypatch.setattr(adamw_module, "_update_compiled", lambda *args: compiled.append(args) or True)
     p = nn.Parameter(torch.ones(3))
     p.grad = torch.ones(3)
-    AdamW([p]).step()  # foreach=None
+    AdamW([p]).step()
     assert len(compiled) == 1
+    assert "not here" in adamw_native.FAILURE
+    assert not [w for w in recwarn if "C kernel" in str(w.message)]
 
 
 def _compile_raises(fn, **kwargs):
@@ -345,6 +450,7 @@ def test_a_failed_compilation_warns_once_and_falls_back_to_the_readable_path(
     monkeypatch.setattr(torch, "compile", broken_compile)
     monkeypatch.setattr(adamw_module, "_COMPILED", None)  # as in a fresh process (restored afterwards)
     monkeypatch.setattr(adamw_module, "_COMPILE_FAILURE", None)
+    monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")  # float32 too goes to compile
     with pytest.warns(RuntimeWarning, match="torch.compile of adamw_update failed") as caught:
         fallback = run_pair(PROBLEMS["mixed_groups"], 3, foreach=None)
         run_pair(PROBLEMS["linear"], 2, foreach=True)  # a second optimizer: the failure is remembered
@@ -356,7 +462,7 @@ def test_a_failed_compilation_warns_once_and_falls_back_to_the_readable_path(
 
 # ----- skipping, groups, state --------------------------------------------------------------------
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["compiled", "readable"])
+@pytest.mark.parametrize("foreach", [True, False], ids=["fast", "readable"])
 def test_parameters_without_gradients_are_skipped(foreach: bool) -> None:
     used, unused = nn.Linear(3, 2), nn.Linear(3, 2)
     before = [p.detach().clone() for p in unused.parameters()]
@@ -369,7 +475,7 @@ def test_parameters_without_gradients_are_skipped(foreach: bool) -> None:
     assert all(opt.state[p]["step"] == 1 for p in used.parameters())
 
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["compiled", "readable"])
+@pytest.mark.parametrize("foreach", [True, False], ids=["fast", "readable"])
 def test_per_group_learning_rates_are_honoured(foreach: bool) -> None:
     frozen, moving = nn.Parameter(torch.ones(4)), nn.Parameter(torch.ones(4))
     opt = AdamW([{"params": [frozen], "lr": 0.0}, {"params": [moving]}], lr=0.1, weight_decay=0.0,
@@ -389,7 +495,7 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, problem: Problem, steps
         opt.step()
 
 
-@pytest.mark.parametrize("foreach", [True, False], ids=["compiled", "readable"])
+@pytest.mark.parametrize("foreach", [True, False], ids=["fast", "readable"])
 @pytest.mark.parametrize("problem", ["mixed_groups", "tiny_bert_llrd"])
 def test_state_dict_round_trip_continues_bit_identically(problem: str, foreach: bool) -> None:
     spec = PROBLEMS[problem]
@@ -459,6 +565,8 @@ def test_loads_a_torch_adamw_state_dict_and_continues_like_it() -> None:
     (dict(weight_decay=-0.01), "weight_decay must be a number >= 0"),
     (dict(amsgrad=1), "amsgrad must be True or False"),
     (dict(foreach="yes"), "foreach must be None"),
+    (dict(fused=1), "fused must be None"),
+    (dict(fused=True, foreach=False), "fused=True asks for the C kernel and foreach=False"),
 ])
 def test_invalid_hyperparameters_are_rejected_by_name(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -157,10 +157,11 @@ def test_handout_stubs_the_editions_todos_and_ships_the_rest_as_code(handouts, e
         assert 'return F.gelu(self.dense(hidden_states), approximate="none")' in layer
 
 
-def test_handout_leaves_out_hidden_tests_the_grader_and_project_tests(handout):
+def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_adamw_kernel(handout):
     out = handout.out
     assert not (out / "grading").exists() and not (out / "tests/graded/hidden").exists()
     assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
+    assert not (out / "optim/adamw_kernel.c").exists() and (out / "optim/adamw_native.py").is_file()
     assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
     assert (out / "minbert/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
 
