@@ -375,7 +375,10 @@ def test_the_c_kernel_gives_the_same_numbers_on_one_thread_and_on_three() -> Non
             torch.set_num_threads(1)
         results.append([p.detach().clone() for p in params])
     if adamw_native.FAILURE is not None:
-        pytest.skip(f"the C kernel is unavailable here: {adamw_native.FAILURE}")
+        message = f"the C kernel is unavailable here: {adamw_native.FAILURE}"
+        if os.environ.get("CI"):  # as conftest.py does: CI must not pass by skipping
+            pytest.fail(message)
+        pytest.skip(message)
     for one, three in zip(*results):
         assert torch.equal(one, three)
 
