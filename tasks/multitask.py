@@ -6,11 +6,14 @@
 
 Heads (Reimers & Gurevych 2019, "Sentence-BERT", for the pairs):
 - sentiment: pooled sentence vector -> dropout -> linear over 5 classes, cross-entropy;
-- paraphrase: "cosine" (default): mean-pooled u, v -> s cos(u, v) + b -> binary cross-entropy;
+- paraphrase: "cosine" (default): mean-pooled u, v -> s cos(u, v) + b -> binary cross-entropy, duplicate
+  where the logit is above 0 (or, --paraphrase-threshold train, above the threshold fitted on training pairs);
   "softmax": SBERT's classifier over (u, v, |u - v|); "cross": one [CLS] A [SEP] B [SEP] input;
 - similarity: "cosine" (default): cos(u, v) trained against score / 5 with --similarity-loss
-  (cosine-mse = SBERT's CosineSimilarityLoss, cosine-embedding, or cosent); "cross": a cross-encoder
-  trained with binary cross-entropy on score / 5 (SBERT's CrossEncoder recipe). Predictions on 0..5.
+  (cosine-mse = SBERT's CosineSimilarityLoss, cosine-embedding, cosent, or angle = AnglE); "cross": a
+  cross-encoder trained with binary cross-entropy on score / 5 (SBERT's CrossEncoder recipe). Predictions
+  on 0..5.
+Options for SST's small training set: --label-smoothing, --dropout-samples (multi-sample dropout), --r-drop.
 
 Each step trains one task's batch (proportional sampling); STS's loss counts 4 times (--task-weights).
 The best epoch is chosen by the course's overall score (SST acc + Quora acc + (STS r + 1) / 2) / 3. The
@@ -36,22 +39,29 @@ from minbert.pooling import POOLINGS, pool
 from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
 from tasks.evaluation import metrics
-from tasks.models.heads import (PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier,
-                                SoftmaxPairHead, multiple_negatives_ranking_loss)
+from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, PARAPHRASE_LOSSES, SIMILARITY_LOSSES,
+                                CosinePairHead, SentenceClassifier, SoftmaxPairHead,
+                                multiple_negatives_ranking_loss, symmetric_kl)
 from tasks.sentiment import SentimentTask
-from tasks.training.arguments import existing_dir, name_weights
+from tasks.training.arguments import existing_dir, name_weights, non_negative, positive_int, real
 from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
                                    attn_implementation_for, device_from_args, train_config_from_args)
 from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
                                          course_files, find_data, output_path, read_prediction_inputs,
                                          read_run_settings)
-from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir,
+from tasks.training.job import (HEADS_SETTINGS, add_job_arguments, check_max_length, default_run_dir,
                                 device_of, encode_pairs, encode_texts, load_checkpoint, load_encoder,
                                 read_splits, train_and_reload_best, user_errors, write_predictions)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
 
 PARAPHRASE_HEADS = ("cosine", "softmax", "cross")
+# How the cosine paraphrase head decides: at its learned logit 0, or at the logit threshold that classifies
+# the training pairs best (refitted before every evaluation; see PairTask.fit_threshold).
+PARAPHRASE_THRESHOLDS = ("learned", "train")
+# Training pairs the threshold is fitted on: a fixed random sample, so that a refit costs about as much as the
+# dev evaluation (all 16,226 Quora pairs would take 2-4 minutes per evaluation on 2 cores).
+THRESHOLD_PAIRS = 4000
 SIMILARITY_HEADS = ("cosine", "cross")
 EVAL_BATCH_SIZE = 128
 # STS has the fewest batches (189 an epoch against Quora's 508 and SST's 267) and is pulled hardest by the
@@ -65,7 +75,7 @@ class MultitaskBERT(nn.Module):
 
     def __init__(self, bert: BertModel, dropout: float = 0.1, sentiment_pooling: str = "mean",
                  pair_pooling: str = "mean", paraphrase_head: str = "cosine", similarity_head: str = "cosine",
-                 num_sentiment_classes: int = 5) -> None:
+                 num_sentiment_classes: int = 5, paraphrase_threshold: str = "learned") -> None:
         super().__init__()
         hidden = bert.config.hidden_size
         self.bert = bert
@@ -77,6 +87,9 @@ class MultitaskBERT(nn.Module):
                            "cross": lambda: SentenceClassifier(hidden, 1, dropout, "cls")}[paraphrase_head]()
         self.similarity = {"cosine": lambda: CosinePairHead(learn_scale=False),
                            "cross": lambda: SentenceClassifier(hidden, 1, dropout, "cls")}[similarity_head]()
+        if paraphrase_threshold == "train":
+            # Not trained: set by PairTask.fit_threshold, saved with the heads, used by every prediction.
+            self.register_buffer("paraphrase_threshold", torch.zeros(()))
 
     def encode(self, tokens: TokenBatch):
         return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
@@ -99,11 +112,54 @@ class MultitaskBERT(nn.Module):
             return self.paraphrase(self.encode(pair), pair.attention_mask).squeeze(-1)
         return self.paraphrase(*self.embed_pair(pair))
 
+    def paraphrase_decision(self, logits: torch.Tensor) -> torch.Tensor:
+        """Duplicate (1) or not (0) from predict_paraphrase's logits: above the fitted threshold if there is
+        one, else above 0 (the head's learned one), or the argmax of the softmax head's two logits."""
+        if self.paraphrase_kind == "softmax":
+            return logits.argmax(-1)
+        return (logits > getattr(self, "paraphrase_threshold", 0.0)).long()
+
     def predict_similarity(self, pair: TokenBatch) -> torch.Tensor:
         """cos(u, v) (B,) for the cosine head, a logit (B,) for the cross-encoder."""
         if self.similarity_kind == "cross":
             return self.similarity(self.encode(pair), pair.attention_mask).squeeze(-1)
         return self.similarity(*self.embed_pair(pair))
+
+
+class RegularisedSentimentTask(SentimentTask):
+    """SST with three regularisers for a small training set, each off by default:
+
+    - label smoothing (Szegedy et al. 2016): the target puts eps / K on every class, 1 - eps more on the gold;
+    - multi-sample dropout (Inoue 2019): the head's dropout and linear layer applied K times to one encoder
+      output, the K losses averaged (K masks for the price of one encoder pass);
+    - R-Drop (Liang et al. 2021): every sentence twice through the whole network, so two dropout masks,
+      and alpha times the symmetric KL divergence between the two predictions added to the loss.
+
+    With all three off, the loss is SentimentTask's own cross-entropy.
+    """
+
+    def __init__(self, *args, label_smoothing: float = 0.0, dropout_samples: int = 1, r_drop: float = 0.0,
+                 **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.label_smoothing, self.dropout_samples, self.r_drop = label_smoothing, dropout_samples, r_drop
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        if not self.label_smoothing and self.dropout_samples == 1 and not self.r_drop:
+            return super().loss(model, batch)
+        tokens, labels = batch
+        device = device_of(model)
+        tokens, labels = tokens.to(device), labels.to(device)
+        copies = 2 if self.r_drop else 1
+        tokens = TokenBatch(*(t.repeat(copies, 1) for t in tokens))  # (copies B, T): a dropout mask each
+        output = model.encode(tokens)
+        logits = [model.sentiment(output, tokens.attention_mask).float()  # (copies B, K), a new head mask
+                  for _ in range(self.dropout_samples)]
+        loss = sum(F.cross_entropy(z, labels.repeat(copies), label_smoothing=self.label_smoothing)
+                   for z in logits) / self.dropout_samples
+        if self.r_drop:
+            first, second = torch.stack(logits).mean(0).chunk(2)  # (B, K) each: the two passes
+            loss = loss + self.r_drop * symmetric_kl(first, second)
+        return loss
 
 
 class PairBatch(NamedTuple):
@@ -138,7 +194,9 @@ class PairTask:
                                    and not (cross or softmax))
         self.tokenizer, self.max_length = tokenizer, max_length
         self.batch_size, self.seed = batch_size, seed
-        self.similarity_loss = SIMILARITY_LOSSES[similarity_loss]
+        # AnglE needs u and v, the others only cos(u, v).
+        self.embedding_loss = EMBEDDING_SIMILARITY_LOSSES.get(similarity_loss if kind == "similarity" else "")
+        self.similarity_loss = SIMILARITY_LOSSES.get(similarity_loss)
         self.train_inputs = self.encode(train)
         self.train_labels = [e.label for e in train]
         self.dev = dev
@@ -181,6 +239,9 @@ class PairTask:
             loss = F.binary_cross_entropy_with_logits(model.paraphrase(u, v).float(), labels)
             duplicates = labels > 0.5
             return loss + multiple_negatives_ranking_loss(u, v, duplicates) if duplicates.any() else loss
+        if self.embedding_loss is not None and not self.cross:
+            u, v = model.embed_pair(tokens)
+            return self.embedding_loss(u.float(), v.float(), labels)
         scores = self.scores(model, tokens)
         if self.kind == "paraphrase":
             if self.softmax:
@@ -190,10 +251,10 @@ class PairTask:
             return F.binary_cross_entropy_with_logits(scores.float(), labels / 5.0)
         return self.similarity_loss(scores.float(), labels)
 
-    def to_prediction(self, scores: torch.Tensor) -> list:
+    def to_prediction(self, model: nn.Module, scores: torch.Tensor) -> list:
         """Scores -> the course's predictions: 0/1 for paraphrase, 0..5 for similarity."""
         if self.kind == "paraphrase":
-            return (scores.argmax(-1) if self.softmax else (scores > 0).long()).tolist()
+            return model.paraphrase_decision(scores).tolist()
         values = 5 * torch.sigmoid(scores) if self.cross else (5 * scores).clamp(0, 5)
         return [round(v, 4) for v in values.float().tolist()]
 
@@ -201,11 +262,42 @@ class PairTask:
         predictions: list = [None] * len(inputs)
         for group in sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE):
             tokens = self.collate([inputs[i] for i in group]).to(device_of(model))
-            for i, value in zip(group, self.to_prediction(self.scores(model, tokens))):
+            for i, value in zip(group, self.to_prediction(model, self.scores(model, tokens))):
                 predictions[i] = value
         return predictions
 
+    def fit_threshold(self, model: nn.Module) -> float:
+        """The logit threshold that classifies this task's training pairs best (a fixed random sample of
+        THRESHOLD_PAIRS of them), in eval mode.
+
+        The head's bias is trained by cross-entropy on dropout-noised scores, which places the boundary
+        where the log-loss is lowest, not where the fewest pairs fall on the wrong side. Sorting the N
+        training logits, every threshold between two neighbours is tried at once: predicting "duplicate"
+        from position k on gets (non-duplicates before k) + (duplicates from k on) right. Dev never sees it.
+        """
+        generator = torch.Generator().manual_seed(self.seed)
+        sample = torch.randperm(len(self.train_inputs), generator=generator)[:THRESHOLD_PAIRS].tolist()
+        inputs, labels = [self.train_inputs[i] for i in sample], [self.train_labels[i] for i in sample]
+        groups = sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE)
+        device = device_of(model)
+        logits = torch.cat([self.scores(model, self.collate([inputs[i] for i in g]).to(device)).float().cpu()
+                            for g in groups])  # (N,)
+        labels = torch.tensor([labels[i] for g in groups for i in g], dtype=torch.float)
+        logits, order = torch.sort(logits)
+        labels = labels[order]
+        # right[k]: pairs right with the threshold just below logits[k] (k = N: every pair "not duplicate")
+        zero = torch.zeros(1)
+        negatives_before = torch.cat([zero, (1 - labels).cumsum(0)])  # (N + 1,)
+        positives_from = labels.sum() - torch.cat([zero, labels.cumsum(0)])
+        right = negatives_before + positives_from
+        k = int(torch.argmax(right))
+        below = logits[k - 1] if k > 0 else logits[0] - 1
+        above = logits[k] if k < len(logits) else logits[-1] + 1
+        return float((below + above) / 2)
+
     def evaluate(self, model: nn.Module) -> dict[str, float]:
+        if self.kind == "paraphrase" and hasattr(model, "paraphrase_threshold"):
+            model.paraphrase_threshold.fill_(self.fit_threshold(model))
         return course_metrics(self.name, self.predict(model, self.dev_inputs), [e.label for e in self.dev])
 
     @property
@@ -233,16 +325,21 @@ def overall_score(dev: dict[str, dict[str, float]]) -> float:
 # What best/heads.json keeps so that --predict can rebuild the heads.
 HEAD_SETTINGS = ("sentiment_pooling", "pair_pooling", "paraphrase_head", "similarity_head",
                  "hidden_dropout_prob", "paraphrase_loss", "similarity_loss")
+# Added since: older runs lack them, and --predict reads them with the behaviour those runs had.
+LATER_HEAD_SETTINGS = ("paraphrase_threshold",)
 
 
 def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_length: int,
                 paraphrase_head: str = "cosine", similarity_head: str = "cosine",
-                similarity_loss: str = "cosine-mse", paraphrase_loss: str = "bce"):
-    """The training task of one course prefix ("sst", "para", "sts") from its train and dev examples."""
+                similarity_loss: str = "cosine-mse", paraphrase_loss: str = "bce", sst_regularisers=None):
+    """The training task of one course prefix ("sst", "para", "sts") from its train and dev examples.
+
+    sst_regularisers: RegularisedSentimentTask's keyword arguments (label_smoothing, dropout_samples,
+    r_drop); none given, SST trains on the plain cross-entropy."""
     common = dict(train=splits["train"], dev=splits["dev"], tokenizer=tokenizer, batch_size=config.batch_size,
                   seed=config.seed, max_length=max_length)
     if name == "sst":
-        return SentimentTask("sst", **common)
+        return RegularisedSentimentTask("sst", **common, **(sst_regularisers or {}))
     if name == "para":
         return PairTask("para", "paraphrase", cross=paraphrase_head == "cross",
                         softmax=paraphrase_head == "softmax", paraphrase_loss=paraphrase_loss, **common)
@@ -261,9 +358,26 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--paraphrase-loss", choices=PARAPHRASE_LOSSES, default="bce",
                    help="loss of the cosine paraphrase head: bce, or bce+mnrl (plus in-batch negatives on "
                         "the duplicate pairs, SBERT's MultipleNegativesRankingLoss)")
+    h.add_argument("--paraphrase-threshold", choices=PARAPHRASE_THRESHOLDS, default="learned",
+                   help="decision of the cosine paraphrase head: learned (its logit s cos + b above 0), or "
+                        "train (the logit threshold that classifies the training pairs best, refitted "
+                        "before every evaluation and saved with the heads)")
     h.add_argument("--similarity-head", choices=SIMILARITY_HEADS, default="cosine", help="see above")
-    h.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse",
-                   help="loss of the cosine similarity head")
+    h.add_argument("--similarity-loss", choices=sorted({**SIMILARITY_LOSSES, **EMBEDDING_SIMILARITY_LOSSES}),
+                   default="cosine-mse",
+                   help="loss of the cosine similarity head (angle: AnglE, CoSENT's ranking on the cosine "
+                        "and on the angle between u and v)")
+    r = parser.add_argument_group("regularising the sentiment task (SST's 8,544 sentences)")
+    r.add_argument("--label-smoothing", type=real(0.0, 1.0, high_open=True, meaning="0: off"), default=0.0,
+                   metavar="EPS",
+                   help="smooth SST's cross-entropy targets by EPS (Szegedy et al. 2016; default 0: off)")
+    r.add_argument("--dropout-samples", type=positive_int, default=1, metavar="K",
+                   help="multi-sample dropout (Inoue 2019): the sentiment head's dropout and linear layer "
+                        "applied K times per encoder pass, losses averaged (default 1: off)")
+    r.add_argument("--r-drop", type=non_negative, default=0.0, metavar="ALPHA",
+                   help="R-Drop (Liang et al. 2021): each SST batch twice through the network, plus ALPHA "
+                        "times the symmetric KL between the two predictions (about 1.3x an epoch's time at "
+                        "ALPHA > 0; default 0: off)")
     add_job_arguments(parser, "multitask")
     add_course_file_arguments(parser)
     parser.add_argument("--predict", type=existing_dir, default=None, metavar="RUN_DIR",
@@ -293,6 +407,9 @@ def check_flags(args) -> None:
     if args.paraphrase_head != "cosine" and args.paraphrase_loss != "bce":
         raise SystemExit("error: --paraphrase-loss applies to the cosine paraphrase head only; "
                          "drop it or use --paraphrase-head cosine")
+    if args.paraphrase_head == "softmax" and args.paraphrase_threshold != "learned":
+        raise SystemExit("error: --paraphrase-threshold applies to a paraphrase head with one logit (cosine "
+                         "or cross); the softmax head takes the larger of its two")
     if args.option == "pretrain" and args.layerwise_decay != 1.0:
         raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain "
                          "freezes it")
@@ -335,15 +452,18 @@ def train_main(args, config) -> int:
         bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
         check_max_length(args.max_length, bert.config, pairs=True)
         model = MultitaskBERT(bert, args.hidden_dropout_prob, args.sentiment_pooling, args.pair_pooling,
-                              args.paraphrase_head, args.similarity_head)
+                              args.paraphrase_head, args.similarity_head,
+                              paraphrase_threshold=args.paraphrase_threshold)
         if config.freeze_encoder:
             freeze(model.bert)
         tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
-                             args.similarity_head, args.similarity_loss, args.paraphrase_loss)
+                             args.similarity_head, args.similarity_loss, args.paraphrase_loss,
+                             dict(label_smoothing=args.label_smoothing, dropout_samples=args.dropout_samples,
+                                  r_drop=args.r_drop))
                  for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     "max_length": args.max_length, "attn_implementation": args.attn_implementation,
-                    **{k: getattr(args, k) for k in HEAD_SETTINGS}}
+                    **{k: getattr(args, k) for k in HEAD_SETTINGS + LATER_HEAD_SETTINGS}}
         state = train_and_reload_best(model, tasks, config, run, overall_score, tokenizer, settings,
                                       args.resume)
         if state is None:  # a torchrun process other than rank 0: done
@@ -371,8 +491,13 @@ def predict_main(args) -> int:
         requested = settings["attn_implementation"]
     kernel = attn_implementation_for(requested, device, "fp32")
     bert, tokenizer, _ = load_encoder(str(best), kernel)
+    threshold = settings.get("paraphrase_threshold", "learned")  # runs from before the option: learned
+    if threshold not in PARAPHRASE_THRESHOLDS:
+        raise SystemExit(f"error: {best / HEADS_SETTINGS}: paraphrase_threshold is {threshold!r}, not one of "
+                         f"{', '.join(PARAPHRASE_THRESHOLDS)}")
     model = MultitaskBERT(bert, settings["hidden_dropout_prob"], settings["sentiment_pooling"],
-                          settings["pair_pooling"], settings["paraphrase_head"], settings["similarity_head"])
+                          settings["pair_pooling"], settings["paraphrase_head"], settings["similarity_head"],
+                          paraphrase_threshold=threshold)
     load_checkpoint(model, best)
     model.to(device).eval()
     max_length = settings.get("max_length", args.max_length)

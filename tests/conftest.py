@@ -59,6 +59,18 @@ def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
     return directory
 
 
+@pytest.fixture(scope="session")
+def tiny_multitask_run(tiny_model_dir):
+    """Makes the arguments of a two-step tasks.multitask run of the tiny model on the bundled demo sample:
+    make(out, *extra_flags)."""
+    from tasks.data.sources import SAMPLE_DIR
+
+    def make(out, *extra: str) -> list[str]:
+        return ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit",
+                "16", "--batch_size", "8", "--epochs", "1", "--max-length", "64", "--max-steps", "2", *extra]
+    return make
+
+
 @pytest.fixture
 def one_weight_model():
     """Makes the smallest model tasks.training.loop.train takes: one weight w = 1, in an "encoder" named

@@ -16,11 +16,6 @@ from tasks.training.job import read_predictions
 PREFIXES = {"sst": "ids-sst", "para": "quora", "sts": "sts"}
 
 
-def tiny_run(tiny_model_dir, out, *extra):
-    return ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit", "16",
-            "--batch_size", "8", "--epochs", "1", "--max-length", "64", "--max-steps", "2", *extra]
-
-
 def first_rows(source: Path, target: Path, rows: int) -> Path:
     """The header and the first `rows` data rows of a course file, as a new file."""
     target.write_text("".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:rows + 1]),
@@ -33,9 +28,9 @@ def ids_of(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory) -> Path:
+def finished_run(tiny_multitask_run, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("course") / "run"
-    assert multitask.main(tiny_run(tiny_model_dir, out)) == 0
+    assert multitask.main(tiny_multitask_run(out)) == 0
     return out
 
 
@@ -51,12 +46,12 @@ def test_every_course_flag_is_there_with_the_courses_name():
     assert args.sst_train is None and args.sts_test_out is None  # unset: --data-dir's and --out's files
 
 
-def test_file_flags_replace_the_data_folders_files(tiny_model_dir, tmp_path):
+def test_file_flags_replace_the_data_folders_files(tiny_multitask_run, tmp_path):
     sst_dev = first_rows(SAMPLE_DIR / "ids-sst-dev.csv", tmp_path / "my-sst-dev.csv", 5)
     sts_train = first_rows(SAMPLE_DIR / "sts-train.csv", tmp_path / "my-sts-train.csv", 9)
     custom_out = tmp_path / "elsewhere" / "sst-dev.csv"
     out = tmp_path / "run"
-    assert multitask.main(tiny_run(tiny_model_dir, out, "--sst_dev", str(sst_dev), "--sts_train",
+    assert multitask.main(tiny_multitask_run(out, "--sst_dev", str(sst_dev), "--sts_train",
                                    str(sts_train), "--sst_dev_out", str(custom_out))) == 0
     assert ids_of(custom_out) == [e.id for e in read_split(SAMPLE_DIR, "sst", "dev").examples[:5]]
     assert not (out / "predictions" / "sst-dev-output.csv").exists()  # it went where the flag said
@@ -65,12 +60,12 @@ def test_file_flags_replace_the_data_folders_files(tiny_model_dir, tmp_path):
     assert config["sst_dev"] == str(sst_dev) and config["sts_train"] == str(sts_train)
 
 
-def test_a_flag_naming_a_missing_file_or_a_folder_is_refused(tiny_model_dir, tmp_path, capsys):
+def test_a_flag_naming_a_missing_file_or_a_folder_is_refused(tiny_multitask_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        multitask.main(tiny_run(tiny_model_dir, tmp_path / "a", "--para_dev", str(tmp_path / "nothing.csv")))
+        multitask.main(tiny_multitask_run(tmp_path / "a", "--para_dev", str(tmp_path / "nothing.csv")))
     assert "--para_dev" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        multitask.main(tiny_run(tiny_model_dir, tmp_path / "b", "--sts_test_out", str(tmp_path)))
+        multitask.main(tiny_multitask_run(tmp_path / "b", "--sts_test_out", str(tmp_path)))
     assert "--sts_test_out" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
 from minbert.pooling import max_pool, mean_pool, pool
-from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, cosent_loss,
-                                cosine_embedding_loss, cosine_mse_loss, cosine_similarity,
-                                multiple_negatives_ranking_loss)
+from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, angle_loss,
+                                angle_similarity, cosent_loss, cosine_embedding_loss, cosine_mse_loss,
+                                cosine_similarity, multiple_negatives_ranking_loss, symmetric_kl)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
@@ -91,6 +91,40 @@ def test_cosent_loss_by_hand():
     terms = [math.exp(20 * (0.5 - 0.8)), math.exp(20 * (0.1 - 0.8))]
     assert cosent_loss(cosine, score).item() == pytest.approx(math.log(1 + sum(terms)), rel=1e-4)  # float32
     assert cosent_loss(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 1.0])).item() == pytest.approx(0.0)
+
+
+def test_angle_similarity_against_complex_arithmetic():
+    torch.manual_seed(0)
+    u, v = torch.randn(5, 6, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64)
+    # Read as 3 complex numbers each: u conj(v) / (|u| |v|) is the quotient u / v scaled by |v|^2 / (|u| |v|)
+    # per element, as AnglE normalises it; the similarity is |sum of its real and imaginary parts|.
+    zu, zv = torch.complex(u[:, :3], u[:, 3:]), torch.complex(v[:, :3], v[:, 3:])
+    product = (zu * zv.conj()).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
+    torch.testing.assert_close(angle_similarity(u, v), (product.real + product.imag).abs())
+    # its real part alone is the cosine; u = v gives exactly 1 (no imaginary part)
+    torch.testing.assert_close(product.real, cosine_similarity(u, v))
+    torch.testing.assert_close(angle_similarity(u, u), torch.ones(5, dtype=torch.float64))
+
+
+def test_angle_loss_is_cosent_on_the_cosine_plus_cosent_on_the_angle():
+    torch.manual_seed(0)
+    u, v, score = torch.randn(4, 6), torch.randn(4, 6), torch.tensor([5.0, 1.0, 3.0, 0.0])
+    expected = cosent_loss(cosine_similarity(u, v), score) + cosent_loss(angle_similarity(u, v), score)
+    assert angle_loss(u, v, score).item() == pytest.approx(expected.item())
+    # pairs ranked as the scores are (identical sides for the best one) cost less than the reverse ranking
+    good_v = torch.stack([u[0], u[1] + 2 * v[1], u[2] + 0.5 * v[2], -u[3]])
+    assert angle_loss(u, good_v, score) < angle_loss(u, good_v, score.flip(0))
+
+
+def test_symmetric_kl_by_hand():
+    p_logits, q_logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]]), torch.tensor([[0.0, 1.0, 0.0],
+                                                                                           [1.0, -1.0, 0.5]])
+    p, q = p_logits.softmax(-1), q_logits.softmax(-1)
+    kl = lambda a, b: (a * (a / b).log()).sum(-1).mean()  # noqa: E731  KL(a || b), averaged over the rows
+    expected = (kl(p, q) + kl(q, p)) / 2
+    assert symmetric_kl(p_logits, q_logits).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert symmetric_kl(q_logits, p_logits).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert symmetric_kl(p_logits, p_logits + 3.0).item() == pytest.approx(0.0, abs=1e-6)  # same softmax
 
 
 def test_multiple_negatives_ranking_loss_by_hand():

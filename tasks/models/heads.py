@@ -130,6 +130,42 @@ def multiple_negatives_ranking_loss(u: torch.Tensor, v: torch.Tensor, positive: 
     return F.cross_entropy(scale * cosines[rows].float(), rows)  # pair i's own v_i is class i
 
 
+def angle_similarity(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """AnglE's similarity (Li & Li 2024, "AnglE-optimized text embeddings"): each vector read as C/2 complex
+    numbers (first half real, second half imaginary parts), u / v divided element-wise and normalised by
+    |u| / |v|; the sum of the quotient's real and imaginary parts, taken absolutely. It is 1 for u = v.
+
+    Unlike the cosine it does not flatten out near +-1, where cosine losses have vanishing gradients.
+    (B, C), (B, C) -> (B,), as the authors' `angle_loss` computes it.
+    """
+    a, b = u.chunk(2, dim=-1)  # u = a + ib, (B, C/2) each
+    c, d = v.chunk(2, dim=-1)  # v = c + id
+    v_norm_sq = (c * c + d * d).sum(dim=-1, keepdim=True)  # (B, 1)
+    real = (a * c + b * d) / v_norm_sq  # (a + ib) / (c + id), element-wise, over |v|^2
+    imaginary = (b * c - a * d) / v_norm_sq
+    norm_ratio = (a * a + b * b).sum(dim=-1, keepdim=True).sqrt() / v_norm_sq.sqrt()  # |u| / |v|, (B, 1)
+    return ((real + imaginary) / norm_ratio).sum(dim=-1).abs()
+
+
+def angle_loss(u: torch.Tensor, v: torch.Tensor, score: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """AnglE's objective on graded pairs: CoSENT's ranking on the cosine plus the same ranking on the angle
+    similarity above (the paper's cosine and angle terms, weights 1 and 1; its in-batch-negative term needs
+    pairs labelled as duplicates and is left out). u, v: (B, C); score: (B,) gold scores."""
+    cosine_term = cosent_loss(cosine_similarity(u, v), score, scale)
+    return cosine_term + cosent_loss(angle_similarity(u, v), score, scale)
+
+
+def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
+    """R-Drop's consistency term (Liang et al. 2021): (KL(p || q) + KL(q || p)) / 2 for the softmax
+    distributions of two sets of logits, (B, K) each, summed over classes and averaged over the batch."""
+    log_p, log_q = F.log_softmax(logits_p, dim=-1), F.log_softmax(logits_q, dim=-1)
+    kl_pq = F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")  # KL(p || q)
+    kl_qp = F.kl_div(log_p, log_q, log_target=True, reduction="batchmean")  # KL(q || p)
+    return (kl_pq + kl_qp) / 2
+
+
 PARAPHRASE_LOSSES = ("bce", "bce+mnrl")
 SIMILARITY_LOSSES = {"cosine-mse": cosine_mse_loss, "cosine-embedding": cosine_embedding_loss,
                      "cosent": cosent_loss}
+# Losses that need the embeddings u, v themselves, not only cos(u, v).
+EMBEDDING_SIMILARITY_LOSSES = {"angle": angle_loss}
