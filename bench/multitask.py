@@ -69,7 +69,8 @@ from tasks.data.batching import TokenBatch
 from tasks.data.course import read_split, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import cosine_mse_loss
-from tasks.multitask import COURSE_TASKS, MultitaskBERT, PairTask, overall_score
+from tasks.models.pair_task import PairTask
+from tasks.multitask import COURSE_TASKS, MultitaskBERT, overall_score
 from tasks.sentiment import SentimentTask
 from tasks.training.arguments import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.config import TrainConfig

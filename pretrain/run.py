@@ -46,7 +46,7 @@ from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingEx
                              tokenize_documents)
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
-from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.course import task_files
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import resolve_data_dir
@@ -54,7 +54,7 @@ from tasks.training import distributed
 from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
                                      positive_int, real)
 from tasks.training.config import add_train_arguments, train_config_from_args
-from tasks.training.job import DEFAULT_MODEL, default_run_dir, device_of, read_splits, user_errors
+from tasks.training.job import DEFAULT_MODEL, default_run_dir, read_splits, user_errors
 from tasks.training.loop import train
 from tasks.training.run_dir import claim_run
 

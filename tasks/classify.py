@@ -51,7 +51,7 @@ from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LA
 from minbert.pooling import POOLINGS
 from minbert.tokenizer import BertTokenizer
 from minbert.truncation import TRUNCATION_STRATEGIES
-from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
 from tasks.data.examples import PairExample
 from tasks.evaluation import metrics
@@ -59,9 +59,10 @@ from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.training.arguments import integer, nonempty, non_negative, real
 from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.data.encoding import encode_pairs, encode_texts
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, device_of, encode_pairs, encode_texts, load_encoder,
-                                train_and_reload_best, user_errors, write_predictions)
+                                default_run_dir, load_encoder, train_and_reload_best, user_errors,
+                                write_predictions)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result

@@ -39,16 +39,16 @@ from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
 from minbert.truncation import TRUNCATION_STRATEGIES
-from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
                                   read_dataset)
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.training.arguments import nonempty
 from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.data.encoding import encode_texts
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, device_of, encode_texts, load_encoder, train_and_reload_best,
-                                user_errors)
+                                default_run_dir, load_encoder, train_and_reload_best, user_errors)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result

@@ -26,15 +26,15 @@ from torch import nn
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS
 from minbert.tokenizer import BertTokenizer
-from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.course import task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.evaluation import metrics
 from tasks.models.heads import SentenceClassifier
 from tasks.training.config import add_train_arguments, train_config_from_args
-from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, device_of, encode_texts,
-                                load_encoder, read_splits, train_and_reload_best, user_errors,
-                                write_predictions)
+from tasks.data.encoding import encode_texts
+from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, load_encoder,
+                                read_splits, train_and_reload_best, user_errors, write_predictions)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
 

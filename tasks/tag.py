@@ -41,7 +41,7 @@ from torch import nn
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.data.batching import TokenBatch, bucketed_batches, pad_batch, sorted_batches
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
 from tasks.data.examples import DataFileError
 from tasks.data.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
@@ -52,7 +52,7 @@ from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate
 from tasks.training.arguments import existing_file, positive_int
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, device_of, load_encoder, train_and_reload_best, user_errors)
+                                default_run_dir, load_encoder, train_and_reload_best, user_errors)
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
 from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from tasks import multitask
+from tasks.models import pair_task
 from tasks.data.course import read_split
 from tasks.data.sources import SAMPLE_DIR
 from tasks.models.heads import angle_loss, symmetric_kl
@@ -35,7 +36,7 @@ def sst_task(tokenizer, **regularisers) -> multitask.RegularisedSentimentTask:
                                               max_length=64, **regularisers)
 
 
-def para_task(tokenizer, rows: int = 40) -> multitask.PairTask:
+def para_task(tokenizer, rows: int = 40) -> pair_task.PairTask:
     splits = {split: read_split(SAMPLE_DIR, "quora", split).examples[:rows] for split in ("train", "dev")}
     return multitask.course_task("para", splits, tokenizer, TrainConfig(batch_size=8), 64)
 
@@ -123,7 +124,7 @@ def test_fitted_threshold_classifies_the_training_pairs_best(tiny_parts):
 def test_the_threshold_is_fitted_on_a_fixed_sample_of_the_training_pairs(tiny_parts, monkeypatch):
     make, tokenizer = tiny_parts
     model, task = make(paraphrase_threshold="train").eval(), para_task(tokenizer)
-    monkeypatch.setattr(multitask, "THRESHOLD_PAIRS", 10)
+    monkeypatch.setattr(pair_task, "THRESHOLD_PAIRS", 10)
     scored = []
     score = task.scores
     monkeypatch.setattr(task, "scores", lambda m, tokens: scored.append(score(m, tokens)) or scored[-1])
@@ -219,5 +220,5 @@ def test_the_default_run_records_its_threshold_setting(tiny_multitask_run, tmp_p
     assert multitask.main(tiny_multitask_run(run)) == 0
     config = json.loads(Path(run / "config.json").read_text())
     expected = {"paraphrase_threshold": "learned", "label_smoothing": 0.0, "dropout_samples": 1,
-                "r_drop": 0.0}
+                "r_drop": 1.0}
     assert {k: config[k] for k in expected} == expected

@@ -73,3 +73,8 @@ def sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """For evaluation: batches sorted by length (least padding); callers put predictions back in order."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def device_of(model: torch.nn.Module) -> torch.device:
+    """Where a model's batches must go: the device of its first parameter."""
+    return next(model.parameters()).device
