@@ -124,13 +124,20 @@ class PairTask:
         values = 5 * torch.sigmoid(scores) if self.cross else (5 * scores).clamp(0, 5)
         return [round(v, 4) for v in values.float().tolist()]
 
+    def raw_scores(self, model: nn.Module, inputs: Sequence) -> torch.Tensor:
+        """The model's scores for encoded pairs, in their order: (N,), or (N, 2) for the softmax head.
+        Batches are sorted by length (least padding), then put back in order."""
+        groups = sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE)
+        if not groups:  # a file with no rows: no predictions
+            return torch.empty(0)
+        device = device_of(model)
+        scores = torch.cat([self.scores(model, self.collate([inputs[i] for i in g]).to(device))
+                            for g in groups])
+        order = torch.tensor([i for g in groups for i in g], device=scores.device)
+        return scores[torch.argsort(order)]
+
     def predict(self, model: nn.Module, inputs: Sequence) -> list:
-        predictions: list = [None] * len(inputs)
-        for group in sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE):
-            tokens = self.collate([inputs[i] for i in group]).to(device_of(model))
-            for i, value in zip(group, self.to_prediction(model, self.scores(model, tokens))):
-                predictions[i] = value
-        return predictions
+        return self.to_prediction(model, self.raw_scores(model, inputs))
 
     def fit_threshold(self, model: nn.Module) -> float:
         """The logit threshold that classifies this task's training pairs best (a fixed random sample of
@@ -143,13 +150,9 @@ class PairTask:
         """
         generator = torch.Generator().manual_seed(self.seed)
         sample = torch.randperm(len(self.train_inputs), generator=generator)[:THRESHOLD_PAIRS].tolist()
-        inputs, labels = [self.train_inputs[i] for i in sample], [self.train_labels[i] for i in sample]
-        groups = sorted_batches(self.lengths(inputs), EVAL_BATCH_SIZE)
-        device = device_of(model)
-        logits = torch.cat([self.scores(model, self.collate([inputs[i] for i in g]).to(device)).float().cpu()
-                            for g in groups])  # (N,)
-        labels = torch.tensor([labels[i] for g in groups for i in g], dtype=torch.float)
-        logits, order = torch.sort(logits)
+        logits = self.raw_scores(model, [self.train_inputs[i] for i in sample]).float().cpu()  # (N,)
+        labels = torch.tensor([self.train_labels[i] for i in sample], dtype=torch.float)
+        logits, order = torch.sort(logits, stable=True)
         labels = labels[order]
         # right[k]: pairs right with the threshold just below logits[k] (k = N: every pair "not duplicate")
         zero = torch.zeros(1)
