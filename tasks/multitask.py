@@ -13,7 +13,8 @@ Heads (Reimers & Gurevych 2019, "Sentence-BERT", for the pairs):
   (cosine-mse = SBERT's CosineSimilarityLoss, cosine-embedding, cosent, or angle = AnglE); "cross": a
   cross-encoder trained with binary cross-entropy on score / 5 (SBERT's CrossEncoder recipe). Predictions
   on 0..5.
-Options for SST's small training set: --label-smoothing, --dropout-samples (multi-sample dropout), --r-drop.
+Options for SST's small training set: --label-smoothing, --dropout-samples (multi-sample dropout), --r-drop,
+--smart.
 
 Each step trains one task's batch (proportional sampling); STS's loss counts 4 times (--task-weights); SST
 trains with R-Drop (--r-drop 1: each sentence twice, with two dropout masks, and the symmetric KL between
@@ -44,6 +45,7 @@ from tasks.evaluation.metrics import course_metrics
 from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, PARAPHRASE_LOSSES, SIMILARITY_LOSSES,
                                 CosinePairHead, SentenceClassifier, SoftmaxPairHead, symmetric_kl)
 from tasks.models.pair_task import PairTask
+from tasks.models.smoothness import adversarial_smoothness
 from tasks.sentiment import SentimentTask
 from tasks.training.arguments import existing_dir, name_weights, non_negative, positive_int, real
 from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
@@ -93,8 +95,10 @@ class MultitaskBERT(nn.Module):
             # Not trained: set by PairTask.fit_threshold, saved with the heads, used by every prediction.
             self.register_buffer("paraphrase_threshold", torch.zeros(()))
 
-    def encode(self, tokens: TokenBatch):
-        return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
+    def encode(self, tokens: TokenBatch, inputs_embeds: torch.Tensor | None = None):
+        """inputs_embeds: word vectors (B, T, C) used instead of tokens.input_ids' (SMART perturbs them)."""
+        input_ids = tokens.input_ids if inputs_embeds is None else None
+        return self.bert(input_ids, tokens.attention_mask, tokens.token_type_ids, inputs_embeds)
 
     def embed_pair(self, pair: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """pair: the first sentences stacked over the second ones, (2B, T). Returns u, v: (B, C) each.
@@ -129,24 +133,27 @@ class MultitaskBERT(nn.Module):
 
 
 class RegularisedSentimentTask(SentimentTask):
-    """SST with three regularisers for a small training set (the job's default: R-Drop at alpha 1):
+    """SST with four regularisers for a small training set (the job's default: R-Drop at alpha 1):
 
     - label smoothing (Szegedy et al. 2016): the target puts eps / K on every class, 1 - eps more on the gold;
     - multi-sample dropout (Inoue 2019): the head's dropout and linear layer applied K times to one encoder
       output, the K losses averaged (K masks for the price of one encoder pass);
     - R-Drop (Liang et al. 2021): every sentence twice through the whole network, so two dropout masks,
-      and alpha times the symmetric KL divergence between the two predictions added to the loss.
+      and alpha times the symmetric KL divergence between the two predictions added to the loss;
+    - SMART (Jiang et al. 2020): lambda times the largest symmetric KL that a small perturbation of the word
+      vectors causes (models/smoothness.py), found by one ascent step: two more passes through the network.
 
-    With all three off, the loss is SentimentTask's own cross-entropy.
+    With all four off, the loss is SentimentTask's own cross-entropy.
     """
 
     def __init__(self, *args, label_smoothing: float = 0.0, dropout_samples: int = 1, r_drop: float = 0.0,
-                 **kwargs) -> None:
+                 smart: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.label_smoothing, self.dropout_samples, self.r_drop = label_smoothing, dropout_samples, r_drop
+        self.smart = smart
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
-        if not self.label_smoothing and self.dropout_samples == 1 and not self.r_drop:
+        if not self.label_smoothing and self.dropout_samples == 1 and not self.r_drop and not self.smart:
             return super().loss(model, batch)
         tokens, labels = batch
         device = device_of(model)
@@ -158,9 +165,15 @@ class RegularisedSentimentTask(SentimentTask):
                   for _ in range(self.dropout_samples)]
         loss = sum(F.cross_entropy(z, labels.repeat(copies), label_smoothing=self.label_smoothing)
                    for z in logits) / self.dropout_samples
+        prediction = torch.stack(logits).mean(0)  # (copies B, K)
         if self.r_drop:
-            first, second = torch.stack(logits).mean(0).chunk(2)  # (B, K) each: the two passes
+            first, second = prediction.chunk(2)  # (B, K) each: the two passes
             loss = loss + self.r_drop * symmetric_kl(first, second)
+        if self.smart:
+            def logits_of(embeds: torch.Tensor) -> torch.Tensor:  # (copies B, T, C) -> (copies B, K)
+                return model.sentiment(model.encode(tokens, embeds), tokens.attention_mask).float()
+            embeds = model.bert.embeddings.word_embeddings(tokens.input_ids)
+            loss = loss + self.smart * adversarial_smoothness(logits_of, embeds, prediction)
         return loss
 
 
@@ -182,7 +195,7 @@ def course_task(name: str, splits: dict, tokenizer: BertTokenizer, config, max_l
     """The training task of one course prefix ("sst", "para", "sts") from its train and dev examples.
 
     sst_regularisers: RegularisedSentimentTask's keyword arguments (label_smoothing, dropout_samples,
-    r_drop); none given, SST trains on the plain cross-entropy."""
+    r_drop, smart); none given, SST trains on the plain cross-entropy."""
     common = dict(train=splits["train"], dev=splits["dev"], tokenizer=tokenizer, batch_size=config.batch_size,
                   seed=config.seed, max_length=max_length)
     if name == "sst":
@@ -225,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="R-Drop (Liang et al. 2021): each SST batch twice through the network, plus ALPHA "
                         "times the symmetric KL between the two predictions (default 1; 0: off, SST's plain "
                         "cross-entropy)")
+    r.add_argument("--smart", type=non_negative, default=0.0, metavar="LAMBDA",
+                   help="SMART (Jiang et al. 2020): plus LAMBDA times the largest symmetric KL a small "
+                        "perturbation of the word vectors causes, found by one ascent step (two more passes "
+                        "per SST batch; default 0: off)")
     add_job_arguments(parser, "multitask")
     add_course_file_arguments(parser)
     parser.add_argument("--predict", type=existing_dir, default=None, metavar="RUN_DIR",
@@ -306,7 +323,7 @@ def train_main(args, config) -> int:
         tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
                              args.similarity_head, args.similarity_loss, args.paraphrase_loss,
                              dict(label_smoothing=args.label_smoothing, dropout_samples=args.dropout_samples,
-                                  r_drop=args.r_drop))
+                                  r_drop=args.r_drop, smart=args.smart))
                  for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     "max_length": args.max_length, "attn_implementation": args.attn_implementation,

@@ -1,6 +1,7 @@
 """The main job's options from issue 20, on a tiny model: SST's regularisers (label smoothing, multi-sample
-dropout, R-Drop) against the losses written out by hand, the Quora decision threshold fitted on the training
-pairs against a brute-force search, and AnglE through the job. The losses themselves: test_task_heads.py."""
+dropout, R-Drop, SMART) against the losses written out by hand (SMART's ascent step against finite
+differences), the Quora decision threshold fitted on the training pairs against a brute-force search, and
+AnglE through the job. The losses themselves: test_task_heads.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tasks import multitask
 from tasks.models import pair_task
 from tasks.data.course import read_split
 from tasks.data.sources import SAMPLE_DIR
+from tasks.models import smoothness
 from tasks.models.heads import angle_loss, symmetric_kl
 from tasks.training.config import TrainConfig
 from tasks.training.job import load_encoder, read_predictions
@@ -102,6 +104,70 @@ def test_r_drop_sends_each_sentence_twice_and_adds_the_symmetric_kl(tiny_parts):
     plain = sst_task(tokenizer).loss(model, (tokens, labels))
     assert sst_task(tokenizer, r_drop=0.5).loss(model, (tokens, labels)).item() == pytest.approx(plain.item(),
                                                                                              rel=1e-5)
+
+
+def test_smart_ascent_step_follows_the_finite_difference_gradient():
+    torch.manual_seed(0)
+    B, T, C, K = 2, 3, 4, 5
+    weight = torch.randn(C, K, dtype=torch.float64) * 10
+
+    def logits_of(embeds):  # a small smooth model: mean over tokens, then linear
+        return embeds.mean(1) @ weight
+
+    embeds = torch.randn(B, T, C, dtype=torch.float64)
+    clean, noise = logits_of(embeds), torch.randn(B, T, C, dtype=torch.float64) * 1e-2
+
+    def divergence(n):
+        return symmetric_kl(logits_of(embeds + n), clean).item()
+
+    h, grad = 1e-6, torch.zeros_like(noise)  # central differences, one coordinate at a time
+    for i in range(noise.numel()):
+        bump = torch.zeros(noise.numel(), dtype=torch.float64)
+        bump[i] = h
+        bump = bump.view_as(noise)
+        grad.view(-1)[i] = (divergence(noise + bump) - divergence(noise - bump)) / (2 * h)
+    step = noise + smoothness.STEP_SIZE * grad
+    expected = step / (step.abs().amax(-1, keepdim=True) + smoothness.EPSILON)
+    direction = smoothness.adversarial_direction(logits_of, embeds, clean, noise)
+    torch.testing.assert_close(direction, expected, rtol=0, atol=1e-9)
+    unit_noise = noise / (noise.abs().amax(-1, keepdim=True) + smoothness.EPSILON)
+    assert (direction - unit_noise).abs().max() > 1e-4  # the gradient moved it, not only the noise
+    # each token's largest coordinate is 1 (up to EPSILON against a largest step of about 1e-2)
+    torch.testing.assert_close(direction.abs().amax(-1), torch.ones(B, T, dtype=torch.float64), atol=1e-3,
+                               rtol=0)
+    value = smoothness.adversarial_smoothness(logits_of, embeds, clean, noise)
+    assert value.item() == pytest.approx(divergence(expected), rel=1e-12)
+
+
+@pytest.mark.parametrize("r_drop", [0.0, 0.5])
+def test_smart_adds_lambda_times_the_perturbed_kl_to_the_sst_loss(tiny_parts, r_drop):
+    make, tokenizer = tiny_parts
+    model = make().train()
+    heads = capture_head_outputs(model)
+    tokens, labels = sst_task(tokenizer).train_batches(0)[0]
+    loss = sst_task(tokenizer, r_drop=r_drop, smart=0.5).loss(model, (tokens, labels))
+    clean, _ascent, perturbed = heads  # the clean pass, the ascent step's pass, the perturbed pass
+    copies = 2 if r_drop else 1
+    assert clean.shape[0] == perturbed.shape[0] == copies * labels.size(0)
+    expected = F.cross_entropy(clean, labels.repeat(copies)) + 0.5 * symmetric_kl(perturbed, clean)
+    if r_drop:
+        expected = expected + r_drop * symmetric_kl(*clean.chunk(2))
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()  # the perturbed pass reaches the word vectors too
+    assert model.bert.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+
+
+def test_smart_runs_on_the_jobs_fast_path_unpadded_in_bf16(tiny_model_dir, tiny_parts):
+    _, tokenizer = tiny_parts
+    torch.manual_seed(0)
+    bert, _, _ = load_encoder(str(tiny_model_dir), "unpadded")
+    model = multitask.MultitaskBERT(bert, dropout=0.3).train()
+    tokens, labels = sst_task(tokenizer).train_batches(0)[0]
+    assert not tokens.attention_mask.all()  # padding, so the unpadded kernel packs the perturbed vectors
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = sst_task(tokenizer, r_drop=1.0, smart=1.0).loss(model, (tokens, labels))
+    loss.backward()
+    assert torch.isfinite(loss) and model.bert.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 
 
 def test_fitted_threshold_classifies_the_training_pairs_best(tiny_parts):
@@ -200,6 +266,7 @@ def test_angle_loss_is_what_the_similarity_task_trains_on(tiny_parts):
     (["--label-smoothing", "1"], "--label-smoothing"),
     (["--dropout-samples", "0"], "--dropout-samples"),
     (["--r-drop", "-1"], "--r-drop"),
+    (["--smart", "-1"], "--smart"),
     (["--paraphrase-threshold", "dev"], "--paraphrase-threshold"),
 ])
 def test_bad_values_are_refused_by_name(extra, message, capsys):
@@ -220,5 +287,5 @@ def test_the_default_run_records_its_threshold_setting(tiny_multitask_run, tmp_p
     assert multitask.main(tiny_multitask_run(run)) == 0
     config = json.loads(Path(run / "config.json").read_text())
     expected = {"paraphrase_threshold": "learned", "label_smoothing": 0.0, "dropout_samples": 1,
-                "r_drop": 1.0}
+                "r_drop": 1.0, "smart": 0.0}
     assert {k: config[k] for k in expected} == expected
