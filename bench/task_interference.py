@@ -2,8 +2,10 @@
 
 The multitask job trains SST, Quora and STS on one encoder. STS alone reaches a higher Pearson than STS
 trained together with the others; this script measures that gap, one subset of tasks at a time, with the
-multitask job's model, heads, loop and defaults (proportional sampling here, since a subset of one or two
-tasks is what is varied). Each run evaluates the tasks it trains, before training and after each epoch.
+multitask job's model, heads and loop, with proportional sampling, equal task weights and SST's plain
+cross-entropy: the job's defaults when the README's table was measured (since then the job weighs STS 4x and
+trains SST with R-Drop; those runs are the README's table of the main job). Each run evaluates the tasks it
+trains, before training and after each epoch.
 
     python -m bench.task_interference --tasks sts --epochs 2            # about 3.5 minutes on 2 cores
     python -m bench.task_interference --tasks sts,para --epochs 1       # about 8 minutes

@@ -47,7 +47,7 @@ from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, PARAPHRASE_LOSSES, 
 from tasks.models.pair_task import PairTask
 from tasks.models.smoothness import adversarial_smoothness
 from tasks.sentiment import SentimentTask
-from tasks.training.arguments import existing_dir, name_weights, non_negative, positive_int, real
+from tasks.training.arguments import existing_dir, name_weights, non_negative, positive, positive_int, real
 from tasks.training.config import (ATTENTION_CHOICES, TrainConfig, add_train_arguments,
                                    attn_implementation_for, device_from_args, train_config_from_args)
 from tasks.training.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, add_course_file_arguments,
@@ -147,10 +147,10 @@ class RegularisedSentimentTask(SentimentTask):
     """
 
     def __init__(self, *args, label_smoothing: float = 0.0, dropout_samples: int = 1, r_drop: float = 0.0,
-                 smart: float = 0.0, **kwargs) -> None:
+                 smart: float = 0.0, smart_radius: float = 1.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.label_smoothing, self.dropout_samples, self.r_drop = label_smoothing, dropout_samples, r_drop
-        self.smart = smart
+        self.smart, self.smart_radius = smart, smart_radius
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         if not self.label_smoothing and self.dropout_samples == 1 and not self.r_drop and not self.smart:
@@ -173,7 +173,8 @@ class RegularisedSentimentTask(SentimentTask):
             def logits_of(embeds: torch.Tensor) -> torch.Tensor:  # (copies B, T, C) -> (copies B, K)
                 return model.sentiment(model.encode(tokens, embeds), tokens.attention_mask).float()
             embeds = model.bert.embeddings.word_embeddings(tokens.input_ids)
-            loss = loss + self.smart * adversarial_smoothness(logits_of, embeds, prediction)
+            loss = loss + self.smart * adversarial_smoothness(logits_of, embeds, prediction,
+                                                              radius=self.smart_radius)
         return loss
 
 
@@ -242,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SMART (Jiang et al. 2020): plus LAMBDA times the largest symmetric KL a small "
                         "perturbation of the word vectors causes, found by one ascent step (two more passes "
                         "per SST batch; default 0: off)")
+    r.add_argument("--smart-radius", type=positive, default=1.0, metavar="R",
+                   help="largest coordinate of SMART's perturbation of a word vector (default 1, MT-DNN's; "
+                        "all-MiniLM-L6-v2's word vectors have largest coordinates of about 0.17)")
     add_job_arguments(parser, "multitask")
     add_course_file_arguments(parser)
     parser.add_argument("--predict", type=existing_dir, default=None, metavar="RUN_DIR",
@@ -274,6 +278,9 @@ def check_flags(args) -> None:
     if args.paraphrase_head == "softmax" and args.paraphrase_threshold != "learned":
         raise SystemExit("error: --paraphrase-threshold applies to a paraphrase head with one logit (cosine "
                          "or cross); the softmax head takes the larger of its two")
+    if args.smart_radius != 1.0 and not args.smart:
+        raise SystemExit("error: --smart-radius sets SMART's perturbation, but SMART is off; "
+                         "add --smart LAMBDA")
     if args.option == "pretrain" and args.layerwise_decay != 1.0:
         raise SystemExit("error: --layerwise-decay needs a trainable encoder, but --option pretrain "
                          "freezes it")
@@ -323,7 +330,7 @@ def train_main(args, config) -> int:
         tasks = [course_task(name, data[name], tokenizer, config, args.max_length, args.paraphrase_head,
                              args.similarity_head, args.similarity_loss, args.paraphrase_loss,
                              dict(label_smoothing=args.label_smoothing, dropout_samples=args.dropout_samples,
-                                  r_drop=args.r_drop, smart=args.smart))
+                                  r_drop=args.r_drop, smart=args.smart, smart_radius=args.smart_radius))
                  for name in COURSE_TASKS]
         settings = {"job": "multitask", "model": str(model_dir), "data": source.description,
                     "max_length": args.max_length, "attn_implementation": args.attn_implementation,

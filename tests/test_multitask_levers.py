@@ -137,6 +137,9 @@ def test_smart_ascent_step_follows_the_finite_difference_gradient():
                                rtol=0)
     value = smoothness.adversarial_smoothness(logits_of, embeds, clean, noise)
     assert value.item() == pytest.approx(divergence(expected), rel=1e-12)
+    # --smart-radius scales the perturbation, not its direction
+    torch.testing.assert_close(smoothness.adversarial_direction(logits_of, embeds, clean, noise, radius=0.05),
+                               0.05 * expected, rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("r_drop", [0.0, 0.5])
@@ -267,6 +270,7 @@ def test_angle_loss_is_what_the_similarity_task_trains_on(tiny_parts):
     (["--dropout-samples", "0"], "--dropout-samples"),
     (["--r-drop", "-1"], "--r-drop"),
     (["--smart", "-1"], "--smart"),
+    (["--smart-radius", "0"], "--smart-radius"),
     (["--paraphrase-threshold", "dev"], "--paraphrase-threshold"),
 ])
 def test_bad_values_are_refused_by_name(extra, message, capsys):
@@ -282,10 +286,17 @@ def test_a_threshold_for_the_softmax_head_is_refused(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_smart_radius_without_smart_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="--smart-radius sets SMART's perturbation, but SMART is off"):
+        multitask.main(["--smart-radius", "0.05", "--out", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+
+
 def test_the_default_run_records_its_threshold_setting(tiny_multitask_run, tmp_path):
     run = tmp_path / "run"
     assert multitask.main(tiny_multitask_run(run)) == 0
     config = json.loads(Path(run / "config.json").read_text())
     expected = {"paraphrase_threshold": "learned", "label_smoothing": 0.0, "dropout_samples": 1,
-                "r_drop": 1.0, "smart": 0.0}
+                "r_drop": 1.0, "smart": 0.0,
+                "smart_radius": 1.0}
     assert {k: config[k] for k in expected} == expected
