@@ -160,7 +160,9 @@ class RegularisedSentimentTask(SentimentTask):
         tokens, labels = tokens.to(device), labels.to(device)
         copies = 2 if self.r_drop else 1
         tokens = TokenBatch(*(t.repeat(copies, 1) for t in tokens))  # (copies B, T): a dropout mask each
-        output = model.encode(tokens)
+        # SMART compares the prediction for word vectors x (copies B, T, C) with that for x + d: one lookup.
+        embeds = model.bert.embeddings.word_embeddings(tokens.input_ids) if self.smart else None
+        output = model.encode(tokens, embeds)
         logits = [model.sentiment(output, tokens.attention_mask).float()  # (copies B, K), a new head mask
                   for _ in range(self.dropout_samples)]
         loss = sum(F.cross_entropy(z, labels.repeat(copies), label_smoothing=self.label_smoothing)
@@ -172,7 +174,6 @@ class RegularisedSentimentTask(SentimentTask):
         if self.smart:
             def logits_of(embeds: torch.Tensor) -> torch.Tensor:  # (copies B, T, C) -> (copies B, K)
                 return model.sentiment(model.encode(tokens, embeds), tokens.attention_mask).float()
-            embeds = model.bert.embeddings.word_embeddings(tokens.input_ids)
             loss = loss + self.smart * adversarial_smoothness(logits_of, embeds, prediction,
                                                               radius=self.smart_radius)
         return loss
