@@ -135,7 +135,10 @@ def test_two_processes_under_torchrun_end_with_the_weights_of_one(no_dropout_mod
         return {f"{task}.{metric}": value for task, values in record["dev"].items()
                 for metric, value in values.items()}
 
-    assert [flat(h) for h in history] == [pytest.approx(flat(r), abs=1e-6) for r in reference]
+    # Metrics are read off the predictions as the course writes them, rounded to 4 decimals; weights equal to
+    # 1e-8 can still round one of 21 STS predictions the other way (seen: 4.9579 against 4.9578), which moves
+    # Pearson by about 1e-5. The weights above are the strict check.
+    assert [flat(h) for h in history] == [pytest.approx(flat(r), abs=1e-4) for r in reference]
     for h, r in zip(history, reference):  # the epoch's mean losses, gathered across the processes
         assert h["train_loss"] == pytest.approx(r["train_loss"], abs=1e-5)
 

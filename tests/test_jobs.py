@@ -65,7 +65,7 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
                                    ["--paraphrase-head", "cross", "--similarity-head", "cross",
                                     "--sampling", "proportional"],
                                    ["--option", "pretrain", "--similarity-loss", "cosine-embedding",
-                                    "--sentiment-pooling", "cls"]])
+                                    "--sentiment-pooling", "mean"]])
 def test_multitask_head_options_run(tiny_model_dir, tmp_path, heads):
     assert multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", *heads)) == 0
     assert (tmp_path / "run" / "predictions" / "sts-dev-output.csv").is_file()

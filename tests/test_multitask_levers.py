@@ -292,11 +292,14 @@ def test_a_smart_radius_without_smart_is_refused(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_default_run_records_its_threshold_setting(tiny_multitask_run, tmp_path):
+def test_the_default_run_records_its_head_and_regulariser_settings(tiny_multitask_run, tmp_path):
     run = tmp_path / "run"
     assert multitask.main(tiny_multitask_run(run)) == 0
     config = json.loads(Path(run / "config.json").read_text())
     expected = {"paraphrase_threshold": "learned", "label_smoothing": 0.0, "dropout_samples": 1,
-                "r_drop": 1.0, "smart": 0.0,
-                "smart_radius": 1.0}
+                "r_drop": 1.0, "smart": 0.0, "smart_radius": 1.0,
+                "sentiment_pooling": "cls", "pair_pooling": "mean"}
     assert {k: config[k] for k in expected} == expected
+    # --predict rebuilds the heads from heads.json: it must say how SST's head pools.
+    heads = json.loads(Path(run / "best" / "heads.json").read_text())
+    assert (heads["sentiment_pooling"], heads["pair_pooling"]) == ("cls", "mean")
