@@ -136,7 +136,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return output.last_hidden_state[:, 0]", "return output.last_hidden_state[:, -1]",
              '"cls" pooling reads the last token', "[CLS] is the first token"),
     Mutation("classifier-uses-pooler-output", "classifier", "tasks/models/heads.py",
-             "self.classifier(self.dropout(pool(output, attention_mask, self.pooling)))",
+             "self.classifier(self.dropout(self.sentence_vector(output, attention_mask)))",
              "self.classifier(self.dropout(output.pooler_output))",
              "the head always reads the pooler output, whatever pooling it was built with",
              "the logits come from the pooler output"),

@@ -2,8 +2,9 @@
 
 BERT itself summarises a sequence with its [CLS] vector (and the pooler's tanh layer on top of it, which
 the next-sentence head reads). Sentence-BERT (Reimers & Gurevych 2019, §3) found that averaging the real
-tokens' vectors makes better sentence embeddings; max pooling is the third option it compares. Padding
-must never count: a sentence's vector may not depend on how long its batch-mates are.
+tokens' vectors makes better sentence embeddings; max pooling is the third option it compares. A head with
+weights of its own can also learn how much each token counts (`attention_pool`). Padding must never count:
+a sentence's vector may not depend on how long its batch-mates are.
 
 Shape legend: B batch, T tokens, C hidden size.
 
@@ -36,6 +37,18 @@ def max_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch
     padding = (attention_mask == 0).unsqueeze(-1)  # (B, T, 1)
     return hidden_states.masked_fill(padding, torch.finfo(hidden_states.dtype).min).amax(dim=1)
     # END SOLUTION
+
+
+def attention_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                   scores: torch.Tensor) -> torch.Tensor:
+    """Weighted average of the real tokens' vectors, the weights softmax(scores) over them.
+    (B, T, C), (B, T), (B, T) -> (B, C).
+
+    With scores = h_t . w for a learned w this is self-attentive pooling (Lin et al. 2017, one hop): the
+    classifier learns which tokens to read, where mean pooling reads every token alike.
+    """
+    scores = scores.masked_fill(attention_mask == 0, float("-inf"))  # padding gets weight 0
+    return (scores.softmax(dim=-1).unsqueeze(-1) * hidden_states).sum(dim=1)
 
 
 def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:

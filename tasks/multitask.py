@@ -38,12 +38,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.model import BertModel
-from minbert.pooling import POOLINGS, pool
+from minbert.pooling import pool
 from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, device_of
 from tasks.evaluation.metrics import course_metrics
-from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, PARAPHRASE_LOSSES, SIMILARITY_LOSSES,
-                                CosinePairHead, SentenceClassifier, SoftmaxPairHead, symmetric_kl)
+from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, PARAPHRASE_LOSSES, SENTENCE_POOLINGS,
+                                SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier, SoftmaxPairHead,
+                                symmetric_kl)
 from tasks.models.pair_task import PairTask
 from tasks.models.smoothness import adversarial_smoothness
 from tasks.sentiment import SentimentTask
@@ -219,8 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks.multitask", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     h = parser.add_argument_group("heads")
-    h.add_argument("--sentiment-pooling", choices=POOLINGS, default=DEFAULT_SENTIMENT_POOLING,
-                   help="sentence vector for SST's classifier (default cls: the [CLS] token's vector)")
+    h.add_argument("--sentiment-pooling", choices=SENTENCE_POOLINGS, default=DEFAULT_SENTIMENT_POOLING,
+                   help="sentence vector for SST's classifier (default cls: the [CLS] token's vector; "
+                        "attention: weights over the tokens that the head learns)")
     h.add_argument("--pair-pooling", choices=("cls", "mean", "max"), default="mean",
                    help="sentence vectors u, v for the bi-encoder pair heads (SBERT: mean)")
     h.add_argument("--paraphrase-head", choices=PARAPHRASE_HEADS, default="cosine", help="see above")

@@ -24,13 +24,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.model import BertModel
-from minbert.pooling import POOLINGS
 from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.course import task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.evaluation import metrics
-from tasks.models.heads import SentenceClassifier
+from tasks.models.heads import SENTENCE_POOLINGS, SentenceClassifier
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.data.encoding import encode_texts
 from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, load_encoder,
@@ -126,9 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks.sentiment", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--task", choices=sorted(NUM_CLASSES), default="sst", help="which dataset")
-    parser.add_argument("--pooling", choices=POOLINGS, default="mean",
-                        help="sentence vector for the classifier: [CLS], mean or max of the tokens, or the "
-                             "pooler's tanh layer")
+    parser.add_argument("--pooling", choices=SENTENCE_POOLINGS, default="mean",
+                        help="sentence vector for the classifier: [CLS], mean or max of the tokens, the "
+                             "pooler's tanh layer, or attention (weights over the tokens the head learns)")
     add_job_arguments(parser, "sentiment")
     add_train_arguments(parser)
     return parser

@@ -65,10 +65,23 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
                                    ["--paraphrase-head", "cross", "--similarity-head", "cross",
                                     "--sampling", "proportional"],
                                    ["--option", "pretrain", "--similarity-loss", "cosine-embedding",
-                                    "--sentiment-pooling", "mean"]])
+                                    "--sentiment-pooling", "mean"],
+                                   ["--sentiment-pooling", "attention", "--dropout-samples", "2"]])
 def test_multitask_head_options_run(tiny_model_dir, tmp_path, heads):
     assert multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", *heads)) == 0
     assert (tmp_path / "run" / "predictions" / "sts-dev-output.csv").is_file()
+
+
+def test_an_attention_pooled_sst_head_is_saved_and_predicts_again(tiny_model_dir, tmp_path):
+    run, again = tmp_path / "run", tmp_path / "again"
+    assert multitask.main(small_run(tiny_model_dir, run, "--max-steps", "2", "--sentiment-pooling",
+                                    "attention")) == 0
+    heads = load_file(run / "best" / "heads.safetensors")
+    assert heads["sentiment.attention.weight"].shape == (1, 32)  # one score per token: h_t . w + b
+    assert multitask.main(["--predict", str(run), "--data-dir", str(SAMPLE_DIR), "--limit", "24",
+                           "--sst_dev", str(SAMPLE_DIR / "ids-sst-dev.csv"), "--out", str(again)]) == 0
+    name = "sst-dev-output.csv"
+    assert read_predictions(again / name) == read_predictions(run / "predictions" / name)
 
 
 def test_a_finished_run_drops_its_resume_checkpoints_unless_kept(tiny_model_dir, tmp_path, capsys):

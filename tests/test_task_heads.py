@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
-from minbert.pooling import max_pool, mean_pool, pool
+from minbert.pooling import attention_pool, max_pool, mean_pool, pool
 from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, angle_loss,
                                 angle_similarity, cosent_loss, cosine_embedding_loss, cosine_mse_loss,
                                 cosine_similarity, multiple_negatives_ranking_loss, symmetric_kl)
@@ -151,3 +151,27 @@ def test_sentence_classifier_shapes_and_dropout_only_in_training():
     torch.testing.assert_close(logits, head.classifier(mean_pool(HIDDEN, MASK)))
     with pytest.raises(ValueError, match="pooling must be one of"):
         SentenceClassifier(2, 5, 0.1, pooling="first")
+
+
+def test_attention_pool_by_hand():
+    scores = torch.tensor([[0.0, math.log(3.0), 50.0], [0.0, 0.0, 0.0]])  # row 0's padding scores highest
+    expected = torch.tensor([[(1.0 + 3 * 3.0) / 4, (2.0 + 3 * 4.0) / 4],  # weights 1/4, 3/4 on the real two
+                             [11 / 3, -2 / 3]])  # equal scores: the mean of the real tokens
+    torch.testing.assert_close(attention_pool(HIDDEN, MASK, scores), expected)
+    torch.testing.assert_close(attention_pool(HIDDEN, MASK, torch.zeros(2, 3)), mean_pool(HIDDEN, MASK))
+
+
+def test_attention_pooled_classifier_learns_its_token_weights():
+    torch.manual_seed(0)
+    head = SentenceClassifier(hidden_size=2, num_classes=5, dropout=0.5, pooling="attention").eval()
+    output = BertModelOutput(HIDDEN, None, None, None)
+    scores = HIDDEN @ head.attention.weight[0] + head.attention.bias  # h_t . w + b: (B, T)
+    weights = scores.masked_fill(MASK == 0, float("-inf")).softmax(-1)
+    expected = head.classifier((weights[..., None] * HIDDEN).sum(1))
+    torch.testing.assert_close(head(output, MASK), expected)
+    head(output, MASK).sum().backward()
+    assert head.attention.weight.grad.abs().sum() > 0  # the scores are trained with the classifier
+    # a batch-mate's padding changes nothing: row 0 alone, unpadded, gets the same logits
+    alone = head(BertModelOutput(HIDDEN[:1, :2], None, None, None), MASK[:1, :2])
+    torch.testing.assert_close(alone, head(output, MASK)[:1])
+    assert SentenceClassifier(2, 5, 0.1, pooling="mean").attention is None  # no weights it does not use

@@ -29,7 +29,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from minbert.pooling import max_pool, mean_pool
+from minbert.pooling import attention_pool, max_pool, mean_pool
 
 LAYER_COMBINES = ("concat", "mean", "max")
 CHUNK_POOLINGS = ("mean", "max", "attention")
@@ -97,6 +97,4 @@ class ChunkPooling(nn.Module):
             return mean_pool(chunks, chunk_mask)
         if self.how == "max":
             return max_pool(chunks, chunk_mask)
-        real = chunk_mask.bool()[..., None]  # (B, N, 1)
-        scores = self.score(chunks).masked_fill(~real, float("-inf"))  # (B, N, 1)
-        return (scores.softmax(dim=1) * chunks).sum(dim=1)
+        return attention_pool(chunks, chunk_mask, self.score(chunks).squeeze(-1))  # scores (B, N)

@@ -1,7 +1,7 @@
 """Task heads on top of BertModel: a sentence classifier and SBERT-style pair heads.
 
-- Sentence classification (sentiment): pool the token vectors into one vector (minbert/pooling.py),
-  dropout, linear layer.
+- Sentence classification (sentiment): pool the token vectors into one vector (minbert/pooling.py, or
+  weights over the tokens that the head learns), dropout, linear layer.
 - Sentence pairs, bi-encoder (Reimers & Gurevych 2019, "Sentence-BERT"): encode each sentence alone,
   mean-pool to u and v, and compare them: cosine similarity (with a learned scale and bias for the
   binary paraphrase decision), or SBERT's classifier over (u, v, |u - v|).
@@ -22,7 +22,10 @@ from torch import nn
 
 from minbert.dropout import Dropout
 from minbert.model import BertModelOutput
-from minbert.pooling import POOLINGS, pool
+from minbert.pooling import POOLINGS, attention_pool, pool
+
+# The sentence classifier's poolings: minbert's, and "attention", whose token scores it learns itself.
+SENTENCE_POOLINGS = (*POOLINGS, "attention")
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -37,19 +40,28 @@ class SentenceClassifier(nn.Module):
 
     def __init__(self, hidden_size: int, num_classes: int, dropout: float, pooling: str = "cls") -> None:
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if pooling not in SENTENCE_POOLINGS:
+            raise ValueError(f"pooling must be one of {SENTENCE_POOLINGS}, got {pooling!r}")
         self.pooling = pooling
+        # "attention": one learned score per token, h_t . w + b (only this pooling has weights of its own)
+        self.attention = nn.Linear(hidden_size, 1) if pooling == "attention" else None
         self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
         """output: BertModel's, (B, T, C) token vectors; attention_mask: (B, T). Returns logits (B, K)."""
-        # Hint: z = W dropout(pool(h)) + b, pooled the way this head was built to pool (`pool` in
-        # minbert/pooling.py takes the name), dropout between the pooled vector and the linear layer.
+        # Hint: z = W dropout(s) + b, where s = self.sentence_vector(output, attention_mask) is the pooled
+        # vector this head was built to read; dropout between the pooled vector and the linear layer.
         # BEGIN SOLUTION
-        return self.classifier(self.dropout(pool(output, attention_mask, self.pooling)))
+        return self.classifier(self.dropout(self.sentence_vector(output, attention_mask)))
         # END SOLUTION
+
+    def sentence_vector(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The pooled vector s (B, C): `pool` by this head's pooling name, or learned attention weights."""
+        if self.attention is None:
+            return pool(output, attention_mask, self.pooling)
+        tokens = output.last_hidden_state  # (B, T, C)
+        return attention_pool(tokens, attention_mask, self.attention(tokens).squeeze(-1))
 
 
 class CosinePairHead(nn.Module):

@@ -1,4 +1,5 @@
-"""Graded: SentenceClassifier.forward (pool, dropout, linear) and the sentiment loss (SentimentTask.loss).
+"""Graded: SentenceClassifier.forward (pooled vector, dropout, linear) and the sentiment loss
+(SentimentTask.loss).
 
 Pooling is a stand-in here (it returns a known vector per pooling name), so these tests do not depend on
 the pooling TODOs.
@@ -53,10 +54,10 @@ def test_head_pools_the_way_it_was_built_then_applies_the_linear_layer(pooled, p
         return F.linear(x, head.classifier.weight, head.classifier.bias)
 
     mistakes = [(linear(out.pooler_output), "the logits come from the pooler output, but this head was "
-                 f"built with pooling={pooling!r}: pool the way it was built (pool(output, attention_mask, "
-                 "self.pooling))"),
+                 f"built with pooling={pooling!r}: pool the way it was built (self.sentence_vector(output, "
+                 "attention_mask))"),
                 (linear(out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read directly: "
-                 "pool through pool(output, attention_mask, self.pooling), which knows every pooling")]
+                 "pool through self.sentence_vector(output, attention_mask), which knows every pooling")]
     mistakes += [(linear(POOLED[how]), f"the head pooled with {how!r}, but it was built with "
                   f"pooling={pooling!r}") for how in POOLED if how != pooling]
     check_close(logits, linear(POOLED[pooling]),
