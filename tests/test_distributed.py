@@ -109,7 +109,9 @@ def job_args(job: str, model: Path, out: Path) -> list[str]:
 def run(command: list[str]) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # torchrun's own report of a failed process fills the end of stderr; the process's error comes before it
+    children = result.stderr.split("/torch/distributed/elastic/")[0]
+    assert result.returncode == 0, children[-3000:]
     return result
 
 
