@@ -22,6 +22,7 @@ SAMPLINGS = ("round-robin", "proportional")
 WARMUP = real(0.0, 1.0, high_open=True, meaning="a fraction of the training steps")
 LAYER_DECAY = real(0.0, 1.0, low_open=True, meaning="1: no decay")
 EMA_DECAY = real(0.0, 1.0, high_open=True, meaning="0: no average")
+AVERAGE_FRACTION = real(0.0, 1.0, meaning="a fraction of the training steps; 0: no average")
 ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
 # The main job under auto (bf16 on this CPU) matched fp32's dev figures within run-to-run noise, in half
 # the time per epoch (README, "The main job").
@@ -53,6 +54,9 @@ class TrainConfig:
     # (task name, factor) pairs: that task's loss counts factor times in the gradient; unnamed tasks 1.
     task_weights: tuple[tuple[str, float], ...] = ()
     ema: float = 0.0  # decay of the weights' moving average that is evaluated and saved; 0: none
+    # the plain mean of the weights after each step of this last fraction of training is evaluated and
+    # saved; 0: none
+    average_last: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [
@@ -68,6 +72,9 @@ class TrainConfig:
              "--max-steps and --checkpoint-every must be >= 0"),
             (all(w > 0 for _, w in self.task_weights), "--task-weights must all be positive"),
             (0.0 <= self.ema < 1.0, "--ema must be in [0, 1) (0: no average)"),
+            (0.0 <= self.average_last <= 1.0, "--average-last must be in [0, 1] (0: no average)"),
+            (not (self.ema and self.average_last),
+             "--ema and --average-last are two weight averages; pick one"),
         ]
         for ok, message in checks:
             if not ok:
@@ -97,6 +104,10 @@ def add_train_arguments(parser, head_lr_help: str = "peak learning rate of the f
     g.add_argument("--ema", type=EMA_DECAY, default=d.ema, metavar="DECAY",
                    help="evaluate and save an exponential moving average of the weights with this decay "
                         "(e.g. 0.999; optim/ema.py), training goes on with the raw weights (default 0: off)")
+    g.add_argument("--average-last", type=AVERAGE_FRACTION, default=d.average_last, metavar="FRACTION",
+                   help="evaluate and save the plain mean of the weights after every step of the last "
+                        "FRACTION of training (checkpoint averaging; e.g. 0.33: about the last of 3 "
+                        "epochs; optim/ema.py), training goes on with the raw weights (default 0: off)")
     g.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling,
                    help="round-robin: one batch of every task per step, losses summed; proportional: one "
                         "task per step, chosen in proportion to its remaining batches (default %(default)s)")
@@ -168,6 +179,7 @@ def train_config_from_args(args, freeze_encoder: bool) -> TrainConfig:
             checkpoint_every=args.checkpoint_every, eval_first=args.eval_first,
             keep_checkpoints=args.keep_checkpoints,
             device=device, task_weights=getattr(args, "task_weights", ()), ema=args.ema,
+            average_last=args.average_last,
         )
     except ValueError as error:  # TrainConfig's checks name the flag
         raise SystemExit(f"error: {error}") from None

@@ -9,8 +9,9 @@ This loop does the rest, the same way for every job:
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
   initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
-  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights) and a moving
-  average of the weights for evaluation (--ema, optim/ema.py); the settings are config.py's TrainConfig;
+  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights) and an average
+  of the weights for evaluation (--ema, --average-last; optim/ema.py); the settings are config.py's
+  TrainConfig;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
@@ -103,7 +104,7 @@ def train(
     total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    average = WeightAverage(trainable, config.ema) if config.ema else None  # --ema
+    average, average_from = weight_average(trainable, config, total_steps)  # --ema, --average-last
     state = TrainState()
     last = run.checkpoints / "last.pt"
     if resume:
@@ -159,10 +160,10 @@ def train(
                 torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
             optimizer.step()
             scheduler.step()
-            if average is not None:
-                average.update()
             state.step_in_epoch += 1
             state.global_step += 1
+            if average is not None and state.global_step > average_from:
+                average.update()
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             lines.update(examples, total)
@@ -172,9 +173,9 @@ def train(
         train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
         losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
-        # Under --ema the dev sets and best/ see the weights' moving average; training goes on with the raw
-        # weights.
-        with average.swapped_in() if average is not None else contextlib.nullcontext():
+        # Under --ema or --average-last (once its window has begun) the dev sets and best/ see the weights'
+        # average; training goes on with the raw weights.
+        with average.swapped_in() if average is not None and average.updates else contextlib.nullcontext():
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          epoch=state.epoch + 1,
                                          epoch_complete=state.step_in_epoch == len(steps), world=world,
@@ -202,6 +203,19 @@ def train(
             break
     distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
+
+
+def weight_average(params: list[torch.Tensor], config: TrainConfig,
+                   total_steps: int) -> tuple[WeightAverage | None, int]:
+    """The average the run evaluates, if any, and the step after which it starts taking the weights in.
+
+    --ema takes every step in; --average-last F the last F of all steps (at least one): their plain mean.
+    """
+    if config.ema:
+        return WeightAverage(params, config.ema), 0
+    if config.average_last:
+        return WeightAverage(params, None), total_steps - max(1, round(total_steps * config.average_last))
+    return None, 0
 
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,

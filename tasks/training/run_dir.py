@@ -216,7 +216,7 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
                         world: distributed.Distributed = distributed.Distributed(),
                         average: WeightAverage | None = None) -> None:
     """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and
-    the weights' moving average under --ema.
+    the weights' average under --ema or --average-last.
 
     Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
     """
@@ -240,6 +240,19 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             path.replace(previous)
 
 
+def _check_same_average(path: Path, saved: dict | None, average: WeightAverage | None) -> None:
+    """A run resumes with the weight average it started with (SystemExit passes the caller's except)."""
+    def flag(decay: float | None) -> str:
+        return "--average-last" if decay is None else f"--ema {decay}"
+
+    was = None if saved is None else flag(saved["decay"])
+    now = None if average is None else flag(average.decay)
+    if was != now:
+        saved = f"with {was}" if was else "without a weight average"
+        raise SystemExit(f"error: --resume: {path} was saved {saved}, this run asks for {now or 'none'}; "
+                         f"resume with the settings the run started with")
+
+
 def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
                         scheduler: Any, average: WeightAverage | None = None) -> TrainState:
     """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one."""
@@ -254,17 +267,14 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
             saved_average = payload.get("weight_average")
-            if average is not None and saved_average is not None:
+            _check_same_average(candidate, saved_average, average)
+            if average is not None:
                 average.load_state_dict(saved_average)
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
             errors.append(f"{candidate}: {error}")
             print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",
                   file=sys.stderr)
             continue
-        if (average is None) != (saved_average is None):
-            said = "with" if average is None else "without"
-            raise SystemExit(f"error: --resume: {candidate} was saved {said} --ema; resume with the settings "
-                             f"the run started with")
         torch.set_rng_state(payload["torch_rng"])
         random.setstate(payload["python_rng"])
         print(f"resuming from {candidate}", file=sys.stderr)
