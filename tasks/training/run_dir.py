@@ -248,8 +248,8 @@ def _check_same_average(path: Path, saved: dict | None, average: WeightAverage |
     was = None if saved is None else flag(saved["decay"])
     now = None if average is None else flag(average.decay)
     if was != now:
-        saved = f"with {was}" if was else "without a weight average"
-        raise SystemExit(f"error: --resume: {path} was saved {saved}, this run asks for {now or 'none'}; "
+        said = f"with {was}" if was else "without a weight average"
+        raise SystemExit(f"error: --resume: {path} was saved {said}, this run asks for {now or 'none'}; "
                          f"resume with the settings the run started with")
 
 
