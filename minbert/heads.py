@@ -43,9 +43,11 @@ class BertPredictionHeadTransform(nn.Module):
 class BertLMPredictionHead(nn.Module):
     """transform(h) E^T + b, where E is the word embedding matrix (tied) and b the head's own bias."""
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, transform: nn.Module | None = None) -> None:
         super().__init__()
-        self.transform = BertPredictionHeadTransform(config)
+        # Another objective can decode through the same tied decoder from its own hidden layer (SpanBERT's
+        # span-boundary head, pretrain/span_boundary.py); BERT's masked-LM head uses this one.
+        self.transform = BertPredictionHeadTransform(config) if transform is None else transform
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:

@@ -48,7 +48,10 @@ def attention_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor,
     classifier learns which tokens to read, where mean pooling reads every token alike.
     """
     scores = scores.masked_fill(attention_mask == 0, float("-inf"))  # padding gets weight 0
-    return (scores.softmax(dim=-1).unsqueeze(-1) * hidden_states).sum(dim=1)
+    weights = scores.softmax(dim=-1)  # (B, T), summing to 1 over the real tokens
+    # sum_t w_t h_t is the mean over the n real tokens of n w_t h_t: mean_pool keeps the masked average.
+    real = attention_mask.sum(dim=-1, keepdim=True).to(weights.dtype)  # (B, 1), n
+    return mean_pool(hidden_states * (weights * real).unsqueeze(-1), attention_mask)
 
 
 def pool(output: BertModelOutput, attention_mask: torch.Tensor, how: str) -> torch.Tensor:

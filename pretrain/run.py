@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from minbert.checkpoint import load_model, save_model
-from minbert.heads import BertForPreTraining
+from minbert.heads import BertForPreTraining, masked_lm_loss, next_sentence_loss
 from minbert.hub import resolve_model
 from minbert.tokenizer import BertTokenizer
 from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingExample, create_examples,
@@ -108,13 +107,13 @@ class PretrainingModel(nn.Module):
             masked = labels != IGNORE_INDEX  # (B, T)
             logits = self.cls.predictions(encoded.last_hidden_state[masked], word_embeddings)  # (N, V)
             targets = labels[masked]  # (N,)
-            mlm_loss = F.cross_entropy(logits.float(), targets)
+            mlm_loss = masked_lm_loss(logits.float(), targets)  # every one of the N positions is predicted
             mlm_correct, mlm_count = int((logits.argmax(-1) == targets).sum()), int(targets.numel())
             parts.append(mlm_loss)
         has_pair = nsp_labels != NO_NSP_LABEL  # (B,)
         if self.nsp and bool(has_pair.any()):  # a batch of single segments has nothing to classify
             nsp_logits = self.cls.seq_relationship(encoded.pooler_output[has_pair])  # (B', 2)
-            nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels[has_pair])
+            nsp_loss = next_sentence_loss(nsp_logits.float(), nsp_labels[has_pair])
             nsp_correct = int((nsp_logits.argmax(-1) == nsp_labels[has_pair]).sum())
             nsp_count = int(has_pair.sum())
             parts.append(nsp_loss)

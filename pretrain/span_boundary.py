@@ -8,7 +8,9 @@ span's start:
     h1 = LayerNorm(GeLU(W1 h0))
     y_i = LayerNorm(GeLU(W2 h1))                        (eq. 2)
 
-and y_i goes through the masked-LM decoder (here: tied to the word embeddings, with its own bias).
+and y_i goes through the masked-LM decoder (here: tied to the word embeddings, with its own bias): the head
+is a BertLMPredictionHead (minbert/heads.py) whose transform is the two layers above, so the decoder is
+written once.
 The SBO loss is added to the masked-LM loss. Our spans never touch each other (masking.py), so the
 boundary tokens are always unmasked, as the objective intends. Relative positions beyond the embedding
 table (a span can be longer in pieces than in words) share the last embedding.
@@ -23,10 +25,10 @@ Read next: run.py.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.heads import BertLMPredictionHead, masked_lm_loss
 from minbert.model import init_bert_weights
 
 
@@ -35,9 +37,9 @@ class SpanBoundaryHead(nn.Module):
         super().__init__()
         c = config.hidden_size
         self.position_embeddings = nn.Embedding(max_span_tokens, c)
-        self.mlp = nn.Sequential(nn.Linear(3 * c, c), nn.GELU(), nn.LayerNorm(c, eps=config.layer_norm_eps),
-                                 nn.Linear(c, c), nn.GELU(), nn.LayerNorm(c, eps=config.layer_norm_eps))
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        mlp = nn.Sequential(nn.Linear(3 * c, c), nn.GELU(), nn.LayerNorm(c, eps=config.layer_norm_eps),
+                            nn.Linear(c, c), nn.GELU(), nn.LayerNorm(c, eps=config.layer_norm_eps))  # eq. 2
+        self.predictions = BertLMPredictionHead(config, transform=mlp)  # y_i, then the tied decoder
         init_bert_weights(self, config)
 
     def forward(self, hidden_states: torch.Tensor, rows: torch.Tensor, left: torch.Tensor,
@@ -47,7 +49,7 @@ class SpanBoundaryHead(nn.Module):
         offsets = offsets.clamp(max=self.position_embeddings.num_embeddings - 1)
         h0 = torch.cat([hidden_states[rows, left], hidden_states[rows, right],
                         self.position_embeddings(offsets)], dim=-1)  # (N, 3C)
-        return F.linear(self.mlp(h0), word_embeddings, self.bias)  # (N, V)
+        return self.predictions(h0, word_embeddings)  # (N, V)
 
 
 def span_targets(spans: list[list[tuple[int, int]]]) -> tuple[torch.Tensor, ...]:
@@ -69,4 +71,4 @@ def span_boundary_loss(head: SpanBoundaryHead, hidden_states: torch.Tensor, inpu
     """Cross-entropy of the SBO predictions against the original tokens (input_labels: (B, T))."""
     rows, left, right, offsets, positions = targets
     logits = head(hidden_states, rows, left, right, offsets, word_embeddings)  # (N, V)
-    return F.cross_entropy(logits.float(), input_labels[rows, positions])
+    return masked_lm_loss(logits.float(), input_labels[rows, positions])  # every one of the N is predicted

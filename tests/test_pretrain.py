@@ -384,7 +384,7 @@ def test_switching_objectives_off_and_the_span_boundary_loss(tiny_pair):
     assert rows.numel() == sum(e - s + 1 for m in masked for s, e in m.spans)
     torch.testing.assert_close(with_sbo.loss, with_sbo.mlm_loss + with_sbo.nsp_loss + with_sbo.sbo_loss)
     with_sbo.loss.backward()
-    assert head.mlp[0].weight.grad is not None and head.position_embeddings.weight.grad.abs().sum() > 0
+    assert head.predictions.transform[0].weight.grad is not None and head.position_embeddings.weight.grad.abs().sum() > 0
 
 
 def test_span_targets_point_at_the_boundaries():
