@@ -85,6 +85,8 @@ def adamw_update(
     exp_avg, exp_avg_sq: the running first and second moments m and v (same shape), updated in place.
     max_exp_avg_sq: the running maximum of v for amsgrad (same shape), or None without amsgrad.
     step: t, the number of this update, counting from 1 (the caller has already incremented it).
+    step and the hyper-parameters are numbers, or 0-dim tensors where the optimizer compiles this function
+    (its fast path, `_update_compiled`): write the maths with operators, as for tensors.
     """
     # Hints, in order (g the gradient, m = exp_avg, v = exp_avg_sq, all of param's shape):
     # 1. Decoupled weight decay first: param <- param * (1 - lr * weight_decay). It is not added to g, so it
@@ -95,7 +97,9 @@ def adamw_update(
     # 3. v <- beta2 v + (1 - beta2) g^2 (element-wise square).
     # 4. amsgrad (max_exp_avg_sq is not None): v_max <- max(v_max, v) element-wise, kept in max_exp_avg_sq,
     #    and v_max replaces v in step 6.
-    # 5. Bias corrections c1 = 1 - beta1^t and c2 = 1 - beta2^t (plain numbers: t is `step`).
+    # 5. Bias corrections c1 = 1 - beta1^t and c2 = 1 - beta2^t (t is `step`). Use `**`, not `math.sqrt` or
+    #    `math.pow`: on the compiled fast path `step` is a 0-dim tensor, and a `math` call makes the
+    #    optimizer fall back to the slow loop (with a warning).
     # 6. param <- param - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps). eps is added after dividing by sqrt(c2),
     #    as torch does. m, v (and v_max) are the optimizer's memory between steps: update them in place,
     #    not by rebinding the names, or the next step starts from zero again.
@@ -162,7 +166,7 @@ def _update_compiled(param: Tensor, grad: Tensor, exp_avg: Tensor, exp_avg_sq: T
 
 
 def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_decay: Any, amsgrad: Any,
-                           foreach: Any, fused: Any) -> None:
+                           foreach: Any, fused: Any, correct_bias: Any = True) -> None:
     """Raise ValueError naming the first invalid hyper-parameter, its value and the allowed values."""
 
     def is_number(x: Any) -> bool:
@@ -189,6 +193,12 @@ def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_dec
     if fused is True and foreach is False:
         raise ValueError(f"{where}: fused=True asks for the C kernel and foreach=False for the readable "
                          "loop; pass one of them")
+    # Accepted so that code written for the CS224N / old Hugging Face AdamW runs as it is. Not offered:
+    # BERT's TF optimizer leaves the correction out, and Mosbach et al. 2021 show that hurts fine-tuning.
+    if correct_bias is not True:
+        raise ValueError(f"{where}: correct_bias={correct_bias!r} is not supported: this AdamW always "
+                         "corrects the bias of its moment estimates (Kingma & Ba 2015, Algorithm 1; "
+                         "optim/adamw.py's docstring says why); pass correct_bias=True or leave it out")
 
 
 class AdamW(torch.optim.Optimizer):
@@ -201,6 +211,8 @@ class AdamW(torch.optim.Optimizer):
         eps: added to the bias-corrected root of the second moment (> 0).
         weight_decay: lambda, decoupled: each step multiplies the weights by (1 - lr * weight_decay).
         amsgrad: normalise by the running maximum of the second moment (Reddi et al. 2018).
+        correct_bias: True only, the bias correction being always on; the CS224N starter's AdamW (after
+            Hugging Face's old one) takes it, so code written for that one runs here.
         foreach: which implementation runs: None or True, a fast path (below); False, the readable
             per-parameter `adamw_update`, as in torch's for-loop.
         fused: None or True, float32 tensors on the CPU go to the C kernel (adamw_native.py: one pass
@@ -222,10 +234,11 @@ class AdamW(torch.optim.Optimizer):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         *,
+        correct_bias: bool = True,
         foreach: bool | None = None,
         fused: bool | None = None,
     ) -> None:
-        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach, fused)
+        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach, fused, correct_bias)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         foreach=foreach, fused=fused)
         super().__init__(params, defaults)  # calls add_param_group for each group, which checks it
@@ -236,7 +249,7 @@ class AdamW(torch.optim.Optimizer):
         group = self.param_groups[-1]
         _check_hyperparameters(f"AdamW param group {len(self.param_groups) - 1}", group["lr"],
                                group["betas"], group["eps"], group["weight_decay"], group["amsgrad"],
-                               group["foreach"], group["fused"])
+                               group["foreach"], group["fused"], group.get("correct_bias", True))
         for p in group["params"]:
             if not p.is_floating_point():
                 raise ValueError(f"AdamW param group {len(self.param_groups) - 1}: parameters must be "

@@ -571,6 +571,8 @@ def test_loads_a_torch_adamw_state_dict_and_continues_like_it() -> None:
     (dict(foreach="yes"), "foreach must be None"),
     (dict(fused=1), "fused must be None"),
     (dict(fused=True, foreach=False), "fused=True asks for the C kernel and foreach=False"),
+    (dict(correct_bias=False), r"correct_bias=False is not supported: this AdamW always corrects the bias"),
+    (dict(correct_bias=None), r"correct_bias=None is not supported"),
 ])
 def test_invalid_hyperparameters_are_rejected_by_name(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -581,6 +583,31 @@ def test_invalid_group_hyperparameter_names_the_group() -> None:
     model = nn.Linear(2, 2)
     with pytest.raises(ValueError, match=r"param group 1: betas"):
         AdamW([{"params": [model.weight]}, {"params": [model.bias], "betas": (0.9, 1.5)}])
+
+
+def test_correct_bias_false_in_a_group_names_the_group() -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"param group 1: correct_bias=False is not supported"):
+        AdamW([{"params": [model.weight]}, {"params": [model.bias], "correct_bias": False}])
+
+
+@pytest.mark.parametrize("foreach", [None, False])
+def test_correct_bias_true_is_accepted_and_changes_nothing(foreach: bool | None) -> None:
+    """The CS224N starter's call, AdamW(..., correct_bias=True): the same weights, bit for bit."""
+    start = nn.Linear(3, 2)
+    models = [copy.deepcopy(start), copy.deepcopy(start)]
+    optimizers = [AdamW(models[0].parameters(), lr=1e-2, weight_decay=1e-2, foreach=foreach),
+                  AdamW(models[1].parameters(), lr=1e-2, weight_decay=1e-2, foreach=foreach,
+                        correct_bias=True)]
+    for _ in range(5):
+        x = torch.randn(4, 3)
+        for model, optimizer in zip(models, optimizers):
+            optimizer.zero_grad()
+            model(x).square().sum().backward()
+            optimizer.step()
+    assert not torch.equal(models[0].weight, start.weight)  # it trained
+    for ours, theirs in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(ours, theirs)
 
 
 def test_sparse_gradients_are_rejected_clearly() -> None:
