@@ -4,11 +4,12 @@
     python -m grading.autograder OUT.zip --edition full   for a handout built with --edition full
 
 The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
-/autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg, the grader
-(grading/, without mutations.py, which quotes the solutions), tests/conftest.py and all of tests/graded
-(hidden tests included), and the packages with the edition's solution regions stubbed out, so no solution
-is in the archive: a file a submission lacks is graded as the stub. The edition is written into
-run_autograder, which grades only its components (GRADING_EDITION overrides it).
+/autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg (setup.sh
+installs its install_requires and its grading extra; tests/test_gradescope.py runs both scripts in an
+empty folder), the grader (grading/, without mutations.py, which quotes the solutions), tests/conftest.py
+and all of tests/graded (hidden tests included), and the packages with the edition's solution regions
+stubbed out, so no solution is in the archive: a file a submission lacks is graded as the stub. The
+edition is written into run_autograder, which grades only its components (GRADING_EDITION overrides it).
 
 Read next: docs/teaching.md.
 """

@@ -17,6 +17,10 @@ declares its component and points with pytest markers registered in setup.cfg:
 An edition (EDITIONS) is the set of components a course assigns: the handout stubs only their regions
 (the other regions ship as working reference code) and the grader runs only their tests.
 
+A whole-model component (WHOLE_MODEL) has no TODO of its own: its tests run the student's whole model
+against a real checkpoint's outputs, so they wait for (and catch bugs in) the TODOs of its parts, and
+name no @pytest.mark.todo. component_todos() gives the TODOs a component's tests can fail on.
+
 Read next: regions.py.
 """
 
@@ -26,13 +30,14 @@ from __future__ import annotations
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "embeddings": ("minbert/embeddings.py::BertEmbeddings.forward",),
     "attention_mask": ("minbert/model.py::extended_attention_mask",),
-    "attention": ("minbert/attention.py::eager_attention",),
+    "attention": ("minbert/attention.py::attention_scores", "minbert/attention.py::eager_attention"),
     "split_heads": ("minbert/attention.py::BertSelfAttention.split_heads",
                     "minbert/attention.py::BertSelfAttention.merge_heads"),
     "feed_forward": ("minbert/layer.py::BertIntermediate.forward",),
     "layer": ("minbert/layer.py::AddNorm.forward", "minbert/layer.py::BertLayer.forward"),
     "encoder": ("minbert/model.py::BertEncoder.forward",),
     "pooler": ("minbert/model.py::BertPooler.forward",),
+    "model": (),  # the whole model: see WHOLE_MODEL
     "pretraining_heads": ("minbert/heads.py::BertLMPredictionHead.forward",
                           "minbert/heads.py::masked_lm_loss", "minbert/heads.py::next_sentence_loss"),
     "adamw": ("optim/adamw.py::adamw_update",),
@@ -41,23 +46,32 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "mean_pool": ("minbert/pooling.py::mean_pool",),
     "max_cls_pool": ("minbert/pooling.py::max_pool", "minbert/pooling.py::pool"),
     "classifier": ("tasks/models/heads.py::SentenceClassifier.forward",
-                   "tasks/sentiment.py::SentimentTask.loss"),
+                   "tasks/models/heads.py::classification_loss"),
     "cosine": ("tasks/models/heads.py::cosine_similarity",),
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
                     "pretrain/masking.py::mask_tokens", "pretrain/masking.py::span_mask"),
     "label_attention": ("minbert/label_attention.py::merge_label_scores",),
-    "r_precision": ("tasks/evaluation/metrics.py::r_precision",),
+    "r_precision": ("tasks/evaluation/metrics.py::top_labels", "tasks/evaluation/metrics.py::r_precision"),
+}
+
+# Whole-model component -> the components whose TODOs it runs. The other graded tests use stand-ins so
+# that one bug costs one component; these deliberately run the student's everything (as CS224N's
+# sanity_check.py does), so a bug in any of the parts costs points here too.
+WHOLE_MODEL: dict[str, tuple[str, ...]] = {
+    "model": ("embeddings", "attention_mask", "attention", "split_heads", "feed_forward", "layer", "encoder",
+              "pooler"),
 }
 
 # Edition -> the components students implement; every other region ships as working reference code and
-# its tests are neither shipped nor graded. "default" is the course as taught: the model bottom-up, its
-# pre-training (masking, the heads and their losses), the optimizer and its schedule, and the tasks
-# (sentiment, similarity, label attention, hierarchical metrics). It leaves as reading the one-line
-# plumbing a course need not grade (the mask's shape, the head split, the FFN, the pooler, max/[CLS]
-# pooling, the no-decay rule); "full" assigns everything.
+# its tests are neither shipped nor graded. "default" is the course as taught: the model bottom-up, then
+# whole against the real checkpoint, its pre-training (masking, the heads and their losses), the optimizer
+# and its schedule, and the tasks (sentiment, similarity, label attention, hierarchical metrics). It
+# leaves as reading the one-line plumbing a course need not grade (the mask's shape, the head split, the
+# FFN, the pooler, max/[CLS] pooling, the no-decay rule); "full" assigns everything.
 EDITIONS: dict[str, tuple[str, ...]] = {
-    "default": ("embeddings", "attention", "layer", "encoder", "pretraining_heads", "adamw", "schedule",
-                "mean_pool", "classifier", "cosine", "mlm_masking", "label_attention", "r_precision"),
+    "default": ("embeddings", "attention", "layer", "encoder", "model", "pretraining_heads", "adamw",
+                "schedule", "mean_pool", "classifier", "cosine", "mlm_masking", "label_attention",
+                "r_precision"),
     "full": tuple(COMPONENTS),
 }
 DEFAULT_EDITION = "default"
@@ -78,7 +92,7 @@ DEFAULT_VISIBILITY = "visible"
 # runs the student's own update, compiled). README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
-HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "README.md", "optim/adamw_kernel.c")
+HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "optim/adamw_kernel.c")
 
 
 def todo_component(todo: str) -> str:
@@ -96,12 +110,28 @@ def edition_components(edition: str) -> tuple[str, ...]:
     return tuple(c for c in COMPONENTS if c in EDITIONS[edition])
 
 
+def component_todos(component: str) -> tuple[str, ...]:
+    """The TODOs whose stubs a component's tests can fail on: its own, or a whole-model component's parts'."""
+    if component in WHOLE_MODEL:
+        return tuple(todo for part in WHOLE_MODEL[component] for todo in COMPONENTS[part])
+    return COMPONENTS[component]
+
+
 def edition_todos(edition: str) -> frozenset[str]:
     """The TODOs the edition stubs: its components' regions."""
     return frozenset(todo for component in edition_components(edition) for todo in COMPONENTS[component])
 
 
 def _check_editions() -> None:
+    without_todos = sorted(c for c, todos in COMPONENTS.items() if not todos)
+    if without_todos != sorted(WHOLE_MODEL):
+        raise ValueError(f"grading/config.py: the components without TODOs, {without_todos}, must be exactly "
+                         f"the whole-model ones, WHOLE_MODEL {sorted(WHOLE_MODEL)}")
+    for whole, parts in WHOLE_MODEL.items():
+        wrong = [c for c in parts if not COMPONENTS.get(c)]
+        if wrong:
+            raise ValueError(f"grading/config.py WHOLE_MODEL[{whole!r}] names {wrong}, which are not "
+                             "components with TODOs")
     for edition, components in EDITIONS.items():
         unknown = [c for c in components if c not in COMPONENTS]
         if unknown:

@@ -17,9 +17,11 @@ its points when it passes and nothing otherwise; a component's score is the sum 
 runs past --timeout seconds, crashes the interpreter or floods the output fails alone (grading/runner.py).
 
 What a student reads for a failed test: the test's docstring line, the failure's message (the graded tests
-say what is wrong in the student's terms), and for a visible test its short traceback; a hidden test shows
-its message and where in the student's code it was raised, never its source. Paths of the grader, the
-staging folder and the Python installation are cut out of everything written.
+say what is wrong in the student's terms), and for a visible test its short traceback and captured output.
+A hidden test shows the test's own message and where in the student's code it was raised, never its source
+or output, nor the message of an exception raised while the student's code ran (their code chooses it, and
+could quote the hidden tests it read). Paths of the grader, the staging folder and the Python installation,
+and the lines of the hidden tests, are cut out of everything written.
 
 Read next: schema.py (the results.json format), handout.py.
 """
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, DEFAULT_VISIBILITY, EDITIONS, GRADED_TESTS,
-                            SUBMITTED_PACKAGES, VISIBILITIES, edition_components, edition_todos)
+                            SUBMITTED_PACKAGES, VISIBILITIES, WHOLE_MODEL, edition_components, edition_todos)
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
@@ -109,8 +111,11 @@ def graded_tests(staff: Path = STAFF_ROOT) -> tuple[GradedTest, ...]:
 
 def _resolve_todo(nodeid: str, component: str, declared: str | None) -> tuple[str, str]:
     """(the TODO a test checks, a problem or ""): @pytest.mark.todo names it in full, as Class.method or
-    by its last name, unique within the component."""
+    by its last name, unique within the component. A whole-model component's tests check no one TODO: ""."""
     todos = COMPONENTS[component]
+    if component in WHOLE_MODEL:
+        return "", (f"{nodeid}: {component!r} checks the whole model, no one TODO; drop its @pytest.mark.todo"
+                    if declared is not None else "")
     if declared is None:
         if len(todos) == 1:
             return todos[0], ""
@@ -196,7 +201,11 @@ def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.
         notes = stage(Path(submission).resolve(), staff, where, edition_todos(edition))
         results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
                             expect_modules_under=where)
-        scrub = functools.partial(scrub_paths, where=where, staff=staff)
+        withheld = hidden_code(staff)
+
+        def scrub(text: str) -> str:
+            return withhold(scrub_paths(text, where, staff), withheld)
+
         return build_results(tests, results, notes, time.monotonic() - began, order, scrub)
 
 
@@ -220,17 +229,60 @@ _PYTHON_LIB = re.compile(r"[^\s\"'(<]*[/\\]lib[/\\]python3(?:\.\d+)?[/\\]")
 _TEMPORARY = re.compile(r"[^\s\"'(<]*[/\\]minbert-(?:grading|stage)-[^/\\\s]*[/\\]")
 
 
+@functools.lru_cache(maxsize=4)
+def hidden_code(staff: Path = STAFF_ROOT) -> tuple[str, ...]:
+    """The lines of the hidden tests that no shipped file holds, longest first: cut out of every output,
+    should the student's code, which runs beside the hidden tests and can read them, print or raise their
+    text (a copy made unrecognisable still gets through; docs/teaching.md, What students see)."""
+    def lines(paths) -> set[str]:
+        return {line.strip() for path in paths for line in path.read_text(encoding="utf-8").splitlines()}
+
+    shipped = lines((staff / GRADED_TESTS).glob("*.py")) | lines([staff / "tests" / "conftest.py"])
+    hidden = lines((staff / GRADED_TESTS / "hidden").rglob("*.py")) - shipped
+    return tuple(sorted((line for line in hidden if len(line) >= HIDDEN_LINE_MIN), key=len, reverse=True))
+
+
+HIDDEN_LINE_MIN = 20  # characters; shorter lines (`return x`, `)`) say nothing and would cut common text
+WITHHELD = "[a line of a hidden test: withheld]"
+
+
+def withhold(text: str, lines: tuple[str, ...]) -> str:
+    for line in lines:
+        if line in text:
+            text = text.replace(line, WITHHELD)
+    return text
+
+
 def feedback(test: GradedTest, result: TestResult) -> str:
     """What the student reads for one test: its docstring line; if it failed, the failure's message
-    first, then (visible tests only) the short traceback."""
+    first, then (visible tests only) the short traceback and the captured output."""
     lines = [test.doc] if test.doc else []
-    if result.outcome != "passed":
-        lines.append(f"{result.outcome}: {headline(result)}")
-        if test.hidden_from_handout:
-            lines.append("(a hidden test: its code is not shown)")
-        else:
-            lines += ["", result.text]
+    if result.outcome != "passed" and test.hidden_from_handout:
+        lines += [f"{result.outcome}: {hidden_headline(result)}",
+                  "(a hidden test: its code and its output are not shown)"]
+    elif result.outcome != "passed":
+        lines += [f"{result.outcome}: {headline(result)}", "", result.text]
     return "\n".join(lines)
+
+
+def hidden_headline(result: TestResult) -> str:
+    """A hidden test's failure in words that cannot carry its code. The test's own message, or the
+    grader's (a crash, a collection error); but for an exception raised while the student's code ran,
+    only its type and place, since its message is the student's to choose and could quote any file
+    their code read, the hidden tests included (a handout stub's fixed message excepted)."""
+    where = "".join(f"\n  raised at {place}" for place in result.where)
+    if result.outcome == "timeout":
+        return f"ran past the time limit{where}"
+    if result.outcome == "skipped":  # pytest.skip can be called from the student's code too
+        return "(its reason is not shown)"
+    if result.exc_type is None:  # the runner's words: a crash, a collection error
+        return result.text.strip().split("\n")[0]
+    if not result.where or (result.exc_type == "NotImplementedError" and result.exc_msg in _STUB_MESSAGES):
+        return headline(result)
+    return f"{result.exc_type}: its message is not shown (raised in your code during a hidden test){where}"
+
+
+_STUB_MESSAGES = {f"TODO: {todo}" for todos in COMPONENTS.values() for todo in todos}
 
 
 def headline(result: TestResult) -> str:
@@ -274,7 +326,8 @@ def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes
     lines = ["Score by component (TODOs in brackets):"]
     width = max(map(len, per_component), default=0)
     for component, (got, total) in per_component.items():
-        lines.append(f"  {component:<{width}}  {got:g} / {total:g}   [{', '.join(COMPONENTS[component])}]")
+        todos = ", ".join(COMPONENTS[component]) or "the whole model: " + ", ".join(WHOLE_MODEL[component])
+        lines.append(f"  {component:<{width}}  {got:g} / {total:g}   [{todos}]")
     lines += [f"Note: {scrub(note)}" for note in notes]
     results_json = {
         "score": sum(e["score"] for e in entries),

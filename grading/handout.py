@@ -17,11 +17,13 @@ Python file each region of the edition's components
 becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation; the other
 regions lose their marker lines and ship as working reference code.
 
-It refuses unbalanced or nested markers (naming file and line), and code anywhere in the handout that
+It refuses unbalanced or nested markers (naming file and line), code anywhere in the handout that
 restates a solution region, renamed or reformatted (leaks.py; this check always runs, it takes about a
-second). Then it checks the result: no marker is left, every package module imports, and every graded
-test shipped to students fails with NotImplementedError naming a TODO of the test's own component (not
-with an import or attribute error, not on another component's stub, and none passes on the stubs).
+second), and a shipped document that links to or names a file the handout leaves out. Then it checks the
+result: no marker is left, every package module imports, and every graded test shipped to students fails
+with NotImplementedError naming a TODO of the test's own component (not with an import or attribute
+error, not on another component's stub, none passes on the stubs, and one that stops at another TODO of
+its component is listed in documents.py NEEDS, from which the README tells the order).
 
 Read next: grade.py.
 """
@@ -37,9 +39,11 @@ from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
                             HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES,
-                            edition_components, edition_todos, todo_component)
+                            component_todos, edition_components, edition_todos, todo_component)
+from grading.documents import NEEDS, dead_references, student_readme
 from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
+from grading.restatements import find_restated
 from grading.runner import run_tests
 from tasks.training.arguments import output_dir
 
@@ -58,6 +62,7 @@ class Handout:
     files: list[str] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)  # the ones stubbed: the edition's TODOs
     tests_by_component: dict[str, list[str]] = field(default_factory=dict)  # shipped graded tests
+    todo_of: dict[str, str] = field(default_factory=dict)  # shipped graded test -> the TODO it checks
     leak_report: LeakReport | None = None
 
 
@@ -111,7 +116,8 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
     todos = edition_todos(edition)
     staged: dict[str, bytes] = {}
     every_region: list[Region] = []
-    for relative in repository_files(staff):
+    every_file = repository_files(staff)
+    for relative in every_file:
         if not shipped(relative):
             continue
         data = (staff / relative).read_bytes()
@@ -140,8 +146,14 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
     for test in tests:
         if not test.hidden_from_handout:
             handout.tests_by_component.setdefault(test.component, []).append(test.nodeid)
-    (out / "README.md").write_text(student_readme(handout, tests), encoding="utf-8")
+            handout.todo_of[test.nodeid] = test.todo
+    (out / "README.md").write_text(student_readme(edition, tests), encoding="utf-8")
     handout.files.append("README.md")
+    dead = dead_references(out, handout.files, every_file)
+    if dead:
+        raise HandoutError("the handout's documents point at files it does not ship; reword them as plain "
+                           "text, or leave the document out (grading/config.py HANDOUT_EXCLUDE_FILES):\n  "
+                           + "\n  ".join(dead))
     if check:
         check_handout(handout)
     return handout
@@ -174,61 +186,16 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
 
 
 def check_leaks(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
-    """Refuse a handout in which some file restates a solution region of `todos` (see leaks.py)."""
+    """Refuse a handout in which some file restates a solution region of `todos`, as a copy (leaks.py) or
+    as one of its expressions (restatements.py)."""
     report = find_leaks(sources, todos=todos)
-    if report.leaks:
+    report.restated = find_restated(sources, todos)
+    if not report.clean:
         raise HandoutError(f"{report.summary()}\nthe handout would ship these solutions; remove each copy "
                            "(call the TODO's function, compute a test's expectation another way, or move "
                            "the shared lines out of the region into a helper): docs/teaching.md, Building "
                            "the handout")
     return report
-
-
-def student_readme(handout: Handout, tests) -> str:
-    """The student README: each TODO of the edition once, with its own tests and points."""
-    components = edition_components(handout.edition)
-    lines = [
-        "# minbert: the student handout",
-        "",
-        "A from-scratch BERT in PyTorch with the interesting parts left for you. Each TODO is a function",
-        "body that raises `NotImplementedError(\"TODO: <file>::<function>\")`: replace that line with your",
-        "code. Signatures, docstrings, shape comments and numbered hints are there to guide you.",
-        "",
-        "Set up once (Python 3.10+): `make setup`",
-        "(or `python -m venv .venv && .venv/bin/pip install -e '.[test]'`).",
-        "Check one component: `.venv/bin/pytest tests/graded/test_graded_attention.py`;",
-        "all of them: `.venv/bin/pytest tests/graded`; one test: `.venv/bin/pytest tests/graded -k NAME`.",
-        "",
-        "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you; a failing test's message",
-        "says what is wrong. The autograder runs these tests and some hidden ones; each test is worth the",
-        "points shown. A test that runs more than 30 seconds fails. Only your changes to `minbert/`,",
-        "`optim/`, `tasks/` and `pretrain/` count: the autograder uses its own copy of the tests.",
-        "",
-        "## TODOs, in the order to do them",
-        "",
-        "| # | TODO | component | checked by | points |",
-        "|---|---|---|---|---|",
-    ]
-    number = 0
-    for component in components:
-        for todo in COMPONENTS[component]:
-            number += 1
-            mine = [t for t in tests if t.todo == todo]
-            visible = [t for t in mine if not t.hidden_from_handout]
-            hidden = sum(t.points for t in mine if t.hidden_from_handout)
-            names = "<br>".join(f"`{t.nodeid}` ({t.points:g})" for t in visible) or "(hidden tests only)"
-            score = f"{sum(t.points for t in visible):g}" + (f" + {hidden:g} hidden" if hidden else "")
-            lines.append(f"| {number} | `{todo}` | {component} | {names} | {score} |")
-    total = sum(t.points for t in tests)
-    lines += ["", f"{total:g} points in all. A test that needs another TODO's result uses a stand-in for it, "
-              "so you can do the TODOs in any order.", ""]
-    given = [todo for component in COMPONENTS if component not in components
-             for todo in COMPONENTS[component]]
-    if given:
-        lines += ["## Given: read these, they are not graded", "",
-                  "These functions are written out for you (a longer course makes them TODOs too):",
-                  ""] + [f"- `{todo}`" for todo in given] + [""]
-    return "\n".join(lines)
 
 
 def check_handout(handout: Handout) -> None:
@@ -263,9 +230,12 @@ def check_handout(handout: Handout) -> None:
         elif r.exc_type != "NotImplementedError" or not (r.exc_msg or "").startswith("TODO: "):
             problems.append(f"{nodeid} fails with {r.exc_type or r.outcome} ({r.exc_msg or ''}), not with "
                             f"the stub's NotImplementedError:\n{r.text[:1500]}")
-        elif stub not in COMPONENTS[component]:
+        elif stub not in component_todos(component):
             problems.append(f"{nodeid} ({component}) fails on the stub of {stub}, another component's TODO: "
                             "give the test a stand-in for it (tests/graded/graded_helpers.py)")
+        elif (todo := handout.todo_of.get(nodeid)) and stub != todo and stub not in NEEDS.get(todo, ()):
+            problems.append(f"{nodeid} checks {todo} but stops at the stub of {stub}: add it to NEEDS in "
+                            "grading/documents.py, from which the student README tells the order")
     if problems:
         raise HandoutError("student-visible tests must fail on a TODO stub of their own component:\n"
                            + "\n".join(problems))

@@ -45,7 +45,9 @@ two-line region whose main line is copied alone (the masked mean without its mas
 MIN_TOKENS keeps a short region from being matched by a generic line: a region shorter than it leaks
 only whole. The best place per file is reported; fix it and run again to see the next.
 
-Read next: handout.py (it runs `find_leaks` on every build, `--no-check` or not).
+Restated expressions, which token coverage misses, are restatements.py's.
+
+Read next: restatements.py.
 """
 
 from __future__ import annotations
@@ -99,17 +101,40 @@ class Leak:
                 f"{self.covered / self.size:.0%})")
 
 
+@dataclass(frozen=True)
+class Restatement:
+    """A shipped expression with the shape of an expression of a solution region."""
+
+    region: Region
+    expression: str  # the region's, as code
+    path: str
+    line: int  # in the reference file (in a notebook, in the cell)
+    cell: int | None
+    code: str  # the shipped expression
+
+    def __str__(self) -> str:
+        cell = f" cell {self.cell}" if self.cell is not None else ""
+        return (f"{self.region.todo} (lines {self.region.begin}-{self.region.end}): `{self.expression}` is "
+                f"restated at {self.path}{cell}:{self.line} as `{self.code}`")
+
+
 @dataclass
 class LeakReport:
     regions: int
     files: int
     leaks: list[Leak] = field(default_factory=list)
+    restated: list[Restatement] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.leaks and not self.restated
 
     def summary(self) -> str:
         head = f"leak check: {self.regions} regions against {self.files} files"
-        if not self.leaks:
+        if self.clean:
             return f"{head}: no leaks"
-        return f"{head}: {len(self.leaks)} leaks\n" + "\n".join(f"  {leak}" for leak in self.leaks)
+        found = [str(leak) for leak in self.leaks] + [str(r) for r in self.restated]
+        return f"{head}: {len(found)} leaks\n" + "\n".join(f"  {line}" for line in found)
 
 
 @dataclass

@@ -33,6 +33,9 @@ class Mutation:
     new: str
     description: str
     message: str  # what the grader must tell the student: a substring of a failing test's output
+    # Whether the whole-model tests (config.WHOLE_MODEL: eval mode, against a checkpoint) can see it too;
+    # False for a bug only training mode shows (dropout in the wrong place).
+    whole_model: bool = True
 
     def apply(self, root: Path) -> None:
         """Patch the copy at `root` in place; the old text must occur exactly once."""
@@ -45,6 +48,22 @@ class Mutation:
         target.write_text(text.replace(self.old, self.new), encoding="utf-8")
 
 
+# adamw_update's body, whose decay (the first line) one mutation moves to the end.
+_DECAY = "    param.mul_(1 - lr * weight_decay)\n"
+ADAMW_BODY = """    param.mul_(1 - lr * weight_decay)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    if max_exp_avg_sq is not None:
+        torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+        exp_avg_sq = max_exp_avg_sq
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    step_size = lr / bias_correction1
+    # `** 0.5` rather than math.sqrt: torch writes it so, and we want its results bit for bit.
+    denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(eps)
+    param.addcdiv_(exp_avg, denom, value=-step_size)
+"""
+
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation("embeddings-no-segments", "embeddings", "minbert/embeddings.py",
              "+ self.position_embeddings(position_ids)  # (T, C) broadcast to (B, T, C)\n"
@@ -52,10 +71,19 @@ MUTATIONS: tuple[Mutation, ...] = (
              "+ self.position_embeddings(position_ids))  # (T, C) broadcast to (B, T, C)",
              "segment (token type) embeddings left out of the sum",
              "the segment (token type) embeddings are missing"),
+    Mutation("embeddings-dropout-before-norm", "embeddings", "minbert/embeddings.py",
+             "embeddings = self.dropout(self.LayerNorm(embeddings))",
+             "embeddings = self.LayerNorm(self.dropout(embeddings))",
+             "dropout on the sum, then the LayerNorm (BERT drops the normalised embeddings)",
+             "apply dropout after the LayerNorm",
+             whole_model=False),
     Mutation("mask-not-inverted", "attention_mask", "minbert/model.py",
              "return (1.0 - keep) * torch.finfo(dtype).min", "return keep * torch.finfo(dtype).min",
              "the additive mask silences the real tokens instead of the padding",
              "real tokens got the large negative number and padding got 0"),
+    Mutation("attention-scores-over-d", "attention", "minbert/attention.py",
+             "/ math.sqrt(query.size(-1))", "/ query.size(-1)", "scores divided by D instead of sqrt(D)",
+             "they were divided by D = 4; divide by sqrt(D) = 2"),
     Mutation("attention-no-scale", "attention", "minbert/attention.py",
              "query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))", "query @ key.transpose(-1, -2)",
              "scores not divided by sqrt(D)", "did you scale by 1/sqrt(head size)?"),
@@ -65,6 +93,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("attention-mask-not-applied", "attention", "minbert/attention.py",
              "scores = scores + attention_mask", "scores = scores", "the padding mask is never added",
              "the mask must be added before the softmax"),
+    Mutation("attention-mask-multiplied", "attention", "minbert/attention.py",
+             "scores = scores + attention_mask", "scores = scores * attention_mask",
+             "the additive mask multiplied into the scores", "add the mask to the scores"),
+    Mutation("attention-probs-after-dropout", "attention", "minbert/attention.py",
+             "    probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys\n"
+             "    context = dropout(probs, dropout_p) @ value  # (B, H, T, D)",
+             "    probs = dropout(scores.softmax(dim=-1), dropout_p)\n    context = probs @ value",
+             "the probabilities returned are the dropped ones (the docstring: before dropout)",
+             "return them before dropout",
+             whole_model=False),
     Mutation("split-heads-view-mixup", "split_heads", "minbert/attention.py",
              "x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)",
              "x.view(B, self.num_heads, T, self.head_dim)",
@@ -83,6 +121,17 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return residual + self.LayerNorm(self.dropout(self.dense(hidden_states)))",
              "pre-LN style: the norm inside the branch, the residual stream never normalised",
              "the residual is added after the LayerNorm (pre-LN)"),
+    Mutation("layer-dropout-on-sum", "layer", "minbert/layer.py",
+             "return self.LayerNorm(residual + self.dropout(self.dense(hidden_states)))",
+             "return self.LayerNorm(self.dropout(residual + self.dense(hidden_states)))",
+             "LayerNorm(Dropout(x + W h)): dropout drops the residual stream too",
+             "dropout belongs on the projection only",
+             whole_model=False),
+    Mutation("layer-ffn-residual-is-input", "layer", "minbert/layer.py",
+             "self.output(self.intermediate(attention_output), attention_output)",
+             "self.output(self.intermediate(attention_output), hidden_states)",
+             "the feed-forward's add & norm adds the layer's input instead of the attention output",
+             "the feed-forward's residual is the layer's input"),
     Mutation("encoder-layers-not-chained", "encoder", "minbert/model.py",
              "hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)",
              "output, probs = layer(hidden_states, attention_mask, output_attentions)",
@@ -106,6 +155,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("nsp-labels-swapped", "pretraining_heads", "minbert/heads.py",
              "next_sentence_label.view(-1))", "1 - next_sentence_label.view(-1))",
              "the next-sentence loss takes label 1 for IsNext", "label 0 means IsNext"),
+    Mutation("mlm-head-no-bias", "pretraining_heads", "minbert/heads.py",
+             "F.linear(self.transform(hidden_states), word_embeddings, self.bias)",
+             "F.linear(self.transform(hidden_states), word_embeddings)",
+             "the decoder's own bias b left out", "the head's bias b is missing"),
     Mutation("adamw-decay-in-moments", "adamw", "optim/adamw.py",
              "param.mul_(1 - lr * weight_decay)", "grad = grad.add(param, alpha=weight_decay)",
              "L2 regularisation (Adam): the decay goes into the gradient and so into the moments",
@@ -114,10 +167,25 @@ MUTATIONS: tuple[Mutation, ...] = (
              "bias_correction1 = 1 - beta1**step\n    bias_correction2 = 1 - beta2**step",
              "bias_correction1 = 1.0\n    bias_correction2 = 1.0",
              "no bias correction (as in BERT's original TF optimizer)", "the bias correction is missing"),
+    Mutation("adamw-eps-inside-sqrt", "adamw", "optim/adamw.py",
+             "denom = (exp_avg_sq.sqrt() / bias_correction2**0.5).add_(eps)",
+             "denom = (exp_avg_sq / bias_correction2).add_(eps).sqrt()",
+             "eps added under the square root, sqrt(v_hat + eps)", "eps went inside the square root"),
+    Mutation("adamw-decay-after-update", "adamw", "optim/adamw.py", ADAMW_BODY,
+             ADAMW_BODY.replace(_DECAY, "") + _DECAY,
+             "the decay shrinks the updated weights instead of the old ones",
+             "the decay was applied after the Adam step"),
+    Mutation("adamw-decay-without-lr", "adamw", "optim/adamw.py",
+             "param.mul_(1 - lr * weight_decay)", "param.mul_(1 - weight_decay)",
+             "the decay is not scaled by the learning rate", "the decay must be scaled by the learning rate"),
     Mutation("schedule-decay-from-zero", "schedule", "optim/schedules.py",
              "float(max(1, num_training_steps - num_warmup_steps))", "float(max(1, num_training_steps))",
              "the linear decay runs from step 0, so the warm-up ends below the base rate",
              "the decay runs from the end of the warm-up"),
+    Mutation("schedule-warmup-from-one", "schedule", "optim/schedules.py",
+             "float(step) / float(max(1, num_warmup_steps))",
+             "float(step + 1) / float(max(1, num_warmup_steps))",
+             "the warm-up is one step ahead: 1 / W at step 0", "the warm-up starts at 0 at step 0"),
     Mutation("no-decay-substring", "no_decay", "optim/param_groups.py",
              "return own not in _NO_DECAY_NAMES and not any(module in _NO_DECAY_MODULES for module in "
              "modules)",
@@ -128,6 +196,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "mask.sum(dim=1).clamp(min=1.0)", "hidden_states.size(1)",
              "divides by the padded length instead of the number of real tokens",
              "divide by the number of real tokens, not the padded length"),
+    Mutation("mean-pool-sums-padding", "mean_pool", "minbert/pooling.py",
+             "(hidden_states * mask).sum(dim=1)", "hidden_states.sum(dim=1)",
+             "the padding vectors are summed (the count is right)", "padding must count neither in the sum"),
     Mutation("max-pool-padding-zero", "max_cls_pool", "minbert/pooling.py",
              "masked_fill(padding, torch.finfo(hidden_states.dtype).min)", "masked_fill(padding, 0.0)",
              "padding set to 0 before the maximum: it wins wherever the real values are negative",
@@ -140,13 +211,21 @@ MUTATIONS: tuple[Mutation, ...] = (
              "self.classifier(self.dropout(output.pooler_output))",
              "the head always reads the pooler output, whatever pooling it was built with",
              "the logits come from the pooler output"),
-    Mutation("sentiment-loss-softmax-twice", "classifier", "tasks/sentiment.py",
-             "F.cross_entropy(logits, labels.to(device))",
-             "F.cross_entropy(logits.softmax(dim=-1), labels.to(device))",
+    Mutation("classification-loss-softmax-twice", "classifier", "tasks/models/heads.py",
+             "F.cross_entropy(logits, labels)",
+             "F.cross_entropy(logits.softmax(dim=-1), labels)",
              "softmax before cross-entropy, which applies its own", "the loss applies the softmax itself"),
+    Mutation("classifier-no-dropout", "classifier", "tasks/models/heads.py",
+             "self.classifier(self.dropout(self.sentence_vector(output, attention_mask)))",
+             "self.classifier(self.sentence_vector(output, attention_mask))",
+             "the pooled vector goes to the linear layer without dropout",
+             "self.dropout was not applied to the pooled vector"),
     Mutation("cosine-one-norm", "cosine", "tasks/models/heads.py",
              "(u.norm(dim=-1) * v.norm(dim=-1))", "(u.norm(dim=-1) * u.norm(dim=-1))",
              "normalises by |u|^2 instead of |u| |v|", "normalised by |u|^2 instead of |u| |v|"),
+    Mutation("cosine-no-eps", "cosine", "tasks/models/heads.py",
+             "(u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)", "(u.norm(dim=-1) * v.norm(dim=-1))",
+             "no eps: a zero vector gives 0 / 0", "keep the denominator away from 0 (eps)"),
     Mutation("mlm-masks-special-tokens", "mlm_masking", "pretrain/masking.py",
              "        if token in vocab.special_ids:\n            continue\n", "",
              "[CLS], [SEP] and [PAD] may be chosen for prediction", "are never masked"),
@@ -154,6 +233,14 @@ MUTATIONS: tuple[Mutation, ...] = (
              'return "random" if draw < 0.9 else "keep"', 'return "mask"',
              "every chosen position becomes [MASK] (no 10% random, no 10% kept)",
              "BERT's rule is 80% / 10% / 10%"),
+    Mutation("mlm-no-shuffle", "mlm_masking", "pretrain/masking.py",
+             "    rng.shuffle(units)\n    chosen = 0", "    chosen = 0",
+             "the units are taken in order: always the first 15% of the sequence",
+             "visit the units in a random order"),
+    Mutation("mlm-global-random", "mlm_masking", "pretrain/masking.py",
+             "    rng.shuffle(units)\n", "    random.shuffle(units)\n",
+             "the shuffle draws from the module `random`, not the rng it is given",
+             "never from the module `random`"),
     Mutation("label-scores-replace-cls-to-cls", "label_attention", "minbert/label_attention.py",
              "new_cls_row = torch.cat([scores[:, :, :1, :1], best], dim=-1)  # (B, H, 1, T)",
              "new_cls_row = torch.cat([label_scores[:, :, :1, :1].max(dim=2, keepdim=True).values.maximum("
@@ -165,12 +252,16 @@ MUTATIONS: tuple[Mutation, ...] = (
              ".sum(dim=2, keepdim=True)  # (B, H, 1, T-1)",
              "the [CLS] row and the label scores are summed instead of maxed", "the scores were summed"),
     Mutation("r-precision-lowest-first", "r_precision", "tasks/evaluation/metrics.py",
-             "np.argsort(-s.astype(np.float64), kind=\"stable\")[:r]",
-             "np.argsort(s.astype(np.float64), kind=\"stable\")[:r]",
+             "np.argsort(-np.asarray(scores, dtype=np.float64), kind=\"stable\")[:r]",
+             "np.argsort(np.asarray(scores, dtype=np.float64), kind=\"stable\")[:r]",
              "ranks the labels lowest score first", "rank the highest first"),
     Mutation("r-precision-over-k", "r_precision", "tasks/evaluation/metrics.py",
-             "return float(np.sum(g[top] > 0) / r)", "return float(np.sum(g[top] > 0) / len(g))",
+             "np.sum(g[top_labels(s, r)] > 0) / r)", "np.sum(g[top_labels(s, r)] > 0) / len(g))",
              "divides by the number of labels instead of R", "instead of R"),
+    Mutation("r-precision-ties-reversed", "r_precision", "tasks/evaluation/metrics.py",
+             "np.argsort(-np.asarray(scores, dtype=np.float64), kind=\"stable\")[:r]",
+             "np.argsort(np.asarray(scores, dtype=np.float64), kind=\"stable\")[::-1][:r]",
+             "ranks by reversing an ascending sort, so ties go to the higher label", "ties must go to the lower label"),
 )
 
 

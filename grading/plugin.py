@@ -14,7 +14,9 @@ so nothing is lost when the child dies abruptly (os._exit, a segfault, a kill fo
 The events file is named by $MINBERT_GRADING_EVENTS. Texts are cut to $MINBERT_GRADING_MAX_TEXT
 characters (head and tail kept), so a test that prints megabytes cannot flood the grader. "where" lists
 the last frames of the exception's traceback that lie in the submitted packages ("minbert/x.py:12 in f"),
-so a hidden test's failure can say where it was raised without showing the test's code.
+so a hidden test's failure can say where it was raised without showing the test's code. It is empty
+when the test or its helpers raised with no student code running: only then does grade.py show a hidden
+test's message (a handout stub's aside), since the student's code chooses the messages it raises.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ parallel on D = C / H dimensional projections and concatenated (BERT keeps the c
 lets the following dense layer, in layer.py, mix the heads).
 
 Interchangeable kernels compute the same thing:
-- `eager_attention`: the formula written out (the exercise; it can also return the probabilities);
+- `eager_attention`: the formula written out on `attention_scores` (the exercise; it can also return the
+  probabilities);
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager;
 - `unpadded_attention`: sdpa for a batch packed without its padding (unpadded.py), tested equal too.
 
@@ -30,6 +31,18 @@ from minbert.dropout import dropout
 from minbert.unpadded import Packing
 
 
+def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """S = Q K^T / sqrt(D): how well each query matches each key (Vaswani et al. eq. 1, inside the softmax).
+
+    query: (B, H, T_q, D), key: (B, H, T_k, D). Returns (B, H, T_q, T_k). Label attention
+    (label_attention.py) scores its label queries with it too.
+    """
+    # Hint: without the 1/sqrt(D) the dot products grow with D and the softmax saturates (paper §3.2.1).
+    # BEGIN SOLUTION
+    return query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))
+    # END SOLUTION
+
+
 def eager_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor,
     dropout_p: float = 0.0, return_probs: bool = False,
@@ -41,12 +54,12 @@ def eager_attention(
     dropout_p: dropout on the attention probabilities (BERT applies it there, as the TF code does).
     Returns the context (B, H, T, D) and, if asked, the probabilities (B, H, T, T) before dropout.
     """
-    # Hints: 1. scores = Q K^T scaled by 1/sqrt(D) (Vaswani et al. eq. 1)
+    # Hints: 1. the scores S (`attention_scores`, above)
     #        2. add the mask, so padding gets (almost) zero probability after the softmax
     #        3. softmax over the keys (the last axis), dropout (`dropout`, imported above), then mix
     #           the values
     # BEGIN SOLUTION
-    scores = query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))  # (B, H, T, T)
+    scores = attention_scores(query, key)  # (B, H, T, T)
     scores = scores + attention_mask
     probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys
     context = dropout(probs, dropout_p) @ value  # (B, H, T, D)

@@ -45,24 +45,18 @@ Read next: ../tasks/classify.py (the job that trains this model on small classif
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.attention import BertSelfAttention, eager_attention
+from minbert.attention import BertSelfAttention, attention_scores, eager_attention
 from minbert.model import BertModel, BertModelOutput, extended_attention_mask
 
 LABEL_LOSS_PATHS = ("direct", "pooler")
 LABEL_LOSS_REDUCTIONS = ("sum", "mean")
 LABEL_LOSS_WEIGHT = 3.0  # lambda, paper §4.2
-
-
-def label_scores(label_query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """A_l = Q_l K^T / sqrt(D). label_query: (1, H, M, D); key: (B, H, T, D). Returns (B, H, M, T)."""
-    return label_query @ key.transpose(-1, -2) / math.sqrt(key.size(-1))
 
 
 def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torch.Tensor:
@@ -97,9 +91,10 @@ def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     the padding mask is still added after the max, so padding stays unattended.
     """
     T = query.size(2)
-    cls_scores = label_scores(query[:, :, :1], key)  # (B, H, 1, T): S's [CLS] row, by the same formula
+    cls_scores = attention_scores(query[:, :, :1], key)  # (B, H, 1, T): S's [CLS] row
     cls_row_only = F.pad(cls_scores, (0, 0, 0, T - 1))  # (B, H, T, T): that row, zeros below it
-    label_term = merge_label_scores(cls_row_only, label_scores(label_query, key)) - cls_row_only
+    # A_l = Q_l K^T / sqrt(D): label_query (1, H, M, D) against the keys, (B, H, M, T)
+    label_term = merge_label_scores(cls_row_only, attention_scores(label_query, key)) - cls_row_only
     return eager_attention(query, key, value, attention_mask + label_term, dropout_p, return_probs)
 
 

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT,
                                      init_from_class_means, init_from_keywords, label_loss)
@@ -57,6 +56,7 @@ from tasks.data.examples import PairExample
 from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
+from tasks.models.heads import classification_loss
 from tasks.training.arguments import integer, nonempty, non_negative, real
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.data.encoding import encode_pairs, encode_texts
@@ -133,7 +133,7 @@ class ClassifyTask:
     def loss(self, model: ClassifyModel, batch: Any) -> torch.Tensor:
         tokens, labels = batch
         device = device_of(model)
-        loss = F.cross_entropy(model(tokens.to(device)), labels.to(device))  # L_c
+        loss = classification_loss(model(tokens.to(device)), labels.to(device))  # L_c
         if model.label_embeddings is not None and self.label_loss.weight > 0:
             loss = loss + self.label_loss.weight * label_loss(
                 model.head.classifier, model.label_embeddings, self.label_loss.path,

@@ -42,6 +42,7 @@ from minbert.truncation import TRUNCATION_STRATEGIES
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
                                   read_dataset)
+from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.training.arguments import nonempty
@@ -148,7 +149,7 @@ def write_test_predictions(task: HierarchicalTask, model: HierarchicalModel,
         ranked = []
         for n, level in enumerate(task.hierarchy.levels):
             r = max(1, len(gold_by_level[n]))
-            top = np.argsort(-scores[n][row], kind="stable")[:r]
+            top = top_labels(scores[n][row], r)
             ranked.append([[level[k], round(float(scores[n][row][k]), 4)] for k in top])
         lines.append(json.dumps({"id": document.id, "gold": sorted(document.labels), "top_r": ranked}))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from minbert.model import BertModel
@@ -29,7 +28,7 @@ from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_bat
 from tasks.data.course import task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.evaluation import metrics
-from tasks.models.heads import SENTENCE_POOLINGS, SentenceClassifier
+from tasks.models.heads import SENTENCE_POOLINGS, SentenceClassifier, classification_loss
 from tasks.training.config import add_train_arguments, train_config_from_args
 from tasks.data.encoding import encode_texts
 from tasks.training.job import (add_job_arguments, check_max_length, default_run_dir, load_encoder,
@@ -80,11 +79,7 @@ class SentimentTask:
         tokens, labels = batch
         device = device_of(model)
         logits = model.predict_sentiment(tokens.to(device))  # (B, K), raw scores
-        # Hint: L = -1/B sum_b log softmax(z_b)[y_b] from the raw logits z; the loss applies the softmax
-        # itself, so a softmax (or log-softmax) of your own before it is one too many.
-        # BEGIN SOLUTION
-        return F.cross_entropy(logits, labels.to(device))
-        # END SOLUTION
+        return classification_loss(logits, labels.to(device))
 
     def predict(self, model: nn.Module, encoded: Sequence[Sequence[int]]) -> list[int]:
         """Predicted class per sentence, in the input's order (batches sorted by length for speed)."""

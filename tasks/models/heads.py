@@ -100,6 +100,19 @@ class SoftmaxPairHead(nn.Module):
 # ----- losses -----------------------------------------------------------------------------------------
 
 
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The mean cross-entropy of raw class scores against the gold classes. (B, K), (B,) -> scalar.
+
+    Every job that classifies sentences trains with it: sentiment (tasks/sentiment.py, the main job's SST)
+    and the small classification sets (tasks/classify.py).
+    """
+    # Hint: L = -1/B sum_b log softmax(z_b)[y_b] from the raw logits z; the loss applies the softmax
+    # itself, so a softmax (or log-softmax) of your own before it is one too many.
+    # BEGIN SOLUTION
+    return F.cross_entropy(logits, labels)
+    # END SOLUTION
+
+
 def cosine_mse_loss(cosine: torch.Tensor, score: torch.Tensor, max_score: float = 5.0) -> torch.Tensor:
     """SBERT's CosineSimilarityLoss: MSE between cos(u, v) and the gold score rescaled to [0, 1]."""
     return F.mse_loss(cosine, score / max_score)

@@ -19,7 +19,7 @@ from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
 from tasks.data.encoding import encode_pairs, encode_texts
 from tasks.evaluation.metrics import course_metrics
-from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, SIMILARITY_LOSSES,
+from tasks.models.heads import (EMBEDDING_SIMILARITY_LOSSES, SIMILARITY_LOSSES, classification_loss,
                                 multiple_negatives_ranking_loss)
 
 EVAL_BATCH_SIZE = 128
@@ -111,7 +111,7 @@ class PairTask:
         scores = self.scores(model, tokens)
         if self.kind == "paraphrase":
             if self.softmax:
-                return F.cross_entropy(scores, labels)
+                return classification_loss(scores, labels)  # SBERT's softmax head: 2 classes
             return F.binary_cross_entropy_with_logits(scores.float(), labels)
         if self.cross:  # SBERT's CrossEncoder: BCE against the score rescaled to [0, 1]
             return F.binary_cross_entropy_with_logits(scores.float(), labels / 5.0)

@@ -7,17 +7,22 @@ Failure messages say what is wrong in the student's terms, computed from what th
 scale, ...) and otherwise where and by how much the values differ. Messages are raised as plain
 AssertionErrors, so a hidden test shows them without quoting its code.
 
-Stand-ins (`use_stand_ins`) replace other components' TODOs by torch's own computation, so a test of
-one component never waits for another's TODO and a bug costs points only where it is.
+Stand-ins (`use_stand_ins`) replace other components' TODOs by torch's own modules, so a test of one
+component never waits for another's TODO and a bug costs points only where it is. Nothing here has a
+TODO's signature and computes its answer: expectations come from torch's modules with the same weights,
+from worked examples, or from small stored tensors (reference/, made by hidden/make_references.py).
 """
 
 from __future__ import annotations
 
-from typing import Callable, NoReturn, Sequence
+from collections import OrderedDict
+from typing import NoReturn, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from minbert.attention import SelfAttentionOutput
 from minbert.config import BertConfig
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -81,59 +86,61 @@ def check_value(actual, expected: float, what: str, mistakes: Sequence[tuple[flo
 
 
 # ----- stand-ins for other components' TODOs ----------------------------------------------------------
+# Each computes a whole module through torch's own modules and has no TODO's contract, so neither pasting
+# one into a TODO nor calling it from there earns that TODO's points: self-attention goes through torch's
+# multi-head attention (its own head split, kernel and merge; no function here takes (B, H, T, D) heads),
+# and the feed-forward expansion is built from nn.Linear and nn.GELU instead of running BertIntermediate.
 
 
-def reference_attention(query, key, value, attention_mask, dropout_p=0.0, return_probs=False):
-    """torch's own attention kernel, a stand-in for the student's where another component needs one.
-
-    The probabilities come from the same kernel applied to identity values (probs @ I = probs).
-    """
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask)
-    probs = None
-    if return_probs:
-        T = key.size(-2)
-        eye = torch.eye(T, dtype=query.dtype).expand(*query.shape[:-2], T, T)
-        probs = F.scaled_dot_product_attention(query, key, eye, attn_mask=attention_mask)
-    return context, probs
-
-
-def reference_split_heads(self, x: torch.Tensor) -> torch.Tensor:
-    return torch.stack(x.chunk(self.num_heads, dim=-1), dim=1)  # H x (B, T, D) stacked after B
+def _self_attention_through_torch(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
+                                  output_attentions: bool = False) -> SelfAttentionOutput:
+    """BertSelfAttention.forward computed by F.multi_head_attention_forward with this module's projections."""
+    B, T, C = hidden_states.shape
+    x = hidden_states.transpose(0, 1)  # (T, B, C): torch's functional attention is sequence-first
+    biases = torch.cat([self.query.bias, self.key.bias, self.value.bias])
+    context, probs = F.multi_head_attention_forward(
+        x, x, x, C, self.num_heads, None, biases, None, None, False, self.dropout_prob,
+        torch.eye(C, dtype=x.dtype), None,  # identity output projection: ours stops before it (layer.py)
+        training=self.training, key_padding_mask=attention_mask.reshape(B, T), need_weights=output_attentions,
+        use_separate_proj_weight=True, q_proj_weight=self.query.weight, k_proj_weight=self.key.weight,
+        v_proj_weight=self.value.weight, average_attn_weights=False)
+    return SelfAttentionOutput(context.transpose(0, 1), probs)
 
 
-def reference_merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-    return torch.cat(x.unbind(dim=1), dim=-1)  # H x (B, T, D) side by side
-
-
-def reference_intermediate(self, hidden_states: torch.Tensor) -> torch.Tensor:
-    return F.gelu(F.linear(hidden_states, self.dense.weight, self.dense.bias))
+def _torch_intermediate(config: BertConfig) -> nn.Sequential:
+    """The feed-forward expansion as torch's nn.Linear then nn.GELU (exact), its weights named like ours."""
+    return nn.Sequential(OrderedDict(dense=nn.Linear(config.hidden_size, config.intermediate_size),
+                                     gelu=nn.GELU()))
 
 
 def use_stand_ins(monkeypatch, *components: str) -> None:
-    """Replace these components' TODOs ("attention", "split_heads", "feed_forward") by stand-ins."""
+    """Replace these components' TODOs by torch's computation: "attention" or "split_heads" (either one
+    replaces BertSelfAttention.forward), "feed_forward" (layers built afterwards get torch's expansion)."""
     import minbert.attention
     import minbert.layer
 
-    patches: dict[str, list[tuple[object, str, Callable]]] = {
-        "attention": [],
-        "split_heads": [(minbert.attention.BertSelfAttention, "split_heads", reference_split_heads),
-                        (minbert.attention.BertSelfAttention, "merge_heads", reference_merge_heads)],
-        "feed_forward": [(minbert.layer.BertIntermediate, "forward", reference_intermediate)],
-    }
-    for component in components:
-        if component == "attention":
-            monkeypatch.setitem(minbert.attention.ATTENTION_KERNELS, "eager", reference_attention)
-        for owner, name, stand_in in patches[component]:
-            monkeypatch.setattr(owner, name, stand_in)
+    known = ("attention", "split_heads", "feed_forward")
+    unknown = [c for c in components if c not in known]
+    if unknown:
+        raise ValueError(f"graded_helpers.use_stand_ins: no stand-in for {unknown}; there are {known}")
+    if {"attention", "split_heads"} & set(components):
+        monkeypatch.setattr(minbert.attention.BertSelfAttention, "forward", _self_attention_through_torch)
+    if "feed_forward" in components:
+        monkeypatch.setattr(minbert.layer, "BertIntermediate", _torch_intermediate)
 
 
 # ----- inputs -----------------------------------------------------------------------------------------
 
 
-def additive(mask: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
-    """(B, T) 1/0 mask -> additive (B, 1, 1, T): what minbert.model.extended_attention_mask returns."""
-    zeros = torch.zeros(mask.shape, dtype=dtype)
-    return zeros.masked_fill(mask == 0, torch.finfo(dtype).min).view(mask.size(0), 1, 1, mask.size(1))
+def additive(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) 1/0 mask -> additive (B, 1, 1, T) float32 mask, 0 for tokens and -inf for padding.
+
+    -inf is torch's convention (nn.MultiheadAttention turns a boolean mask into it). minbert's own mask
+    (model.py::extended_attention_mask) uses the dtype's most negative finite number instead, so that a
+    row of all padding stays finite; its tests check exactly that, so this is no answer to that TODO.
+    """
+    inf = torch.full(mask.shape, float("-inf"))
+    return torch.where(mask.bool(), 0.0, inf)[:, None, None, :]
 
 
 def ragged_batch(fill: float = 1e4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -17,6 +17,8 @@ RTOL, ATOL = 1e-6, 1e-12  # torch's own update, in the same order: equal to floa
 L2 = ("this is Adam with L2 regularisation: the decay went into the gradient, and so into the moments. "
       "AdamW decays the parameter itself, theta <- theta (1 - lr lambda), apart from the moments")
 NO_CORRECTION = "the bias correction is missing: divide m by 1 - beta1^t and v by 1 - beta2^t"
+DECAY_AFTER = ("the decay was applied after the Adam step: decoupled weight decay shrinks the old weights, "
+               "theta (1 - lr lambda), before the step is taken")
 
 
 def run(steps: int, **hyper):
@@ -73,11 +75,21 @@ def test_first_step_on_a_scalar_by_hand():
         (0.9, L2),
         (0.8, "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"),
         (0.99, "the parameter was only decayed: the Adam step -lr m_hat / (sqrt(v_hat) + eps) is missing"),
+        (0.9 * 0.99, DECAY_AFTER),
     ], tolerance=1e-7)
     check_value(m.item(), 0.05, "m after one step (updated in place)",
                 [(0.5, "m is stored bias-corrected: keep the raw moment in exp_avg and correct a copy")])
     check_value(v.item(), 0.00025, "v after one step (updated in place)",
                 [(0.25, "v is stored bias-corrected: keep the raw moment in exp_avg_sq and correct a copy")])
+    # The same step with eps = 0.1, large enough to show where it goes: 0.99 - 0.1 * 0.5 / (0.5 + 0.1).
+    param, m, v = torch.tensor([1.0], dtype=torch.float64), torch.zeros_like(param), torch.zeros_like(param)
+    adamw_update(param, grad, m, v, None, 1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.1, weight_decay=0.1)
+    check_value(param.item(), 0.99 - 0.05 / 0.6, "theta after the same step with eps = 0.1", [
+        (0.99 - 0.05 / 0.35 ** 0.5, "eps went inside the square root: sqrt(v_hat + eps); it is added to the "
+         "root, sqrt(v_hat) + eps"),
+        (0.99 - 0.05 / ((0.00025 ** 0.5 + 0.1) / 0.001 ** 0.5), "eps was added before the bias correction: "
+         "(sqrt(v) + eps) / sqrt(c2); it is added after, sqrt(v) / sqrt(c2) + eps"),
+    ], tolerance=1e-7)
 
 
 @pytest.mark.points(1)

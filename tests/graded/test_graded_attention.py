@@ -1,4 +1,13 @@
-"""Graded: eager_attention, softmax(Q K^T / sqrt(D) + mask) V written out."""
+"""Graded: attention_scores, S = Q K^T / sqrt(D), and eager_attention, softmax(S + mask) V, written out.
+
+attention_scores is pinned by torch's kernel too, without writing it: with a first key of zeros (score 0),
+the probabilities P of torch's attention give every score as log(P_j / P_0).
+
+Every test also asks for the probabilities (return_probs=True): they are what the exercise adds to
+torch's fused kernel, which never returns them, so a kernel that only calls a fused one earns nothing.
+The expected probabilities are pinned without writing the formula: with T = 7 keys and D = 8 value
+dimensions, the probabilities P are the only (T, T) rows whose P @ V equals torch's context.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +16,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import TOL, additive, check_close, fail, use_stand_ins
+from graded_helpers import TOL, additive, check_close, fail
+from torch import nn
 
-from minbert.attention import BertSelfAttention, eager_attention
+from minbert.attention import attention_scores, eager_attention
 from minbert.dropout import dropout
 
-pytestmark = pytest.mark.component("attention")
+pytestmark = [pytest.mark.component("attention"), pytest.mark.todo("eager_attention")]
 
 SCALE_HINT = "did you scale by 1/sqrt(head size)?"
 MASK_HINT = "the mask must be added before the softmax"
@@ -23,44 +33,87 @@ def qkv(B=3, H=2, T=7, D=8):
     return (torch.randn(B, H, T, D) for _ in range(3))
 
 
-def sdpa_mistakes(q, k, v, mask):
-    """What common mistakes return, computed with torch's kernel (or by hand)."""
+def context_mistakes(q, k, v, mask):
+    """What common mistakes return, from torch's kernel given the mistake's inputs."""
     D = q.size(-1)
-    scores = q @ k.transpose(-1, -2) / math.sqrt(D) + mask
-
-    def over_queries():
-        return scores.softmax(dim=-2) @ v
-
     return [(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0),
              f"scores are sqrt(D) = {math.sqrt(D):.3g}x too large: {SCALE_HINT}"),
             (lambda: F.scaled_dot_product_attention(q, k, v),
-             f"it equals attention with no mask: padding keys are attended; {MASK_HINT}"),
-            (over_queries, f"probabilities sum to 1 over the queries: {AXIS_HINT}")]
+             f"it equals attention with no mask: padding keys are attended; {MASK_HINT}")]
 
 
-def check_probabilities(probs: torch.Tensor, padding_mask: torch.Tensor) -> None:
+def check_probabilities(probs, padding_mask: torch.Tensor, shape: tuple[int, ...], when: str = "") -> None:
     """Each query's probabilities sum to 1 over the keys, and padded keys get 0."""
+    __tracebackhide__ = True
     if probs is None:
-        fail("eager_attention(..., return_probs=True) returned no probabilities")
-    padded = (padding_mask == 0)[:, None, None, :].expand_as(probs)
-    leaked = probs[padded].abs().max().item() if padded.any() else 0.0
+        fail(f"eager_attention(..., return_probs=True{when}) returned no probabilities")
+    if not isinstance(probs, torch.Tensor) or probs.shape != shape:
+        fail(f"the probabilities should be a tensor of shape (B, H, T, T) = {shape}, got "
+             f"{tuple(probs.shape) if isinstance(probs, torch.Tensor) else type(probs).__name__}")
+    if torch.isnan(probs).any():
+        fail(f"the probabilities{when} hold NaN: add the mask to the scores (multiplying -inf or a large "
+             "negative number into them gives NaN and infinities)")
     over_keys = probs.sum(dim=-1)
     if not torch.allclose(over_keys, torch.ones_like(over_keys), **TOL):
         if torch.allclose(probs.sum(dim=-2), torch.ones_like(over_keys), **TOL):
             fail(f"probabilities sum to 1 over the queries (axis -2), not over the keys: {AXIS_HINT}")
+        if when:
+            fail(f"the probabilities returned{when} sum to {over_keys.min().item():.4g}.."
+                 f"{over_keys.max().item():.4g} over the keys: return them before dropout (the "
+                 "docstring) and drop only the copy that mixes the values")
         fail(f"a query's probabilities sum to {over_keys.min().item():.4g}..{over_keys.max().item():.4g} "
              "over the keys, not 1: the softmax runs over the last axis, after adding the mask")
+    padded = (padding_mask == 0)[:, None, None, :].expand_as(probs)
+    leaked = probs[padded].abs().max().item() if padded.any() else 0.0
     if leaked > 0:
         fail(f"padding keys received probability {leaked:.2g}: {MASK_HINT}")
 
 
-@pytest.mark.points(3)
-def test_eager_attention_matches_torch_scaled_dot_product_attention(padding_mask):
-    q, k, v = qkv()
+def check_attention(q, k, v, padding_mask: torch.Tensor, what: str) -> None:
+    """eager_attention's probabilities and context against torch's fused kernel."""
+    __tracebackhide__ = True
     mask = additive(padding_mask)
-    context, _ = eager_attention(q, k, v, mask)
-    check_close(context, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), "the context",
-                sdpa_mistakes(q, k, v, mask))
+    context, probs = eager_attention(q, k, v, mask, return_probs=True)
+    check_probabilities(probs, padding_mask, (*q.shape[:-1], k.size(-2)))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    check_close(context, expected, what, context_mistakes(q, k, v, mask))
+    check_close(probs @ v, expected, f"your probabilities times the values (they must give {what})",
+                context_mistakes(q, k, v, mask))
+
+
+@pytest.mark.points(2)
+@pytest.mark.todo("attention_scores")
+def test_attention_scores_worked_example_divides_by_sqrt_head_size():
+    # One query (1, 0, 0, 0) against keys (2, 0, 0, 0), (0, 3, 0, 0), (1, 1, 1, 1): dot products 2, 0, 1;
+    # divided by sqrt(D) = 2: (1, 0, 0.5).
+    q = torch.tensor([1.0, 0.0, 0.0, 0.0]).view(1, 1, 1, 4)
+    k = torch.tensor([[2.0, 0.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]).view(1, 1, 3, 4)
+    check_close(attention_scores(q, k), torch.tensor([1.0, 0.0, 0.5]).view(1, 1, 1, 3),
+                "the scores of query (1,0,0,0) against keys (2,0,0,0), (0,3,0,0), (1,1,1,1) with D = 4", [
+                    (torch.tensor([2.0, 0.0, 1.0]).view(1, 1, 1, 3),
+                     f"they are the plain dot products: {SCALE_HINT}"),
+                    (torch.tensor([0.5, 0.0, 0.25]).view(1, 1, 1, 3),
+                     "they were divided by D = 4; divide by sqrt(D) = 2"),
+                    (torch.tensor([0.0, 1.5, 0.5]).view(1, 1, 1, 3),
+                     "the query was scored against the keys' transposed rows: Q K^T pairs query i with key j"),
+                ])
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("attention_scores")
+def test_attention_scores_of_every_query_and_key_agree_with_torchs_attention():
+    q, k = torch.randn(2, 3, 5, 9), torch.randn(2, 3, 4, 9)
+    k[:, :, 0] = 0.0  # every query scores 0 against key 0
+    eye = torch.eye(4).expand(2, 3, 4, 4)  # values = the identity: the context is the probabilities
+    probs = F.scaled_dot_product_attention(q, k, eye)
+    expected = probs.log() - probs[..., :1].log()  # (B, H, T_q, T_k): log(P_j / P_0) = S_j - S_0 = S_j
+    check_close(attention_scores(q, k), expected, "the scores of 5 queries against 4 keys (B 2, H 3, D 9)",
+                atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.points(2)
+def test_eager_attention_matches_torch_scaled_dot_product_attention(padding_mask):
+    check_attention(*qkv(), padding_mask, "the context")
 
 
 @pytest.mark.points(2)
@@ -70,16 +123,15 @@ def test_worked_example_scores_are_scaled_by_one_over_sqrt_head_size():
     k = torch.tensor([[2.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]).view(1, 1, 2, 4)
     v = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]).view(1, 1, 2, 4)
     context, probs = eager_attention(q, k, v, torch.zeros(1, 1, 1, 2), return_probs=True)
-    if probs is None:
-        fail("eager_attention(..., return_probs=True) returned no probabilities")
+    check_probabilities(probs, torch.ones(1, 2), (1, 1, 1, 2))
     p = probs.detach().view(2)
     gap = math.log(p[0] / p[1]) if p.min() > 0 else float("inf")  # the scores' difference, recovered
     if not math.isclose(gap, 1.0, rel_tol=1e-4):
         if gap > 1.0:
             fail(f"scores are {gap:.3g}x too large: {SCALE_HINT} (query (1,0,0,0), keys (2,0,0,0) and 0, "
                  f"D = 4: the scores must be (2, 0) / 2 = (1, 0); yours differ by {gap:.4g})")
-        fail(f"scores are {1 / gap:.3g}x too small: scale by 1/sqrt(D) = 1/2 here, not by more (the scores "
-             f"must be (1, 0); yours differ by {gap:.4g})")
+        fail(f"the scores of query (1,0,0,0) against keys (2,0,0,0) and 0 differ by {gap:.4g}; with D = 4 "
+             "they must be (2, 0) / sqrt(4) = (1, 0), a difference of 1: scale by 1/sqrt(D), once")
     e = math.e
     check_close(probs.view(2), torch.tensor([e / (e + 1), 1 / (e + 1)]), "the probabilities")
     check_close(context.view(4), torch.tensor([e / (e + 1), 1 / (e + 1), 0.0, 0.0]),
@@ -90,30 +142,34 @@ def test_worked_example_scores_are_scaled_by_one_over_sqrt_head_size():
 def test_probabilities_sum_to_one_over_the_keys_and_padding_gets_zero(padding_mask):
     q, k, v = qkv()
     _, probs = eager_attention(q, k, v, additive(padding_mask), return_probs=True)
-    if probs is None or probs.shape != (3, 2, 7, 7):
-        fail(f"the probabilities should have shape (B, H, T, T) = (3, 2, 7, 7), got "
-             f"{None if probs is None else tuple(probs.shape)}")
-    check_probabilities(probs, padding_mask)
+    check_probabilities(probs, padding_mask, (3, 2, 7, 7))
+    if eager_attention(q, k, v, additive(padding_mask))[1] is not None:
+        fail("eager_attention returned probabilities without return_probs=True")
 
 
 @pytest.mark.points(1)
-def test_padding_keys_do_not_change_real_queries(padding_mask):
+def test_padding_keys_do_not_change_real_queries():
     q, k, v = qkv(B=1, T=4)
     alone, _ = eager_attention(q, k, v, torch.zeros(1, 1, 1, 4))
     pad = torch.randn(1, 2, 3, 8) * 10
-    padded, _ = eager_attention(torch.cat([q, pad], 2), torch.cat([k, pad], 2), torch.cat([v, pad], 2),
-                                additive(torch.tensor([[1, 1, 1, 1, 0, 0, 0]])))
+    padding_mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0]])
+    padded, probs = eager_attention(torch.cat([q, pad], 2), torch.cat([k, pad], 2), torch.cat([v, pad], 2),
+                                    additive(padding_mask), return_probs=True)
+    check_probabilities(probs, padding_mask, (1, 2, 7, 7))
     check_close(padded[:, :, :4], alone, "the real tokens' context with three padding tokens appended "
                 f"(it must equal their context without them: {MASK_HINT})")
 
 
 @pytest.mark.points(1)
-def test_dropout_is_applied_to_the_probabilities():
+def test_dropout_drops_the_mixed_probabilities_and_returns_them_undropped():
     q, k, v = qkv()
+    everything = torch.ones(3, 7)
     torch.manual_seed(1)
-    dropped, _ = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), dropout_p=0.5)
-    torch.manual_seed(1)
+    dropped, returned = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), dropout_p=0.5, return_probs=True)
+    check_probabilities(returned, everything, (3, 2, 7, 7), when=" with dropout_p=0.5")
     _, probs = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), return_probs=True)
+    check_close(returned, probs, "the probabilities returned with dropout_p=0.5 (they are the ones before "
+                "dropout: equal to those without it)")
     torch.manual_seed(1)
     with_torchs_mask = F.dropout(probs, p=0.5) @ v
     if torch.allclose(dropped, with_torchs_mask):
@@ -125,13 +181,18 @@ def test_dropout_is_applied_to_the_probabilities():
 
 
 @pytest.mark.points(1)
-def test_self_attention_module_with_the_eager_kernel_equals_the_sdpa_kernel(config, padding_mask,
-                                                                            monkeypatch):
-    use_stand_ins(monkeypatch, "split_heads")
-    eager = BertSelfAttention(config, attn_implementation="eager").eval()
-    sdpa = BertSelfAttention(config, attn_implementation="sdpa").eval()
-    sdpa.load_state_dict(eager.state_dict())
-    hidden = torch.randn(3, 7, config.hidden_size)
-    mask = additive(padding_mask)
-    check_close(eager(hidden, mask).context, sdpa(hidden, mask).context,
-                "BertSelfAttention's context with your kernel (compared with torch's)")
+def test_each_head_matches_torch_multihead_attention_and_its_weights(padding_mask):
+    q, k, v = qkv()
+    context, probs = eager_attention(q, k, v, additive(padding_mask), return_probs=True)
+    check_probabilities(probs, padding_mask, (3, 2, 7, 7))
+    D = q.size(-1)
+    mha = nn.MultiheadAttention(D, 1, bias=False, batch_first=True).eval()  # one head, projections I
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(D).repeat(3, 1))
+        mha.out_proj.weight.copy_(torch.eye(D))
+    for h in range(q.size(1)):
+        with torch.no_grad():
+            ref, ref_probs = mha(q[:, h], k[:, h], v[:, h], key_padding_mask=padding_mask == 0)
+        check_close(probs[:, h], ref_probs, f"head {h}'s probabilities (against nn.MultiheadAttention's "
+                    "weights)")
+        check_close(context[:, h], ref, f"head {h}'s context (against nn.MultiheadAttention)")

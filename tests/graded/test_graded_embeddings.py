@@ -2,86 +2,96 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 import torch
-import torch.nn.functional as F
-from graded_helpers import check_close, fail, randomize
+from graded_helpers import TOL, check_close, fail
+from safetensors.torch import load_file
 
 from minbert.embeddings import BertEmbeddings
 
 pytestmark = pytest.mark.component("embeddings")
 
-
-def expected(emb: BertEmbeddings, ids: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
-    """The definition (BERT paper §3, Figure 2), through F.embedding and F.layer_norm."""
-    return _norm(emb, _sum(emb, ids, segments))
+STORED = Path(__file__).resolve().parent / "reference" / "embeddings.safetensors"
 
 
-def _sum(emb, ids, segments, words=True, positions=True, types=True):
-    T = ids.size(1)
-    total = torch.zeros(*ids.shape, emb.word_embeddings.embedding_dim)
-    if words:
-        total = total + F.embedding(ids, emb.word_embeddings.weight)
-    if positions:
-        total = total + F.embedding(torch.arange(T), emb.position_embeddings.weight)
-    if types:
-        total = total + F.embedding(segments, emb.token_type_embeddings.weight)
-    return total
+def stored(config) -> tuple[BertEmbeddings, dict[str, torch.Tensor]]:
+    """Embeddings with stored weights, and stored inputs and outputs (made by hidden/make_references.py)."""
+    tensors = load_file(str(STORED))
+    emb = BertEmbeddings(config).eval()
+    emb.load_state_dict({name: tensors[name] for name in emb.state_dict()})
+    return emb, tensors
 
 
-def _norm(emb, x):
-    ln = emb.LayerNorm
-    return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+def normalised(x: torch.Tensor) -> bool:
+    """Each vector has mean 0 and variance 1 (a LayerNorm's output with scale 1 and shift 0)."""
+    mean, var = x.mean(dim=-1), x.var(dim=-1, unbiased=False)
+    return torch.allclose(mean, torch.zeros_like(mean), atol=1e-4) and torch.allclose(
+        var, torch.ones_like(var), atol=1e-3)
 
 
-def mistakes(emb, ids, segments):
-    return [(lambda: _norm(emb, _sum(emb, ids, segments, types=False)),
-             "the segment (token type) embeddings are missing from the sum"),
-            (lambda: _norm(emb, _sum(emb, ids, segments, positions=False)),
-             "the position embeddings are missing from the sum"),
-            (lambda: _sum(emb, ids, segments), "the LayerNorm over the sum is missing"),
-            (lambda: _norm(emb, _sum(emb, ids, torch.zeros_like(segments))),
-             "every token got segment 0: use the token_type_ids given")]
+def embeddings_mistake(emb: BertEmbeddings, ids: torch.Tensor, segments: torch.Tensor) -> str | None:
+    """The mistake an embedding layer makes, read off its outputs (LayerNorm scale 1, shift 0)."""
+    probe = copy.deepcopy(emb).eval()
+    with torch.no_grad():
+        probe.LayerNorm.weight.fill_(1.0)
+        probe.LayerNorm.bias.zero_()
+        out = probe(ids, segments)
+        if not normalised(out):
+            return "the LayerNorm over the sum is missing (it comes after the sum, before dropout)"
+        if torch.allclose(probe(ids.flip(1), segments.flip(1)), out.flip(1), **TOL):
+            return ("the position embeddings are missing from the sum: reversing the tokens only reverses "
+                    "the output")
+        if torch.allclose(probe(ids, 1 - segments), out, **TOL):
+            probe.token_type_embeddings.weight.add_(torch.randn_like(probe.token_type_embeddings.weight))
+            if torch.allclose(probe(ids, segments), out, **TOL):
+                return "the segment (token type) embeddings are missing from the sum"
+            return "every token got segment 0: use the token_type_ids given"
+    return None
+
+
+def check_embeddings(actual, expected: torch.Tensor, what: str, emb, ids, segments) -> None:
+    __tracebackhide__ = True
+    if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and not torch.allclose(
+            actual, expected, **TOL):
+        mistake = embeddings_mistake(emb, ids, segments)
+        if mistake:
+            fail(f"{what} are wrong: {mistake}")
+    check_close(actual, expected, what)
 
 
 @pytest.mark.points(3)
 def test_embeddings_are_layernorm_of_word_plus_position_plus_segment(config):
-    emb = randomize(BertEmbeddings(config)).eval()
-    ids = torch.randint(1, config.vocab_size, (2, 9))
-    segments = torch.tensor([[0] * 5 + [1] * 4, [0] * 3 + [1] * 6])
-    check_close(emb(ids, segments), expected(emb, ids, segments), "the embeddings",
-                mistakes(emb, ids, segments))
+    emb, t = stored(config)
+    check_embeddings(emb(t["ids"], t["segments"]), t["output"], "the embeddings (stored weights and ids)",
+                     emb, t["ids"], t["segments"])
 
 
 @pytest.mark.points(1)
 def test_embeddings_default_segments_are_zero(config):
-    emb = randomize(BertEmbeddings(config)).eval()
-    ids = torch.randint(1, config.vocab_size, (2, 6))
-    check_close(emb(ids), expected(emb, ids, torch.zeros_like(ids)),
-                "the embeddings without token_type_ids (every token in segment 0)",
-                mistakes(emb, ids, torch.zeros_like(ids)))
+    emb, t = stored(config)
+    check_embeddings(emb(t["ids"]), t["output_segment_0"], "the embeddings without token_type_ids (every "
+                     "token in segment 0)", emb, t["ids"], t["segments"])
 
 
 @pytest.mark.points(1)
 def test_embeddings_accept_word_vectors_directly(config):
-    emb = randomize(BertEmbeddings(config)).eval()
-    ids = torch.randint(1, config.vocab_size, (2, 6))
-    segments = torch.randint(0, 2, (2, 6))
-    words = emb.word_embeddings(ids)
-    check_close(emb(inputs_embeds=words, token_type_ids=segments), expected(emb, ids, segments),
-                "the embeddings given inputs_embeds (word vectors instead of ids)",
-                mistakes(emb, ids, segments))
+    emb, t = stored(config)
+    words = emb.word_embeddings(t["ids"])
+    check_close(emb(inputs_embeds=words, token_type_ids=t["segments"]), t["output"],
+                "the embeddings given inputs_embeds (word vectors instead of ids)")
 
 
 @pytest.mark.points(1)
 def test_embeddings_apply_dropout_in_training_only(config):
-    emb = randomize(BertEmbeddings(config.replace(hidden_dropout_prob=0.5)))
-    ids = torch.randint(1, config.vocab_size, (2, 6))
+    emb, t = stored(config.replace(hidden_dropout_prob=0.5))
+    ids = t["ids"]
     emb.train()
     zeros = (emb(ids) == 0).float().mean().item()
     if zeros < 0.2:
         fail(f"in training mode with hidden_dropout_prob=0.5 only {zeros:.0%} of the outputs are 0: apply "
              "dropout after the LayerNorm")
     emb.eval()
-    check_close(emb(ids), expected(emb, ids, torch.zeros_like(ids)),
-                "the embeddings in eval mode (no dropout)")
+    check_close(emb(ids), t["output_segment_0"], "the embeddings in eval mode (no dropout)")

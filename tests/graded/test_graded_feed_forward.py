@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import check_close, randomize
+from graded_helpers import check_close
+from safetensors.torch import load_file
 
 from minbert.layer import BertIntermediate
 
@@ -15,21 +17,18 @@ pytestmark = pytest.mark.component("feed_forward")
 
 TANH = ("this is the tanh approximation of GELU (off by up to ~1e-3): BERT uses the exact form "
         "x Phi(x), Phi the standard normal CDF (erf)")
-
-
-def mistakes(projected: torch.Tensor):
-    return [(F.gelu(projected, approximate="tanh"), TANH),
-            (F.relu(projected), "this is ReLU; BERT uses GELU, x Phi(x)"),
-            (projected, "the activation is missing: GELU(h W^T + b)")]
+RELU = "this is ReLU; BERT uses GELU, x Phi(x)"
+NO_ACTIVATION = "the activation is missing: GELU(h W^T + b)"
+STORED = Path(__file__).resolve().parent / "reference" / "feed_forward.safetensors"
 
 
 @pytest.mark.points(2)
 def test_intermediate_is_exact_gelu_of_the_expansion(config):
-    ffn = randomize(BertIntermediate(config), std=1.0).eval()
-    hidden = torch.randn(3, 7, config.hidden_size)
-    projected = F.linear(hidden, ffn.dense.weight, ffn.dense.bias)  # (B, T, I)
-    check_close(ffn(hidden), F.gelu(projected), "the intermediate output (B, T, I) = (3, 7, 37)",
-                mistakes(projected))
+    t = load_file(str(STORED))  # made by hidden/make_references.py
+    ffn = BertIntermediate(config).eval()
+    ffn.load_state_dict({name: t[name] for name in ffn.state_dict()})
+    check_close(ffn(t["hidden"]), t["output"], "the intermediate output (B, T, I) = (3, 7, 37)",
+                [(t["tanh_gelu"], TANH), (t["relu"], RELU), (t["no_activation"], NO_ACTIVATION)])
 
 
 @pytest.mark.points(1)
@@ -41,4 +40,5 @@ def test_gelu_by_hand_at_a_few_points(config):
     x = torch.tensor([[[-1.0, 0.0, 1.0, 2.0]]])
     phi = [0.5 * (1 + math.erf(v / math.sqrt(2))) for v in (-1.0, 0.0, 1.0, 2.0)]
     expected = torch.tensor([[[-1.0 * phi[0], 0.0, phi[2], 2.0 * phi[3]]]])
-    check_close(ffn(x), expected, "GELU(-1, 0, 1, 2) through an identity layer", mistakes(x), atol=1e-6)
+    check_close(ffn(x), expected, "GELU(-1, 0, 1, 2) through an identity layer",
+                [(F.gelu(x, approximate="tanh"), TANH), (F.relu(x), RELU), (x, NO_ACTIVATION)], atol=1e-6)

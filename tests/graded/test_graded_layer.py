@@ -7,16 +7,20 @@ The attention kernel, the head split and the feed-forward expansion are stand-in
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 import torch
-import torch.nn.functional as F
-from graded_helpers import additive, check_close, fail, randomize, torch_encoder_layer, use_stand_ins
+from graded_helpers import TOL, additive, check_close, fail, randomize, torch_encoder_layer, use_stand_ins
+from safetensors.torch import load_file
 
 from minbert.layer import AddNorm, BertLayer
 
 pytestmark = pytest.mark.component("layer")
 
 POST_LN = "post-LN adds the residual first and normalises the sum: LayerNorm(x + Dropout(W h + b))"
+STORED = Path(__file__).resolve().parent / "reference" / "layer_add_norm.safetensors"
 
 
 @pytest.fixture(autouse=True)
@@ -24,48 +28,88 @@ def _stand_ins(monkeypatch):
     use_stand_ins(monkeypatch, "attention", "split_heads", "feed_forward")
 
 
-def add_norm_by_definition(layer: AddNorm, hidden, residual):
-    """LayerNorm(x + Dropout(W h + b)), dropout off (the module's docstring)."""
-    ln = layer.LayerNorm
-    projected = F.linear(hidden, layer.dense.weight, layer.dense.bias)
-    return F.layer_norm(residual + projected, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+def stored_add_norm(config, size: str):
+    """AddNorm with stored weights, its input, residual and output (made by hidden/make_references.py)."""
+    tensors = load_file(str(STORED))
+    layer = AddNorm(config.hidden_size if size == "hidden" else config.intermediate_size, config).eval()
+    layer.load_state_dict({name: tensors[f"{size}.{name}"] for name in layer.state_dict()})
+    return layer, tensors[f"{size}.hidden"], tensors[f"{size}.residual"], tensors[f"{size}.output"]
 
 
-def add_norm_mistakes(layer: AddNorm, hidden, residual):
-    ln = layer.LayerNorm
-    projected = F.linear(hidden, layer.dense.weight, layer.dense.bias)
+def normalised(x: torch.Tensor) -> bool:
+    """Each vector has mean 0 and variance 1 (a LayerNorm's output with scale 1 and shift 0)."""
+    mean, var = x.mean(dim=-1), x.var(dim=-1, unbiased=False)
+    return torch.allclose(mean, torch.zeros_like(mean), atol=1e-4) and torch.allclose(
+        var, torch.ones_like(var), atol=1e-3)
 
-    def norm(x):
-        return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
-    return [(lambda: residual + norm(projected),
-             f"the residual is added after the LayerNorm (pre-LN); {POST_LN}"),
-            (lambda: norm(projected), f"the residual is missing; {POST_LN}"),
-            (lambda: residual + projected, f"the LayerNorm is missing; {POST_LN}")]
+def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
+    """The mistake an AddNorm makes, read off its outputs with the LayerNorm's scale 1 and shift 0."""
+    probe = copy.deepcopy(layer).eval()
+    with torch.no_grad():
+        probe.LayerNorm.weight.fill_(1.0)
+        probe.LayerNorm.bias.zero_()
+        out = probe(hidden, residual)
+        moved = probe(hidden, residual + torch.randn_like(residual))
+    if not normalised(out):
+        if normalised(out - residual):
+            return f"the residual is added after the LayerNorm (pre-LN); {POST_LN}"
+        return f"its output is not normalised: the LayerNorm comes last; {POST_LN}"
+    if torch.allclose(out, moved, **TOL):
+        return f"the residual is missing (the output does not change with it); {POST_LN}"
+    return None
 
 
 @pytest.mark.points(2)
 @pytest.mark.todo("AddNorm.forward")
 @pytest.mark.parametrize("size", ["hidden", "intermediate"])
 def test_add_norm_is_layernorm_of_residual_plus_projection(config, size):
-    in_features = config.hidden_size if size == "hidden" else config.intermediate_size
-    layer = randomize(AddNorm(in_features, config)).eval()
-    hidden, residual = torch.randn(2, 5, in_features), torch.randn(2, 5, config.hidden_size)
-    check_close(layer(hidden, residual), add_norm_by_definition(layer, hidden, residual), "AddNorm's output",
-                add_norm_mistakes(layer, hidden, residual))
+    layer, hidden, residual, expected = stored_add_norm(config, size)
+    actual = layer(hidden, residual)
+    if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and not torch.allclose(
+            actual, expected, **TOL):
+        mistake = add_norm_mistake(layer, hidden, residual)
+        if mistake:
+            fail(f"AddNorm's output is wrong: {mistake}")
+    check_close(actual, expected, "AddNorm's output (stored weights and inputs)")
 
 
 @pytest.mark.points(1)
 @pytest.mark.todo("AddNorm.forward")
-def test_add_norm_applies_dropout_in_training(config):
+def test_add_norm_drops_only_the_projection_in_training(config):
     layer = randomize(AddNorm(config.hidden_size, config.replace(hidden_dropout_prob=0.5)))
     hidden, residual = torch.randn(2, 5, config.hidden_size), torch.randn(2, 5, config.hidden_size)
     layer.train()
     if torch.allclose(layer(hidden, residual), layer(hidden, residual)):
         fail("AddNorm gives the same output twice in training mode with hidden_dropout_prob=0.5: apply "
              "self.dropout to the projection before the residual add")
+    with torch.no_grad():  # nothing left to drop: the output must be the residual, normalised, every time
+        layer.dense.weight.zero_()
+        layer.dense.bias.zero_()
+        normalised_residual = layer.LayerNorm(residual)
+    if not torch.allclose(layer(hidden, residual), normalised_residual, **TOL):
+        fail("with the projection W h + b zeroed, AddNorm in training mode must give LayerNorm(x) every "
+             "time, and yours varies: dropout belongs on the projection only, "
+             "LayerNorm(x + Dropout(W h + b)), not on the residual or the sum")
     layer.eval()
     check_close(layer(hidden, residual), layer(hidden, residual), "AddNorm's output in eval mode (twice)")
+
+
+def layer_mistake(ours: BertLayer, theirs, hidden, padding_mask) -> str | None:
+    """The mistake a BertLayer makes, read off its outputs when its feed-forward's projection changes."""
+    real, mask = padding_mask.bool(), additive(padding_mask)
+    probe = copy.deepcopy(ours)
+    with torch.no_grad():
+        probe.output.dense.weight.add_(torch.randn_like(probe.output.dense.weight))
+        if torch.allclose(probe(hidden, mask).hidden_states, ours(hidden, mask).hidden_states, **TOL):
+            return ("its output does not depend on the feed-forward sub-layer: after the attention's add & "
+                    "norm comes the feed-forward (intermediate, then output's add & norm)")
+        probe.output.dense.weight.zero_()  # the feed-forward adds only its bias: LayerNorm(residual + b)
+        probe.output.dense.bias.zero_()
+        if torch.allclose(probe(hidden, mask).hidden_states[real], theirs.norm2(hidden)[real], **TOL):
+            return ("the feed-forward's residual is the layer's input; it must be the attention sub-layer's "
+                    "output")
+    return None
 
 
 @pytest.mark.points(3)
@@ -78,16 +122,13 @@ def test_layer_matches_torch_transformer_encoder_layer(config, padding_mask):
     with torch.no_grad():
         ref = theirs(hidden, src_key_padding_mask=padding_mask == 0)
     real = padding_mask.bool()  # padded positions' outputs mean nothing; compare the real tokens
-    with torch.no_grad():  # the mistakes, from torch's layer's own pieces
-        attended = theirs.norm1(hidden + theirs.self_attn(hidden, hidden, hidden,
-                                                          key_padding_mask=padding_mask == 0)[0])
-        wrong_residual = theirs.norm2(hidden + theirs.linear2(F.gelu(theirs.linear1(attended))))
-    check_close(out[real], ref[real], "the layer's output at the real tokens", [
-        (attended[real], "it is the attention sub-layer's output alone: the feed-forward sub-layer "
-         "(intermediate, then output's add & norm with the attention output as residual) is missing"),
-        (wrong_residual[real], "the feed-forward's residual is the layer's input; it must be the attention "
-         "sub-layer's output"),
-    ])
+    if isinstance(out, torch.Tensor) and out.shape == ref.shape and not torch.allclose(out[real], ref[real],
+                                                                                          **TOL):
+        mistake = layer_mistake(ours, theirs, hidden, padding_mask)
+        if mistake:
+            fail(f"the layer's output is wrong: {mistake}")
+    check_close(out[real], ref[real], "the layer's output at the real tokens (against torch's "
+                "nn.TransformerEncoderLayer)")
 
 
 @pytest.mark.points(1)

@@ -101,6 +101,34 @@ def test_fifteen_percent_chosen_labels_hold_the_originals():
 
 @pytest.mark.points(1)
 @pytest.mark.todo("mask_tokens")
+def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
+    ids = sequences(1)[0]
+    state = random.getstate()
+    try:
+        outs = []
+        for global_seed in (1, 2):
+            random.seed(global_seed)  # a masking that draws from the module `random` changes with it
+            outs.append(mask_tokens(ids, VOCAB, random.Random(7)))
+    finally:
+        random.setstate(state)
+    if outs[0] != outs[1]:
+        fail("two calls with random.Random(7) masked the same sequence differently (only the global `random` "
+             "was reseeded in between): draw every random choice from the rng argument (rng.shuffle, "
+             "rng.random), never from the module `random`, so a seed reproduces a run")
+    rng, counts = random.Random(8), Counter()
+    for ids in sequences(300):
+        labels = mask_tokens(ids, VOCAB, rng).labels
+        counts.update(p for p, label in enumerate(labels) if label != IGNORE_INDEX)
+    shares = {p: counts[p] / 300 for p, token in enumerate(ids) if token not in VOCAB.special_ids}
+    low, high = min(shares, key=shares.get), max(shares, key=shares.get)
+    if shares[high] - shares[low] > 0.15:  # each 6 / 40 = 15%, with a standard error of 2% over 300
+        fail(f"position {high} was chosen in {counts[high]} of 300 sequences and position {low} in "
+             f"{counts[low]}: every maskable position must be equally likely (15%); visit the units in a "
+             "random order (rng.shuffle) before spending the budget")
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("mask_tokens")
 def test_at_most_max_predictions_and_at_least_one():
     rng = random.Random(3)
     long = [CLS] + [7] * 300 + [SEP]

@@ -24,12 +24,26 @@ def numbered(*shape: int) -> torch.Tensor:
     return torch.arange(torch.Size(shape).numel(), dtype=torch.float32).view(shape)
 
 
+def split_positions(B: int, T: int, H: int, D: int) -> torch.Tensor:
+    """(B, H, T, D): where element [b, h, t, d] of the split sits in a numbered (B, T, C) tensor."""
+    b, h, t, d = (torch.arange(n, dtype=torch.float32).view(shape) for n, shape in
+                  ((B, (B, 1, 1, 1)), (H, (1, H, 1, 1)), (T, (1, 1, T, 1)), (D, (1, 1, 1, D))))
+    return b * T * H * D + t * H * D + h * D + d  # token t's channels h*D..(h+1)*D-1
+
+
+def merge_positions(B: int, T: int, H: int, D: int) -> torch.Tensor:
+    """(B, T, C): where element [b, t, c] of the merge sits in a numbered (B, H, T, D) tensor."""
+    b, t, c = (torch.arange(n).view(shape) for n, shape in
+               ((B, (B, 1, 1)), (T, (1, T, 1)), (H * D, (1, 1, H * D))))
+    return b * H * T * D + (c // D) * T * D + t * D + c % D  # channel c is dimension c % D of head c // D
+
+
 @pytest.mark.points(2)
 @pytest.mark.todo("split_heads")
 def test_split_heads_gives_each_head_its_slice_of_every_token(config):
     attention, H, D = module(config), config.num_attention_heads, config.head_dim
     x = numbered(2, 5, H * D)  # (B, T, C): every number says where it came from
-    expected = torch.stack([x[:, :, h * D:(h + 1) * D] for h in range(H)], dim=1)  # (B, H, T, D)
+    expected = split_positions(2, 5, H, D)  # head h of token t holds channels h*D..(h+1)*D-1
     check_close(attention.split_heads(x), expected, "split_heads of a (2, 5, 32) tensor (4 heads of 8)",
                 [(x.reshape(2, H, 5, D), MIXED)], atol=0, rtol=0)
 
@@ -39,7 +53,7 @@ def test_split_heads_gives_each_head_its_slice_of_every_token(config):
 def test_merge_heads_puts_each_tokens_heads_side_by_side(config):
     attention, H, D = module(config), config.num_attention_heads, config.head_dim
     x = numbered(2, H, 5, D)  # (B, H, T, D)
-    expected = torch.cat([x[:, h] for h in range(H)], dim=-1)  # (B, T, C)
+    expected = merge_positions(2, 5, H, D)  # channel h*D+d of token t
     check_close(attention.merge_heads(x), expected, "merge_heads of a (2, 4, 5, 8) tensor",
                 [(x.reshape(2, 5, H * D), NOT_MOVED)], atol=0, rtol=0)
 
@@ -54,7 +68,7 @@ def test_merge_undoes_split(config):
 
 
 @pytest.mark.points(1)
-@pytest.mark.todo("split_heads")
+@pytest.mark.todo("merge_heads")  # it runs both; merge_heads is the one done second (grading/documents.py)
 def test_self_attention_with_torchs_kernel_matches_torch_multihead_attention(config, padding_mask):
     ours = randomize(BertSelfAttention(config, attn_implementation="sdpa")).eval()
     theirs = torch_multihead_attention(ours, config)

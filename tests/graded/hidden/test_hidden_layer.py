@@ -39,7 +39,7 @@ def test_layer_is_post_ln_with_exact_gelu(config, padding_mask):
 def test_layer_gradcheck_float64(config):
     layer = randomize(BertLayer(config)).double()
     hidden = torch.randn(2, 5, config.hidden_size, dtype=torch.float64, requires_grad=True)
-    mask = additive(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float64)
+    mask = additive(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])).double()
     if not torch.autograd.gradcheck(lambda h: layer(h, mask).hidden_states, (hidden,), raise_exception=False):
         fail("the layer's gradient (float64) does not match finite differences: is some step done outside "
              "autograd (in place on a leaf, .data, .detach(), numpy)?")

@@ -8,7 +8,8 @@ from graded_helpers import check_value
 
 from tasks.evaluation.metrics import r_precision
 
-pytestmark = [pytest.mark.component("r_precision"), pytest.mark.visibility("after_published")]
+pytestmark = [pytest.mark.component("r_precision"), pytest.mark.visibility("after_published"),
+              pytest.mark.todo("r_precision")]
 
 
 @pytest.mark.points(1)

@@ -1,0 +1,130 @@
+"""Restated expressions: the leak check's second half, for a region's maths inside code of another shape.
+
+Token coverage (leaks.py) misses a region's maths restated inside code of another shape: one line of a four-line region (label attention's `A_l = Q_l K^T / sqrt(D)`), or the same
+expression around another argument (the classify job's `F.cross_entropy(model(...), labels.to(device))`
+beside the sentiment loss TODO's `F.cross_entropy(logits, labels.to(device))`). So the check also compares
+expressions as syntax trees: names and literals abstracted, API names (attributes, keyword arguments,
+called builtins) kept, as leaks.py's tokens do. A region expression is restated where a shipped expression has its
+shape, allowing one sub-expression of up to MAX_HOLE of it to differ, provided what must match is still
+MIN_NODES nodes (the hole counting as one) and names MIN_API APIs, so generic shapes never count:
+`(x[0], x[-1])`, `any(a in b for a in c)`, `(*).sum(dim=-1)`. Measured on the tree when this was written:
+at MIN_API = 1 two dozen unrelated matches (a tuple of two subscripts, `q @ k.transpose(-1, -2)` in an
+analysis helper), and with a 3-node hole allowed in an 8-node expression, `(u * v).sum(dim=-1)` matched
+three entropy sums; with the rules above it found the five restatements a course reported and nothing
+else. A restatement that is reviewed and fine goes into ALLOWED with the reason.
+
+Read next: handout.py (its check_leaks runs leaks.find_leaks and find_restated on every build).
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Collection, Iterator, Mapping
+
+from grading.leaks import _BUILTINS, NAME, NUMBER, Restatement, _code
+from grading.regions import Region, find_regions
+
+MIN_NODES = 8  # AST nodes (contexts not counted) that must match, the hole counting as one
+MIN_API = 2  # API names the matching part must hold
+MAX_HOLE = 0.4  # share of the expression's nodes one differing sub-expression may take
+
+# Reviewed restatements: (TODO, shipped file) -> why it may stay. Empty: every one found was removed.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def _nodes(node: ast.AST) -> int:
+    return sum(1 for n in ast.walk(node) if not isinstance(n, ast.expr_context))
+
+
+def _is_api(node: ast.AST, parent: ast.AST | None) -> bool:
+    return (isinstance(node, (ast.Attribute, ast.keyword))
+            or isinstance(node, ast.Name) and node.id in _BUILTINS and isinstance(parent, ast.Call)
+            and parent.func is node)
+
+
+def _shape(node: ast.AST, hole: ast.AST | None = None, parent: ast.AST | None = None) -> tuple[str, int]:
+    """(the expression's shape with `hole` as a wildcard, the API names outside the hole)."""
+    if node is hole:
+        return "*", 0
+    if isinstance(node, ast.Name):
+        return (node.id, 1) if _is_api(node, parent) else (NAME, 0)
+    if isinstance(node, ast.Constant):
+        return NUMBER, 0
+    parts, apis = [type(node).__name__], int(_is_api(node, parent))
+    for name, value in ast.iter_fields(node):
+        if name in ("attr", "arg"):
+            parts.append(f"{name}={value}")
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST) and not isinstance(child, ast.expr_context):
+                text, found = _shape(child, hole, node)
+                parts.append(text)
+                apis += found
+    return "(" + " ".join(parts) + ")", apis
+
+
+def _expressions(tree: ast.AST) -> Iterator[ast.expr]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.expr) and not isinstance(node, ast.expr_context) and _nodes(node) >= MIN_NODES:
+            yield node
+
+
+def _shipped_trees(path: str, text: str, regions: list[Region]) -> Iterator[tuple[ast.AST, int, int | None]]:
+    """(syntax tree, line offset, cell) of the shipped code of a file: a Python file with the stubbed
+    regions cut out (each becomes one `pass`), a notebook's code cells, a Markdown page's code blocks."""
+    if not path.endswith(".py"):
+        for source, first_line, cell in _code(path, text):
+            try:
+                yield ast.parse(source), first_line - 1, cell
+            except SyntaxError:
+                continue
+        return
+    lines = text.splitlines()
+    for region in regions:
+        indent = lines[region.begin - 1][:len(lines[region.begin - 1]) - len(lines[region.begin - 1].lstrip())]
+        lines[region.begin - 1:region.end] = [f"{indent}pass"] + [""] * (region.end - region.begin)
+    try:
+        yield ast.parse("\n".join(lines)), 0, None
+    except SyntaxError:
+        return
+
+
+def find_restated(files: Mapping[str, str], todos: Collection[str] | None = None) -> list[Restatement]:
+    """Shipped expressions that restate an expression of a stubbed region, one hole allowed (see above);
+    ALLOWED pairs left out."""
+    wanted: dict[str, tuple[Region, ast.expr]] = {}  # shape with a hole -> the region expression
+    regions_of: dict[str, list[Region]] = {}
+    for path, text in sorted(files.items()):
+        if not path.endswith(".py"):
+            continue
+        regions_of[path] = [r for r in find_regions(text, path) if todos is None or r.todo in todos]
+        lines = text.splitlines()
+        for region in regions_of[path]:
+            try:
+                tree = ast.parse(textwrap.dedent("\n".join(lines[region.begin:region.end - 1])))
+            except SyntaxError:  # not whole statements: the token check still covers it
+                continue
+            for expression in _expressions(tree):
+                size = _nodes(expression)
+                for hole in [None] + [n for n in ast.walk(expression) if n is not expression]:
+                    if hole is not None and (not isinstance(hole, ast.expr) or _nodes(hole) > MAX_HOLE * size
+                                             or size - _nodes(hole) + 1 < MIN_NODES):
+                        continue
+                    shape, apis = _shape(expression, hole)
+                    if apis >= MIN_API:
+                        wanted.setdefault(shape, (region, expression))
+    found: dict[tuple[str, str, int], Restatement] = {}
+    for path, text in sorted(files.items()):
+        for tree, offset, cell in _shipped_trees(path, text, regions_of.get(path, [])):
+            for expression in _expressions(tree):
+                for hole in [None] + [n for n in ast.walk(expression) if isinstance(n, ast.expr)
+                                      and n is not expression and not isinstance(n, ast.expr_context)]:
+                    match = wanted.get(_shape(expression, hole)[0])
+                    if match is None or (match[0].todo, path) in ALLOWED:
+                        continue
+                    line = expression.lineno + offset
+                    # ast.walk meets the outermost expression of a line first: report that one.
+                    found.setdefault((match[0].todo, path, line), Restatement(
+                        match[0], ast.unparse(match[1]), path, line, cell, ast.unparse(expression)))
+                    break
+    return list(found.values())
