@@ -1,4 +1,4 @@
-"""Tests for grading/reference_outputs.py: the stored outputs of the whole-model graded tests are what
+"""Tests for tests/model_references.py: the stored outputs of the whole-model graded tests are what
 transformers computes for the listed sentences, and its --check notices when they are not."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from grading import reference_outputs
-from grading.reference_outputs import SENTENCE_SETS, STAFF_ROOT, check_stored
+import model_references
+from model_references import SENTENCE_SETS, STAFF_ROOT, check_stored
 
 
 @pytest.mark.parametrize("relative", SENTENCE_SETS)
@@ -24,7 +24,7 @@ def test_stored_files_hold_the_listed_sentences(relative):
 def test_stored_files_are_transformers_outputs_of_the_listed_sentences(embedded_model_dir, capsys):
     """About 3 s once transformers is imported (10 s with the import): MiniLM on both sentence sets."""
     pytest.importorskip("transformers")
-    assert reference_outputs.main(["--check"]) == 0, capsys.readouterr().out
+    assert model_references.main(["--check"]) == 0, capsys.readouterr().out
     assert capsys.readouterr().out.count("largest difference per hidden state") == len(SENTENCE_SETS)
 
 

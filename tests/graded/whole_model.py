@@ -3,7 +3,7 @@
 A plain module shared by tests/graded/test_graded_model.py and its hidden twin (tests/graded/conftest.py
 puts this folder on sys.path). Unlike the other graded tests it uses no stand-in: the student's every
 model TODO runs, as in CS224N's sanity_check.py, so a bug anywhere in the model costs points here as well
-as in its own component. The stored outputs are transformers' (grading/reference_outputs.py made them);
+as in its own component. The stored outputs are transformers' (tests/model_references.py, a staff script, made them);
 the message names the first output that differs (the embeddings, a layer, the pooler), which tells the
 student where the bug is.
 

