@@ -30,7 +30,7 @@ one run each, so on a busy machine the ratio is noisy: run it on a quiet one.
 
 Dev metrics come from the FULL dev sets (unless --dev-limit), after the last epoch, computed by the same
 code for both models (the tasks' `evaluate`: our tokenizer, length-sorted batches) so that only training
-differs. Target (the issue): ours at least 2x the plain loop's examples per second, dev metrics no worse.
+differs. Target: ours at least 2x the plain loop's examples per second, dev metrics no worse.
 
     python -m bench.multitask                      # 1,500 examples per task, 1 epoch: ~10 min on 2 idle cores
     python -m bench.multitask --quick              # a smoke run of both loops, under a minute
@@ -70,11 +70,12 @@ from tasks.data.course import read_split, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import cosine_mse_loss
 from tasks.models.pair_task import PairTask
+from tasks.models.sentiment_task import SentimentTask
 from tasks.multitask import COURSE_TASKS, MultitaskBERT, overall_score
-from tasks.sentiment import SentimentTask
 from tasks.training.arguments import existing_dir, integer, non_negative_int, positive_int
-from tasks.training.config import TrainConfig
-from tasks.training.job import DEFAULT_MODEL, head_state, load_encoder
+from tasks.training.config import DEFAULT_MODEL, TrainConfig
+from tasks.training.best_model import head_state
+from tasks.training.job import load_encoder
 from tasks.training.loop import interleave
 from tasks.training.optimizer import build_optimizer
 from tasks.training.run_dir import RunDir
@@ -139,10 +140,8 @@ def build_tasks(data: dict, tokenizer, batch_size: int, seed: int) -> list:
     common = dict(tokenizer=tokenizer, batch_size=batch_size, seed=seed, max_length=PLAIN_LENGTH)
     return [
         SentimentTask("sst", train=data["sst", "train"], dev=data["sst", "dev"], **common),
-        PairTask("para", "paraphrase", train=data["para", "train"], dev=data["para", "dev"], cross=False,
-                 **common),
-        PairTask("sts", "similarity", train=data["sts", "train"], dev=data["sts", "dev"], cross=False,
-                 **common),
+        PairTask("para", "paraphrase", train=data["para", "train"], dev=data["para", "dev"], **common),
+        PairTask("sts", "similarity", train=data["sts", "train"], dev=data["sts", "dev"], **common),
     ]
 
 

@@ -3,8 +3,8 @@
 The multitask job trains SST, Quora and STS on one encoder. STS alone reaches a higher Pearson than STS
 trained together with the others; this script measures that gap, one subset of tasks at a time, with the
 multitask job's model, heads and loop, with proportional sampling, equal task weights and SST's plain
-cross-entropy: the job's defaults when the README's table was measured (since then the job weighs STS 4x and
-trains SST with R-Drop; those runs are the README's table of the main job). Each run evaluates the tasks it
+cross-entropy: the main job's defaults when docs/results.md's interference table was measured (the job's
+defaults since weigh STS 4x and train SST with R-Drop and [CLS] pooling). Each run evaluates the tasks it
 trains, before training and after each epoch.
 
     python -m bench.task_interference --tasks sts --epochs 2            # about 3.5 minutes on 2 cores
@@ -26,13 +26,13 @@ import time
 import torch
 
 from minbert.pooling import POOLINGS
-from tasks.data.course import task_files
+from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import SIMILARITY_LOSSES
-from tasks.multitask import COURSE_TASKS, PARAPHRASE_HEADS, MultitaskBERT, course_task
+from tasks.multitask import COURSE_TASKS, MultitaskBERT, course_task
 from tasks.training.arguments import choice_list, existing_dir, nonempty, positive, positive_int
-from tasks.training.config import SAMPLINGS, TrainConfig
-from tasks.training.job import DEFAULT_MODEL, load_encoder, read_splits
+from tasks.training.config import DEFAULT_MODEL, SAMPLINGS, TrainConfig
+from tasks.training.job import load_encoder
 from tasks.training.loop import train
 from tasks.training.run_dir import RunDir
 
@@ -47,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lr", type=positive, default=TrainConfig.lr)
     parser.add_argument("--sampling", choices=SAMPLINGS, default="proportional")
     parser.add_argument("--sst-pooling", choices=POOLINGS, default="mean")
-    parser.add_argument("--para-head", choices=PARAPHRASE_HEADS, default="cosine")
     parser.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse")
     parser.add_argument("--model", type=nonempty, default=DEFAULT_MODEL, help="a model name or folder")
     parser.add_argument("--data-dir", type=existing_dir, default=None)
@@ -62,9 +61,9 @@ def main(argv=None) -> int:
     source = resolve_data_dir(args.data_dir, task_files([COURSE_TASKS[n] for n in names], ("train", "dev")))
     data = {n: read_splits(source, COURSE_TASKS[n], strict=False, limit=0) for n in names}
     bert, tokenizer, _ = load_encoder(args.model)
-    model = MultitaskBERT(bert, sentiment_pooling=args.sst_pooling, paraphrase_head=args.para_head)
-    tasks = [course_task(n, data[n], tokenizer, config, 128, paraphrase_head=args.para_head,
-                         similarity_loss=args.similarity_loss) for n in names]
+    model = MultitaskBERT(bert, sentiment_pooling=args.sst_pooling)
+    tasks = [course_task(n, data[n], tokenizer, config, 128, similarity_loss=args.similarity_loss)
+             for n in names]
 
     def score(dev):  # only picks the "best" epoch, and nothing is saved here
         return sum(next(iter(metrics.values())) for metrics in dev.values())

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Vanilla vs label-embedding attention (Wang et al. 2020) with the embedded model on CPU: the README's table.
+# Vanilla vs label-embedding attention (Wang et al. 2020) with the embedded model on CPU: docs/results.md's table.
 #   experiments/label_attention.sh [OUT]     (default runs/label_attention; run it again to continue a stopped study)
 #   ONLY="rte cola" experiments/label_attention.sh     only those cells (two such runs side by side, each with
 #                                                      OMP_NUM_THREADS=1, finish sooner on a 2-core machine)

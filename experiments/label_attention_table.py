@@ -1,4 +1,5 @@
-"""The README's label-embedding tables from a finished (or partly finished) experiments/label_attention.sh.
+"""docs/results.md's label-embedding tables from a finished (or partly finished)
+experiments/label_attention.sh.
 
     .venv/bin/python experiments/label_attention_table.py [runs/label_attention]
 

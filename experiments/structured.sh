@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The five structured variants (Manginas et al. 2020) on HWV with the embedded model on CPU: the README's table.
+# The five structured variants (Manginas et al. 2020) on HWV with the embedded model on CPU: docs/results.md's table.
 #   experiments/structured.sh [OUT]     (default runs/hierarchical; run it again to continue a stopped study)
 #   DATASET=20newsgroups experiments/structured.sh      another collection
 # Same budget for every variant (about 8 minutes of one CPU core each on HWV): 3 epochs, lr 5e-5 (classifiers

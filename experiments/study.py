@@ -15,8 +15,8 @@ seed's resume checkpoints are dropped (--keep-checkpoints keeps them). At the en
 configuration is the paper's.
 
 The studies (error = 1 - dev accuracy). Their CPU budgets are part of their definitions, so that the command
-reproduces the README's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training set
-(1,347 sentences, a different stratified draw per seed; see --train-fraction in tasks/classify.py) for 3
+reproduces docs/results.md's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training
+set (1,347 sentences, a different stratified draw per seed; see --train-fraction in tasks/classify.py) for 3
 epochs at 64 pieces (SST-2's sentences fit); long-text trains 2 epochs on all of CFIMDB.
 
     long-text       cfimdb (1,707 train / 245 dev reviews, most longer than 128 pieces) at 128 pieces per
@@ -31,12 +31,12 @@ epochs at 64 pieces (SST-2's sentences fit); long-text trains 2 epochs on all of
                     sentence, so pretrain.run makes no next-sentence pairs from it)
 
 --only RUN... runs (and tabulates) a part of a study; runs not yet done show as "not run" in the table, so a
-study can be filled in over several sessions.
+study can be filled in over several runs of the command.
 
 The paper's numbers (bert-base, GPUs, IMDb and others) are context, not targets; each study records the
 paper's finding that our run agrees or disagrees with.
 
-Read next: ../README.md (the tables).
+Read next: ../docs/results.md (the tables).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's WNUT-17 table from a finished (or partly finished) experiments/tagging.sh.
+"""docs/results.md's WNUT-17 table from a finished (or partly finished) experiments/tagging.sh.
 
     .venv/bin/python experiments/tagging_table.py [runs/tag]
 

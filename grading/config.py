@@ -35,7 +35,7 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
                     "minbert/attention.py::BertSelfAttention.merge_heads"),
     "feed_forward": ("minbert/layer.py::BertIntermediate.forward",),
     "layer": ("minbert/layer.py::AddNorm.forward", "minbert/layer.py::BertLayer.forward"),
-    "encoder": ("minbert/model.py::BertEncoder.forward",),
+    "encoder": ("minbert/encoder.py::BertEncoder.forward",),
     "pooler": ("minbert/model.py::BertPooler.forward",),
     "model": (),  # the whole model: see WHOLE_MODEL
     "pretraining_heads": ("minbert/heads.py::BertLMPredictionHead.forward",

@@ -132,7 +132,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "self.output(self.intermediate(attention_output), hidden_states)",
              "the feed-forward's add & norm adds the layer's input instead of the attention output",
              "the feed-forward's residual is the layer's input"),
-    Mutation("encoder-layers-not-chained", "encoder", "minbert/model.py",
+    Mutation("encoder-layers-not-chained", "encoder", "minbert/encoder.py",
              "hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)",
              "output, probs = layer(hidden_states, attention_mask, output_attentions)",
              "every layer reads the embeddings; the encoder returns the embeddings",

@@ -4,21 +4,20 @@ Vaswani et al. 2017, §3.2: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, c
 parallel on D = C / H dimensional projections and concatenated (BERT keeps the concatenation at C and
 lets the following dense layer, in layer.py, mix the heads).
 
-Interchangeable kernels compute the same thing:
+Interchangeable kernels compute the same thing, looked up by name in ATTENTION_KERNELS:
 - `eager_attention`: the formula written out on `attention_scores` (the exercise; it can also return the
   probabilities);
-- `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager;
-- `unpadded_attention`: sdpa for a batch packed without its padding (unpadded.py), tested equal too.
+- `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
+(The fast path for padded batches, unpadded.py, adds a third, for its UnpaddedBertModel, which packs a
+batch's real tokens into one row before the embeddings.)
 
-Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D); unpadded (unpadded.py):
-N real tokens of a padded batch, L_b the length of sequence b.
+Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
 
 Read next: layer.py.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Callable, NamedTuple
 
@@ -28,7 +27,6 @@ from torch import nn
 
 from minbert.config import BertConfig
 from minbert.dropout import dropout
-from minbert.unpadded import Packing
 
 
 def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -74,7 +72,7 @@ def sdpa_attention(
     """The same computation with PyTorch's fused kernel (it never materialises the probabilities).
 
     The additive mask goes in as a boolean one (True = may attend), which PyTorch applies with -inf;
-    None means nothing to mask (the unpadded kernel's sequences).
+    None means nothing to mask.
     Outputs equal the eager kernel's for every sequence with at least one real token; a sequence that
     is all padding gets a zero context here and a uniform average there (neither means anything).
     """
@@ -95,39 +93,9 @@ def sdpa_attention(
     return context, None
 
 
-def unpadded_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | Packing,
-    dropout_p: float = 0.0, return_probs: bool = False,
-) -> tuple[torch.Tensor, None]:
-    """The sdpa kernel, sequence by sequence, for a batch packed into one row of its N real tokens.
-
-    query, key, value: (1, H, N, D); attention_mask: the batch's Packing (unpadded.py). Sequence b is
-    the b-th slice of L_b tokens and attends only to itself, with no padding and so no mask. Returns
-    (1, H, N, D). Given an ordinary additive mask (a padded batch, as when BertModel takes the padded
-    path), this is the sdpa kernel.
-    """
-    if not isinstance(attention_mask, Packing):
-        return sdpa_attention(query, key, value, attention_mask, dropout_p, return_probs)
-    if return_probs:
-        raise ValueError("the unpadded kernel cannot return attention probabilities; use the eager kernel")
-    # Why a loop of B calls: on 2 CPU cores, bert-base heads, 32 sequences of 2-128 tokens, forward and
-    # backward took 25 ms this way, 53 ms padded, 71 ms re-padded around the packed row, 203 ms with a
-    # block-diagonal (N, N) mask, 304 ms as nested tensors. torch.split's backward is one concatenation.
-    dtype = query.dtype
-    # Why float32 when training under bf16 autocast on a CPU: torch 2.13's CPU flash-attention backward
-    # ran 2-3x slower in bf16 than in float32 (51 against 19 ms a layer, MiniLM heads, 32 sequences of
-    # 2-128 tokens); the forward alone is faster in bf16, so only training pays for the casts.
-    upcast = query.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) and query.requires_grad
-    with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
-        pieces = zip(*(x.to(torch.float32 if upcast else dtype).split(attention_mask.lengths, dim=2)
-                       for x in (query, key, value)))  # B x (1, H, L_b, D)
-        contexts = [sdpa_attention(q, k, v, None, dropout_p)[0] for q, k, v in pieces]
-        return torch.cat(contexts, dim=2).to(dtype), None  # B x (1, H, L_b, D) -> (1, H, N, D)
-
-
-# The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face.
-ATTENTION_KERNELS: dict[str, Callable] = {"eager": eager_attention, "sdpa": sdpa_attention,
-                                          "unpadded": unpadded_attention}
+# The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face ("unpadded",
+# registered by unpadded.py, is UnpaddedBertModel's).
+ATTENTION_KERNELS: dict[str, Callable] = {"eager": eager_attention, "sdpa": sdpa_attention}
 
 
 class SelfAttentionOutput(NamedTuple):
@@ -150,26 +118,20 @@ class BertSelfAttention(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
                 output_attentions: bool = False) -> SelfAttentionOutput:
-        """hidden_states: (B, T, C); attention_mask: additive (B, 1, 1, T), see model.py.
-
-        Unpadded (unpadded.py): hidden_states (1, N, C), the real tokens as one row, and the batch's
-        Packing as attention_mask, which only the "unpadded" kernel reads.
-        """
+        """hidden_states: (B, T, C); attention_mask: additive (B, 1, 1, T), see model.py."""
         query = self.split_heads(self.query(hidden_states))
         key = self.split_heads(self.key(hidden_states))
         value = self.split_heads(self.value(hidden_states))
-        # A mask may bring its own way to attend: label attention's does (label_attention.py).
-        attend = getattr(attention_mask, "attend", None)
-        if attend is not None:
-            context, probs = attend(self, query, key, value, output_attentions)
-        else:
-            context, probs = self.attend(query, key, value, attention_mask, output_attentions)
+        context, probs = self.attend(query, key, value, attention_mask, output_attentions)
         return SelfAttentionOutput(self.merge_heads(context), probs)
 
     def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                attention_mask: torch.Tensor,
                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """This layer's kernel on (B, H, T, D) heads: context (B, H, T, D) and maybe probabilities."""
+        """This layer's kernel on (B, H, T, D) heads: context (B, H, T, D) and maybe probabilities.
+
+        A variant that attends differently overrides this method (label_attention.py's LabelSelfAttention).
+        """
         # Only the eager kernel can hand back the probabilities, so asking for them selects it.
         kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]
         dropout_p = self.dropout_prob if self.training else 0.0

@@ -1,8 +1,9 @@
-"""Load and save Hugging Face-format checkpoints: a directory with config.json and the weights.
+"""Read and write Hugging Face-format checkpoints: a directory with config.json and the weights.
 
-Loading is a strict key-for-key copy, because our parameter names are the checkpoint's names
-(STYLE.md §2). Real checkpoints need a few legacy fix-ups first (checkpoint_keys.py: gamma/beta, the
-`bert.` prefix, index buffers, the tied masked-LM decoder), each one reported.
+Loading into a model (`load_weights`, which the models' from_pretrained calls) is a strict key-for-key
+copy, because our parameter names are the checkpoint's names (STYLE.md §2). Real checkpoints need a few
+legacy fix-ups first (checkpoint_keys.py: gamma/beta, the `bert.` prefix, index buffers, the tied
+masked-LM decoder), each one reported.
 
 Anything else that does not fit is an error that names the key: a shape mismatch (with both shapes
 and a hint that config.json may not match the weights), missing keys, unknown keys, an unreadable
@@ -13,7 +14,7 @@ Saving writes config.json and model.safetensors (or pytorch_model.bin) with the 
 `transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
 atomically (atomic.py).
 
-Read next: checkpoint_keys.py (the legacy fix-ups), then hub.py (which directory a model name means).
+Read next: checkpoint_keys.py (the legacy fix-ups).
 """
 
 from __future__ import annotations
@@ -34,10 +35,8 @@ from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.atomic import atomic_write, atomic_write_text
-from minbert.checkpoint_keys import CheckpointError, Layout, normalise_keys
+from minbert.checkpoint_keys import CheckpointError, normalise_keys
 from minbert.config import BertConfig
-from minbert.heads import BertForPreTraining
-from minbert.model import BertModel
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -56,7 +55,7 @@ _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediat
 
 @dataclass
 class LoadReport:
-    """What load_model did besides copying tensors: fix-ups, fresh heads, ignored keys."""
+    """What load_weights did besides copying tensors: fix-ups, fresh heads, ignored keys."""
 
     model_class: str
     weights_file: Path
@@ -175,34 +174,30 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
 # ----- loading -----------------------------------------------------------------------------------
 
 
-_LAYOUTS: dict[type, Layout] = {BertModel: "model", BertForPreTraining: "pretraining"}
+def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
+    """Copy the checkpoint in `model_dir` into `model`, key for key, after the legacy fix-ups.
 
-
-def load_model(model_dir: str | os.PathLike, model_class: type[nn.Module] = BertModel,
-               attn_implementation: str = "sdpa") -> tuple[nn.Module, LoadReport]:
-    """Build `model_class` from `model_dir`/config.json and copy the checkpoint into it, key for key.
-
-    model_class: BertModel or BertForPreTraining. Returns (model in eval mode, LoadReport), the report
-    also kept as `model.load_report`. Heads an encoder-only checkpoint lacks are freshly initialised,
+    The key layout follows the class attribute `base_model_prefix` ("bert"), as in Hugging Face: a model
+    that holds the encoder under that name (BertForPreTraining: `.bert`, beside its heads `.cls`) reads
+    bert.* and cls.* keys; the encoder itself (BertModel) reads the keys without the prefix and ignores
+    the checkpoint's heads. Heads an encoder-only checkpoint lacks keep their fresh initialisation,
     reported and warned about; every other disagreement between the checkpoint and the model is a
-    CheckpointError.
+    CheckpointError. Returns the LoadReport.
     """
-    if model_class not in _LAYOUTS:
-        raise TypeError(f"model_class must be one of {[c.__name__ for c in _LAYOUTS]}, got {model_class!r}")
     model_dir = Path(model_dir)
-    config = BertConfig.from_json_file(model_dir)
-    _check_tied_config(model_dir / "config.json", model_class)
+    prefix = f"{model.base_model_prefix}." if hasattr(model, model.base_model_prefix) else ""
+    if prefix:
+        _check_tied_config(model_dir / "config.json")
     weights_file = find_weights_file(model_dir)
-    state, fixups = normalise_keys(read_weights(weights_file), _LAYOUTS[model_class])
+    state, fixups = normalise_keys(read_weights(weights_file), prefix)
 
-    model = model_class(config, attn_implementation=attn_implementation)
     expected = model.state_dict()
-    report = LoadReport(model_class.__name__, weights_file, fixups)
-    if model_class is BertModel:
+    report = LoadReport(type(model).__name__, weights_file, fixups)
+    if not prefix:
         report.ignored = sorted(k for k in state if k.startswith("cls."))
         state = {k: v for k, v in state.items() if not k.startswith("cls.")}
 
-    _check_keys(state, expected, config, weights_file)
+    _check_keys(state, expected, model.config, weights_file)
     report.initialised = sorted(set(expected) - set(state))
     _check_shapes(state, expected, weights_file)
     converted = _copy(model, state, weights_file)
@@ -210,15 +205,14 @@ def load_model(model_dir: str | os.PathLike, model_class: type[nn.Module] = Bert
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=2)
-    model.load_report = report
-    return model.eval(), report
+                      f"{_some(report.initialised)}", stacklevel=3)
+    return report
 
 
-def _check_tied_config(config_file: Path, model_class: type) -> None:
-    """config.json may say the decoder is untied; our BertForPreTraining cannot represent that."""
+def _check_tied_config(config_file: Path) -> None:
+    """config.json may say the decoder is untied; our masked-LM head cannot represent that."""
     values = json.loads(config_file.read_text(encoding="utf-8"))
-    if model_class is BertForPreTraining and values.get("tie_word_embeddings") is False:
+    if values.get("tie_word_embeddings") is False:
         raise CheckpointError(f"{config_file}: tie_word_embeddings is false, but minbert's masked-LM "
                               "decoder is always tied to the word embeddings; load a BertModel instead")
 

@@ -4,24 +4,25 @@ Our parameter names are the checkpoint's (STYLE.md §2), so loading is a key-for
 applied, each one a small function and each one reported:
 
 - `LayerNorm.gamma` / `LayerNorm.beta`: the names of the original TF-era PyTorch port;
-- the `bert.` prefix: present in pre-training checkpoints, absent in encoder-only ones;
+- the `bert.` prefix (Hugging Face's base_model_prefix): present in pre-training checkpoints, absent in
+  encoder-only ones;
 - `embeddings.position_ids` / `embeddings.token_type_ids`: index buffers older `transformers` saved
   (they are not weights; we compute positions on the fly);
 - `cls.predictions.decoder.*`: the masked-LM decoder is tied to the word embeddings (heads.py), so its
   weight must equal them (checked, then dropped) and its bias is `cls.predictions.bias`.
 
-Read next: checkpoint.py (load_model applies these, then copies).
+Read next: hub.py (which directory a model name means).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 import torch
 
-# Whose key names: BertModel's (embeddings.*, ...) or BertForPreTraining's (bert.*, cls.*).
-Layout = Literal["model", "pretraining"]
+# Where a model keeps the encoder's keys: "" for BertModel itself (embeddings.*, ...), "bert." for a model
+# that holds it at `.bert` beside its heads (BertForPreTraining: bert.*, cls.*).
+ENCODER_PREFIXES = ("", "bert.")
 
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 DECODER_WEIGHT = "cls.predictions.decoder.weight"
@@ -68,9 +69,9 @@ def drop_index_buffers(state: dict) -> tuple[dict, str | None]:
             f"dropped index buffer(s) {dropped} (not weights; positions are computed)")
 
 
-def fix_bert_prefix(state: dict, layout: Layout) -> tuple[dict, str | None]:
+def fix_bert_prefix(state: dict, prefix: str) -> tuple[dict, str | None]:
     """BertModel keys have no prefix; BertForPreTraining keys put the encoder under `bert.`."""
-    if layout == "model":
+    if not prefix:
         renames = {k: k[len("bert."):] for k in state if k.startswith("bert.")}
         line = f"stripped the 'bert.' prefix from {len(renames)} keys"
     else:
@@ -97,7 +98,7 @@ def fix_decoder_bias(state: dict) -> tuple[dict, str | None]:
     return state, f"dropped {DECODER_BIAS} (a copy of {MLM_BIAS})"
 
 
-def fix_tied_decoder(state: dict, layout: Layout) -> tuple[dict, str | None]:
+def fix_tied_decoder(state: dict, prefix: str) -> tuple[dict, str | None]:
     """Drop cls.predictions.decoder.weight after checking it equals the word embeddings.
 
     Our decoder *is* the word embedding matrix (heads.py), so a checkpoint whose decoder differs was
@@ -106,11 +107,11 @@ def fix_tied_decoder(state: dict, layout: Layout) -> tuple[dict, str | None]:
     """
     if DECODER_WEIGHT not in state:
         return state, None
-    embeddings = state.get(("bert." if layout == "pretraining" else "") + WORD_EMBEDDINGS)
+    embeddings = state.get(prefix + WORD_EMBEDDINGS)
     decoder = state[DECODER_WEIGHT]
     tied = embeddings is not None and decoder.shape == embeddings.shape and torch.equal(decoder, embeddings)
     if not tied:
-        if layout == "model":
+        if not prefix:
             return state, None  # ignored with the rest of cls.*
         if embeddings is None:
             detail = "there are no word embeddings to compare with"
@@ -127,16 +128,17 @@ def fix_tied_decoder(state: dict, layout: Layout) -> tuple[dict, str | None]:
 
 
 def normalise_keys(state: dict[str, torch.Tensor],
-                   layout: Layout) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """Apply every legacy fix-up; return the state dict in `layout`'s names and one line per fix-up.
+                   prefix: str) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Apply every legacy fix-up; return the state dict with the encoder's keys under `prefix` (one of
+    ENCODER_PREFIXES) and one line per fix-up.
 
-    `cls.*` keys stay as they are in the "model" layout; load_model reports them as ignored.
+    `cls.*` keys stay as they are for a bare encoder (prefix ""); checkpoint.py reports them as ignored.
     """
-    if layout not in ("model", "pretraining"):
-        raise ValueError(f"layout must be 'model' or 'pretraining', got {layout!r}")
+    if prefix not in ENCODER_PREFIXES:
+        raise ValueError(f"prefix must be one of {ENCODER_PREFIXES}, got {prefix!r}")
     fixups: list[str] = []
-    for fix in (fix_gamma_beta, drop_index_buffers, lambda s: fix_bert_prefix(s, layout),
-                fix_decoder_bias, lambda s: fix_tied_decoder(s, layout)):
+    for fix in (fix_gamma_beta, drop_index_buffers, lambda s: fix_bert_prefix(s, prefix),
+                fix_decoder_bias, lambda s: fix_tied_decoder(s, prefix)):
         state, line = fix(state)
         if line:
             fixups.append(line)

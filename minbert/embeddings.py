@@ -3,7 +3,7 @@
 BERT paper §3, Figure 2: "the input embeddings are the sum of the token embeddings, the segmentation
 embeddings and the position embeddings", followed by LayerNorm and dropout (as in the TF code).
 
-Shape legend: B batch, T tokens, C hidden size, N real tokens of a padded batch (unpadded.py).
+Shape legend: B batch, T tokens, C hidden size.
 
 Read next: attention.py.
 """
@@ -15,7 +15,6 @@ from torch import nn
 
 from minbert.config import BertConfig
 from minbert.dropout import Dropout
-from minbert.unpadded import Packing
 
 
 class BertEmbeddings(nn.Module):
@@ -37,16 +36,17 @@ class BertEmbeddings(nn.Module):
         input_ids: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        packing: Packing | None = None,
+        position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Embed a batch.
 
         input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
         gradients with respect to the input, e.g. saliency maps).
         token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
-        packing: embed only the batch's real tokens, as one row, each at the position it has in its
-            padded row (the unpadded path, unpadded.py); the inputs are checked in their padded shape first.
-        Returns (B, T, C), or (1, N, C) with a packing.
+        position_ids: (B, T) or (1, T) index of each token in the position table; default 0, 1, ..., T - 1
+        (Hugging Face's argument; the unpadded model, unpadded.py, gives each token of a packed row the
+        position it has in its padded row).
+        Returns (B, T, C).
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
@@ -55,20 +55,22 @@ class BertEmbeddings(nn.Module):
             B, T = input_ids.shape
         else:
             B, T, _ = inputs_embeds.shape
-        if T > self.config.max_position_embeddings:
-            raise ValueError(
-                f"sequence length {T} exceeds the position table (max_position_embeddings="
-                f"{self.config.max_position_embeddings}); truncate the input (tokenizer max_length)"
-            )
         if token_type_ids is None:
             token_type_ids = torch.zeros(B, T, dtype=torch.long, device=self._device())
         else:
             check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids", "type_vocab_size")
-        position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
-        if packing is not None:
-            input_ids, token_type_ids, inputs_embeds = map(packing.unpad, (input_ids, token_type_ids,
-                                                                           inputs_embeds))  # (1, N, ...)
-            position_ids = packing.positions  # (N,)
+        if position_ids is None:
+            if T > self.config.max_position_embeddings:
+                raise ValueError(
+                    f"sequence length {T} exceeds the position table (max_position_embeddings="
+                    f"{self.config.max_position_embeddings}); truncate the input (tokenizer max_length)"
+                )
+            position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
+        else:
+            # Checked by value, as the ids are: a packed row (unpadded.py) may hold more tokens than the
+            # table has positions, since only each token's own position must lie in the table.
+            check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
+                      "max_position_embeddings")
 
         # BEGIN SOLUTION
         if inputs_embeds is None:

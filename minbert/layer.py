@@ -8,7 +8,7 @@ The module names (attention.self, attention.output, intermediate, output) are th
 
 Shape legend: B batch, T tokens, C hidden size, I intermediate (feed-forward) size.
 
-Read next: model.py.
+Read next: encoder.py.
 """
 
 from __future__ import annotations

@@ -4,9 +4,12 @@ The model knows nothing about tasks: it maps token ids to one contextual vector 
 (`last_hidden_state`) and one vector per sequence (`pooler_output`, tanh(W h_[CLS] + b), the input of
 BERT's next-sentence head). Task heads live in tasks/, pre-training heads in heads.py.
 
-Shape legend: B batch, T tokens, C hidden size, H heads, L layers, N real tokens of a padded batch.
+`from_pretrained` is where loading lives: hub.py says which directory a name means, checkpoint.py copies
+the weights in; `save_pretrained` writes the same format back.
 
-Read next: unpadded.py (how a padded batch runs without its padding), then heads.py.
+Shape legend: B batch, T tokens, C hidden size, H heads, L layers.
+
+Read next: unpadded.py (the same model on a padded batch's real tokens only), then heads.py.
 """
 
 from __future__ import annotations
@@ -18,17 +21,12 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from minbert.attention import BertSelfAttention, check_kernel_name
+from minbert.attention import check_kernel_name
+from minbert.checkpoint import LoadReport, load_weights, save_model
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
-from minbert.layer import BertLayer
-from minbert.unpadded import Packing
-
-
-class EncoderOutput(NamedTuple):
-    last_hidden_state: torch.Tensor  # (B, T, C)
-    hidden_states: tuple[torch.Tensor, ...] | None  # L + 1 tensors (B, T, C): embeddings, then each layer
-    attentions: tuple[torch.Tensor, ...] | None  # L tensors (B, H, T, T)
+from minbert.encoder import BertEncoder
+from minbert.hub import resolve_model
 
 
 class BertModelOutput(NamedTuple):
@@ -36,33 +34,6 @@ class BertModelOutput(NamedTuple):
     pooler_output: torch.Tensor  # (B, C)
     hidden_states: tuple[torch.Tensor, ...] | None
     attentions: tuple[torch.Tensor, ...] | None
-
-
-class BertEncoder(nn.Module):
-    """L identical layers applied in turn."""
-
-    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
-        super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config, attn_implementation)
-                                   for _ in range(config.num_hidden_layers))
-
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> EncoderOutput:
-        """hidden_states: (B, T, C) embeddings; attention_mask: additive (B, 1, 1, T)."""
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
-        # Hint: feed each layer's output to the next; collect what was asked for along the way.
-        # BEGIN SOLUTION
-        for layer in self.layer:
-            hidden_states, probs = layer(hidden_states, attention_mask, output_attentions)
-            if output_hidden_states:
-                all_hidden.append(hidden_states)
-            if output_attentions:
-                all_attentions.append(probs)
-        # END SOLUTION
-        return EncoderOutput(hidden_states,
-                             tuple(all_hidden) if output_hidden_states else None,
-                             tuple(all_attentions) if output_attentions else None)
 
 
 class BertPooler(nn.Module):
@@ -101,22 +72,25 @@ def extended_attention_mask(attention_mask: torch.Tensor, dtype: torch.dtype) ->
 class BertModel(nn.Module):
     """The BERT encoder: BertEmbeddings -> BertEncoder (L x BertLayer) -> BertPooler.
 
-    attn_implementation: "sdpa" (the default, as from_pretrained's), "unpadded" (a padded batch runs on its
-    real tokens only, see unpadded.py; on 2 CPU cores, batches of 32 with half their positions padding ran
-    forward and backward about 2x faster than with "sdpa", MiniLM and bert-base sizes, bench/model_speed.py;
-    a batch without padding takes the padded path; its padding positions come back as 0), or "eager" (the
-    kernel students write).
+    attn_implementation: "sdpa" (the default) or "eager" (the kernel students write). The fast path for
+    padded batches, which runs on their real tokens only, is a subclass: UnpaddedBertModel (unpadded.py).
     """
+
+    base_model_prefix = "bert"  # where a model with heads keeps this encoder (checkpoint.load_weights)
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:
         super().__init__()
+        if attn_implementation == "unpadded" and type(self) is BertModel:
+            # That kernel reads a batch packed before the embeddings, which only the subclass makes.
+            raise ValueError("attn_implementation 'unpadded' is a model of its own: build "
+                             "minbert.UnpaddedBertModel(config) or UnpaddedBertModel.from_pretrained(...)")
         self.config = config
         self.attn_implementation = check_kernel_name(attn_implementation)
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.load_report = None  # from_pretrained's checkpoint.LoadReport: what loading did
+        self.load_report: LoadReport | None = None  # what from_pretrained's loading did
         init_bert_weights(self, config)
 
     def forward(
@@ -135,68 +109,51 @@ class BertModel(nn.Module):
         token_type_ids: (B, T) segment ids; default all 0.
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
-
-        With attn_implementation "unpadded", a batch with padding runs on its real tokens only
-        (unpadded.py) and its outputs come back padded, with 0 at the padding positions (the padded
-        path computes vectors there that mean nothing). Asking for the attention probabilities takes
-        the padded path.
         """
-        for argument, value in (("input_ids", input_ids), ("attention_mask", attention_mask),
-                                ("token_type_ids", token_type_ids), ("inputs_embeds", inputs_embeds)):
-            if value is not None and not isinstance(value, torch.Tensor):
-                raise TypeError(f"{argument} must be a torch.Tensor, got {type(value).__name__}; the "
-                                "tokenizer makes them: model(**tokenizer(texts, padding=True))")
-        packing = None
-        if self.attn_implementation == "unpadded" and attention_mask is not None and not output_attentions:
-            packing = Packing.from_mask(attention_mask)  # None if nothing is padded
-        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds,
-                                           packing)  # (B, T, C), or (1, N, C) packed
-        if packing is not None:
-            encoded = self.encoder(embedding_output, packing, output_hidden_states)  # (1, N, C) throughout
-            encoded = EncoderOutput(packing.pad(encoded.last_hidden_state),  # (1, N, C) -> (B, T, C)
-                                    tuple(map(packing.pad, encoded.hidden_states or ())) or None, None)
-        else:
-            B, T, _ = embedding_output.shape
-            if attention_mask is None:
-                attention_mask = torch.ones(B, T, dtype=torch.long, device=embedding_output.device)
-            elif attention_mask.shape != (B, T):
-                raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but the input "
-                                 f"has shape {(B, T)}")
-            additive_mask = extended_attention_mask(attention_mask, embedding_output.dtype)
-            encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
+        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                      inputs_embeds=inputs_embeds)
+        embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, T, C)
+        B, T, _ = embedding_output.shape
+        if attention_mask is None:
+            attention_mask = torch.ones(B, T, dtype=torch.long, device=embedding_output.device)
+        elif attention_mask.shape != (B, T):
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but the input "
+                             f"has shape {(B, T)}")
+        additive_mask = extended_attention_mask(attention_mask, embedding_output.dtype)  # (B, 1, 1, T)
+        encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
         pooled = self.pooler(encoded.last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
 
-    def set_attn_implementation(self, name: str) -> "BertModel":
-        """Switch every layer's attention kernel ("eager", "sdpa", "unpadded"); the weights are unchanged."""
-        self.attn_implementation = check_kernel_name(name)
-        for module in self.modules():
-            if isinstance(module, BertSelfAttention):
-                module.attn_implementation = name
-        return self
-
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main",
-                        attn_implementation: str = "sdpa", return_report: bool = False):
-        """Load a Hugging Face-format checkpoint, in eval mode: `transformers`' name for hub.load_pretrained.
+                        return_report: bool = False, **model_kwargs):
+        """Load a Hugging Face-format checkpoint, in eval mode.
 
         name_or_path: a directory (config.json and the weights), a name in the local Hugging Face cache
         (at `revision`), or None for the embedded all-MiniLM-L6-v2; hub.py says where it looks (it never
         downloads). What loading did (fix-ups, fresh heads, ignored keys) is the LoadReport kept at
         `model.load_report`; return_report=True returns (model, report) instead. Freshly initialised
         weights are warned about, and anything else that does not fit is a CheckpointError naming the key.
+        model_kwargs go to the class, as in Hugging Face: attn_implementation="eager", say.
         """
-        from minbert.hub import load_pretrained  # imported late: hub.py imports this module
-
-        model, report = load_pretrained(name_or_path, cls, attn_implementation, revision)
-        return (model, report) if return_report else model
+        model_dir = resolve_model(name_or_path, revision)
+        model = cls(BertConfig.from_json_file(model_dir), **model_kwargs)
+        model.load_report = load_weights(model, model_dir)
+        model.eval()
+        return (model, model.load_report) if return_report else model
 
     def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
         """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
         in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
-        from minbert.checkpoint import save_model  # imported late: checkpoint.py imports this module
-
         return save_model(self, directory, tokenizer=tokenizer)
+
+
+def check_tensors(**inputs: torch.Tensor | None) -> None:
+    """Refuse an input that is not a tensor (a list, a NumPy array), naming it: it would fail far inside."""
+    for argument, value in inputs.items():
+        if value is not None and not isinstance(value, torch.Tensor):
+            raise TypeError(f"{argument} must be a torch.Tensor, got {type(value).__name__}; the "
+                            "tokenizer makes them: model(**tokenizer(texts, padding=True))")
 
 
 def init_bert_weights(module: nn.Module, config: BertConfig) -> None:

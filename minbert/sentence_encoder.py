@@ -37,9 +37,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.tokenizer import BertTokenizer
+from minbert.unpadded import UnpaddedBertModel
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
 
@@ -119,6 +121,8 @@ class SentenceEncoder:
         tokens kept per input, special tokens included. None takes the model directory's setting (see the
         module docstring), else mean, False, and the tokenizer's model_max_length.
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
+        attn_implementation: the attention kernel of a model loaded here; "unpadded" loads an
+        UnpaddedBertModel (unpadded.py).
         """
         settings: dict = {}
         if isinstance(model, BertModel):
@@ -132,11 +136,10 @@ class SentenceEncoder:
             raise TypeError(f"model must be a BertModel (or a name or directory), got "
                             f"{type(model).__name__}; for a model with heads pass its encoder (model.bert)")
         else:
-            from minbert.hub import resolve_model  # imported late: hub.py is model loading, not pooling
-
             self.model_dir = resolve_model(model, revision)
             settings = sentence_transformers_settings(self.model_dir)
-            model = BertModel.from_pretrained(self.model_dir, attn_implementation=attn_implementation)
+            model_class = UnpaddedBertModel if attn_implementation == "unpadded" else BertModel
+            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -33,6 +33,7 @@ import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.atomic import atomic_write_text
+from minbert.hub import ModelNotFoundError, check_name_or_path, resolve_model
 from minbert.model_inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
 from minbert.truncation import SUN_ET_AL_BUDGET, check_truncation, pair_budgets, truncate
 
@@ -158,9 +159,6 @@ class BertTokenizer:
         or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the Hugging Face cache,
         at `revision`).
         """
-        # Imported late: hub.py imports the model, which tokenizing does not need.
-        from minbert.hub import ModelNotFoundError, check_name_or_path, resolve_model
-
         check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
         if model_dir is None or not model_dir.is_dir():

@@ -13,7 +13,8 @@ and next-sentence training on the target task's text (within-task), on text of r
 
 The model starts from any checkpoint (`--model`); an encoder-only checkpoint, like the embedded
 all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classifier, the decoder tied to
-its word embeddings, and the run says so. Training uses the shared loop (tasks/training/loop.py): our AdamW,
+its word embeddings, and the run says so; fresh heads learn at --head-lr 1e-3 by default, loaded ones at
+--lr. Training uses the shared loop (tasks/training/loop.py): our AdamW,
 warm-up and decay, progress bars, metrics.jsonl, loss_and_dev.png, atomic checkpoints and --resume.
 Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
 Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP
@@ -25,18 +26,18 @@ Read next: ../tasks/multitask.py (fine-tuning the result).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import random
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import torch
 from torch import nn
 
-from minbert.checkpoint import load_model, save_model
+from minbert.checkpoint import save_model
 from minbert.heads import BertForPreTraining, masked_lm_loss, next_sentence_loss
 from minbert.hub import resolve_model
 from minbert.tokenizer import BertTokenizer
@@ -46,16 +47,17 @@ from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingEx
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
-from tasks.data.course import task_files
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import resolve_data_dir
 from tasks.training import distributed
 from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
                                      positive_int, real)
-from tasks.training.config import add_train_arguments, train_config_from_args
-from tasks.training.job import DEFAULT_MODEL, default_run_dir, read_splits, user_errors
-from tasks.training.loop import train
+from tasks.training.config import DEFAULT_MODEL, TrainConfig, resolve
+from tasks.data.course import read_splits, task_files
+from tasks.training.job import default_run_dir, user_errors
+from tasks.training.loop import train as train_loop
 from tasks.training.run_dir import claim_run
+from tasks.training.settings import SettingsParser, flag
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
 SOURCES = COURSE_TASKS + ("20newsgroups",)
@@ -241,41 +243,42 @@ def pretraining_score(dev: dict[str, dict[str, float]]) -> float:
 # ----- the corpus -------------------------------------------------------------------------------
 
 
-def corpus_sources(args) -> list[str]:
-    if args.within:
-        return WITHIN[args.within]
-    if args.in_domain:
-        return DOMAINS[args.in_domain]
-    if args.cross_domain:
+def corpus_sources(settings: PretrainSettings) -> list[str]:
+    if settings.within:
+        return WITHIN[settings.within]
+    if settings.in_domain:
+        return DOMAINS[settings.in_domain]
+    if settings.cross_domain:
         return list(SOURCES)
     return []
 
 
-def read_corpus(args) -> tuple[list[Document], str]:
+def read_corpus(settings: PretrainSettings) -> tuple[list[Document], str]:
     """The documents the flags ask for, and a one-line description of them."""
     documents: list[Document] = []
     parts = []
-    sources = corpus_sources(args)
+    sources = corpus_sources(settings)
     course = [s for s in sources if s in COURSE_TASKS]
     if course:
-        source = resolve_data_dir(args.data_dir, task_files(course, args.splits))
+        source = resolve_data_dir(settings.data_dir, task_files(course, settings.splits))
         if source.is_sample:
             print("REMINDER: pre-training on the synthetic demo sample teaches nothing.", file=sys.stderr)
         for task in course:  # resolve_data_dir made sure every asked-for split is there
-            for split, examples in read_splits(source, task, args.strict, args.limit, args.splits).items():
+            for split, examples in read_splits(source, task, settings.strict, settings.limit,
+                                                  settings.splits).items():
                 documents += task_documents(task, examples)
                 parts.append(f"{task} {split} ({len(examples)} rows)")
     if "20newsgroups" in sources:
-        root = Path(args.data_root or os.environ.get("MINBERT_DATA", "data"))
-        for split in args.splits:
+        root = Path(settings.data_root or os.environ.get("MINBERT_DATA", "data"))
+        for split in settings.splits:
             if split == "dev":
                 continue  # 20 Newsgroups has train and test only
             posts = newsgroups_documents(root / NEWSGROUPS_ARCHIVE, split)
-            posts = posts[:args.limit] if args.limit else posts
+            posts = posts[:settings.limit] if settings.limit else posts
             documents += posts
             parts.append(f"20newsgroups {split} ({len(posts)} posts)")
-    for path in args.text or []:
-        texts = read_text_documents(path, args.text_format)
+    for path in settings.text or []:
+        texts = read_text_documents(path, settings.text_format)
         documents += texts
         parts.append(f"{path} ({len(texts)} documents)")
     if not documents:
@@ -287,118 +290,116 @@ def read_corpus(args) -> tuple[list[Document], str]:
 # ----- the command ------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pretrain.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    c = parser.add_argument_group("corpus")
-    which = c.add_mutually_exclusive_group()
-    which.add_argument("--within", choices=sorted(WITHIN),
-                       help="within-task: one task's text (multitask: SST + Quora + STS, the main job's)")
-    which.add_argument("--in-domain", choices=sorted(DOMAINS), help="in-domain: the text of related tasks "
-                       + "; ".join(f"{k} = {'+'.join(v)}" for k, v in DOMAINS.items()))
-    which.add_argument("--cross-domain", action="store_true", help="cross-domain: every source's text")
-    c.add_argument("--text", type=existing_file, nargs="+", metavar="FILE",
-                   help="plain-text files (one sentence or paragraph per line, blank line between documents)")
-    c.add_argument("--text-format", choices=TEXT_FORMATS, default="plain",
-                   help="wikitext: WikiText's files, a document per ' = Title = ' article")
-    c.add_argument("--splits", default="train", type=choice_list(("train", "dev", "test")),
-                   help="comma-separated splits of the task data to read (default train; test text is "
-                        "used only if you name it here)")
-    c.add_argument("--heldout", default=0.05,
-                   type=real(0.0, 1.0, low_open=True, high_open=True, meaning="the best epoch is chosen on "
-                             "held-out documents"),
-                   help="fraction of documents held out for evaluation (whole documents)")
-    c.add_argument("--data-dir", type=existing_dir, default=None,
-                   help="folder of the course's CSV files (as in tasks.multitask)")
-    c.add_argument("--data-root", type=existing_dir, default=None,
-                   help="folder holding 20newsgroups/ (default $MINBERT_DATA)")
-    c.add_argument("--strict", action="store_true", help="a malformed data row is an error, not a warning")
-    c.add_argument("--limit", type=integer(0, "0: every row"), default=0,
-                   help="use only the first N rows or posts of each source")
-    m = parser.add_argument_group("objectives")
-    m.add_argument("--model", type=nonempty, default=DEFAULT_MODEL,
-                   help="the checkpoint to start from (name or directory)")
-    m.add_argument("--max-length", type=integer(8, "room for text and 3 special tokens"), default=128,
-                   help="window in word pieces, specials included")
-    m.add_argument("--masking", choices=MASKING_STRATEGIES, default="token",
-                   help="token: BERT; whole-word: a word's pieces together; span: SpanBERT's spans")
-    m.add_argument("--mask-prob", type=real(0.0, 1.0, low_open=True, high_open=True), default=0.15,
-                   help="share of positions predicted")
-    m.add_argument("--max-predictions", type=positive_int, default=20, help="at most this many per sequence")
-    m.add_argument("--short-seq-prob", type=real(0.0, 1.0), default=0.1,
-                   help="probability of a shorter target length for an example (BERT: 0.1)")
-    m.add_argument("--no-mlm", dest="mlm", action="store_false", help="train next-sentence prediction only")
-    m.add_argument("--no-nsp", dest="nsp", action="store_false", help="train masked-LM only (RoBERTa)")
-    m.add_argument("--span-boundary", action="store_true",
-                   help="add SpanBERT's span-boundary objective (needs --masking span)")
-    m.add_argument("--out", type=output_dir, default=None,
-                   help="run directory (default runs/pretrain/<date-time>)")
-    add_train_arguments(parser, head_lr_help="learning rate of the heads (default: 1e-3 for freshly "
-                        "initialised heads, --lr for heads loaded from the checkpoint)")
-    parser.set_defaults(head_lr=None, eval_first=True)
-    parser.add_argument("--no-eval-first", dest="eval_first", action="store_false",
-                        help="skip the held-out evaluation before training (it runs by default)")
-    return parser
+@dataclass(frozen=True)
+class PretrainSettings:
+    """Corpus and objectives."""
+
+    within: str | None = flag(None, "within-task: one task's text (multitask: SST + Quora + STS)",
+                              choices=sorted(WITHIN))
+    in_domain: str | None = flag(None, "in-domain: the text of related tasks (" + "; ".join(
+        f"{k} = {'+'.join(v)}" for k, v in DOMAINS.items()) + ")", choices=sorted(DOMAINS))
+    cross_domain: bool = flag(False, "cross-domain: every source's text")
+    text: tuple[str, ...] | None = flag(None, "plain-text files (a blank line between documents)",
+                                        type=existing_file, nargs="+")
+    text_format: str = flag("plain", "wikitext: a document per ' = Title = ' article",
+                            choices=TEXT_FORMATS)
+    splits: tuple[str, ...] = flag(("train",), "the task data's splits to read (test text only if named)",
+                                   type=choice_list(("train", "dev", "test")))
+    heldout: float = flag(0.05, "fraction of the documents held out to choose the best epoch",
+                          type=real(0.0, 1.0, low_open=True, high_open=True,
+                                    meaning="the best epoch is chosen on held-out documents"))
+    data_dir: str | None = flag(None, "the course's CSV files (as tasks.multitask's)", type=existing_dir,
+                                same_on_resume=False)
+    data_root: str | None = flag(None, "the folder holding 20newsgroups/ (default $MINBERT_DATA)",
+                                 type=existing_dir, same_on_resume=False)
+    strict: bool = flag(False, "a malformed data row is an error, not a warning", same_on_resume=False)
+    limit: int = flag(0, "only the first N rows or posts of each source (0: all)",
+                      type=integer(0, "0: every row"))
+    model: str = flag(DEFAULT_MODEL, "the checkpoint to start from (name or folder)", type=nonempty)
+    max_length: int = flag(128, "window in word pieces, specials included",
+                           type=integer(8, "room for text and 3 special tokens"))
+    masking: str = flag("token", "token (BERT), whole-word or span (SpanBERT)",
+                        choices=MASKING_STRATEGIES)
+    mask_prob: float = flag(0.15, "share of positions predicted",
+                            type=real(0.0, 1.0, low_open=True, high_open=True))
+    max_predictions: int = flag(20, "at most this many per sequence", type=positive_int)
+    short_seq_prob: float = flag(0.1, "probability of a shorter target length (BERT: 0.1)",
+                                 type=real(0.0, 1.0))
+    mlm: bool = flag(True, "the masked-LM objective")
+    nsp: bool = flag(True, "the next-sentence objective (as RoBERTa)")
+    span_boundary: bool = flag(False, "SpanBERT's span-boundary objective too (needs --masking span)")
+    out: str | None = flag(None, "the run's folder (default runs/pretrain/<date-time>)", type=output_dir,
+                           same_on_resume=False)
 
 
-def check_flags(args) -> None:
-    """Contradictory flags are errors, never silently ignored."""
-    if not args.mlm and not args.nsp:
-        raise SystemExit("error: --no-mlm and --no-nsp together leave nothing to train")
-    if args.span_boundary and args.masking != "span":
-        raise SystemExit("error: --span-boundary needs --masking span (it predicts masked spans)")
-    if args.span_boundary and not args.mlm:
-        raise SystemExit("error: --span-boundary predicts masked tokens; it needs the masked-LM "
-                         "(drop --no-mlm)")
-    if not args.mlm and args.masking != "token":
-        raise SystemExit("error: --masking has no effect with --no-mlm")
-    if not (args.within or args.in_domain or args.cross_domain or args.text):
-        raise SystemExit("error: no corpus: give --within, --in-domain, --cross-domain or --text")
+# --head-lr's default (None) is decided once the model is loaded: 1e-3 for fresh heads, --lr for loaded ones.
+DEFAULTS = (PretrainSettings(), TrainConfig(head_lr=None, eval_first=True))
+
+
+def check_flags(settings: PretrainSettings, train: TrainConfig) -> None:
+    """Contradictory or missing flags are errors, never silently ignored."""
+    if not settings.mlm and not settings.nsp:
+        raise ValueError("--no-mlm and --no-nsp together leave nothing to train")
+    if settings.span_boundary and settings.masking != "span":
+        raise ValueError("--span-boundary needs --masking span (it predicts masked spans)")
+    if settings.span_boundary and not settings.mlm:
+        raise ValueError("--span-boundary predicts masked tokens; it needs the masked-LM (drop --no-mlm)")
+    if not settings.mlm and settings.masking != "token":
+        raise ValueError("--masking has no effect with --no-mlm")
+    if sum(map(bool, (settings.within, settings.in_domain, settings.cross_domain))) > 1:
+        raise ValueError("give one of --within, --in-domain and --cross-domain")
+    if not (settings.within or settings.in_domain or settings.cross_domain or settings.text):
+        raise ValueError("no corpus: give --within, --in-domain, --cross-domain or --text")
+
+
+def build_parser() -> SettingsParser:
+    return SettingsParser("python -m pretrain.run", __doc__, *DEFAULTS, check=check_flags)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        args = build_parser().parse_args(argv)
-        check_flags(args)
-        torch.manual_seed(args.seed)  # before loading: fresh heads are drawn from it
-        model_dir = resolve_model(args.model)
+        settings, train = build_parser().parse(argv)
+        torch.manual_seed(train.seed)  # before loading: fresh heads are drawn from it
+        model_dir = resolve_model(settings.model)
         # The corpus first: reading it is cheaper than loading the model, and an empty one ends the job.
-        documents, description = read_corpus(args)
+        documents, description = read_corpus(settings)
         print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
         tokenizer = BertTokenizer.from_pretrained(model_dir)
         train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
-                                                           args.heldout, args.seed)
+                                                           settings.heldout, train.seed)
         if not train_documents:
             raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after "
                              f"holding out {len(heldout_documents)}; add text or lower --heldout")
-        pretraining, report = load_model(model_dir, BertForPreTraining)
+        pretraining, report = BertForPreTraining.from_pretrained(model_dir, return_report=True)
         fresh_heads = any(k.startswith("cls.") for k in report.initialised)
         if fresh_heads:
             print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP "
                   "classifier start fresh, and the masked-LM decoder is tied to the word embeddings",
                   file=sys.stderr)
-        if args.head_lr is None:
-            args.head_lr = 1e-3 if fresh_heads else args.lr
-        if args.max_length > pretraining.config.max_position_embeddings:
-            raise SystemExit(f"error: --max-length {args.max_length} exceeds the model's "
+        if train.head_lr is None:
+            train = replace(train, head_lr=1e-3 if fresh_heads else train.lr)
+        if settings.max_length > pretraining.config.max_position_embeddings:
+            raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")
-        config = train_config_from_args(args, freeze_encoder=False)
-        out = args.out or default_run_dir("pretrain")
-        with claim_run(out, "pretrain", args.model, resume=args.resume) as run:
-            run.write_config({**vars(args), "model_dir": str(model_dir), "corpus": description})
+        train = resolve(train)
+        out = settings.out or default_run_dir("pretrain")
+        with claim_run(out, "pretrain", settings.model, resume=train.resume,
+                       settings=(settings, train)) as run:
+            run.write_config(settings, train, model_dir=str(model_dir), corpus=description)
             task = PretrainingTask(train_documents, heldout_documents, tokenizer,
-                                   config.batch_size, config.seed, args.max_length, args.masking,
-                                   args.mask_prob, args.max_predictions, args.short_seq_prob, args.nsp)
-            span_boundary = (SpanBoundaryHead(pretraining.config, args.max_predictions) if args.span_boundary
-                             else None)
-            model = PretrainingModel(pretraining, span_boundary, mlm=args.mlm, nsp=args.nsp)
-            state = train(model, [task], config, run, pretraining_score,
-                          save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
-                          resume=args.resume)
+                                   train.batch_size, train.seed, settings.max_length, settings.masking,
+                                   settings.mask_prob, settings.max_predictions, settings.short_seq_prob,
+                                   settings.nsp)
+            span_boundary = (SpanBoundaryHead(pretraining.config, settings.max_predictions)
+                             if settings.span_boundary else None)
+            model = PretrainingModel(pretraining, span_boundary, mlm=settings.mlm, nsp=settings.nsp)
+            state = train_loop(model, [task], train, run, pretraining_score,
+                               save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
+                               resume=train.resume)
             if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
                 return 0
-            if not config.keep_checkpoints:
-                run.drop_checkpoints(state, config.epochs)
+            if not train.keep_checkpoints:
+                run.drop_checkpoints(state, train.epochs)
             best = next((r for r in reversed(state.history) if r["best"]), None)
             print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch "
                   f"{state.best_epoch}\ncheckpoint for the task jobs: --model {run.best}", file=sys.stderr)

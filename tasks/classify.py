@@ -26,7 +26,7 @@ authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
 ± standard deviation (tasks/training/seeds.py) in <out>/summary.json, both for the last epoch (the fixed
-budget: what the README tables report) and for the best epoch on dev (optimistic: the same dev set picks the
+budget: what docs/results.md reports) and for the best epoch on dev (optimistic: the same dev set picks the
 epoch and scores it). `--resume` skips finished seeds and continues the others.
 
 Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
@@ -37,9 +37,9 @@ Read next: ../minbert/label_attention.py.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,24 +50,25 @@ from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LA
 from minbert.pooling import POOLINGS
 from minbert.tokenizer import BertTokenizer
 from minbert.truncation import TRUNCATION_STRATEGIES
-from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
+from tasks.data.batching import (EVAL_BATCH_SIZE, TokenBatch, bucketed_batches, device_of, pad_batch,
+                                 predict_in_order, sorted_batches)
 from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
+from tasks.data.course import write_predictions
 from tasks.data.examples import PairExample
 from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.models.heads import classification_loss
 from tasks.training.arguments import integer, nonempty, non_negative, real
-from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
 from tasks.data.encoding import encode_pairs, encode_texts
-from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, load_encoder, train_and_reload_best, user_errors,
-                                write_predictions)
+from tasks.training.best_model import train_and_reload_best
+from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
-from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
+from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
+from tasks.training.settings import SettingsParser, flag
 
-EVAL_BATCH_SIZE = 128
 LABEL_INITS = ("random", "keywords", "class-mean")
 
 
@@ -141,15 +142,12 @@ class ClassifyTask:
         return loss
 
     def predict(self, model: ClassifyModel, inputs: Sequence) -> list[int]:
-        """Predicted class per example, in the input's order (batches sorted by length for speed)."""
-        predictions = [0] * len(inputs)
+        """Predicted class per example, in the input's order."""
+        def batch_classes(group: list[int]) -> list[int]:
+            return model(self.collate([inputs[i] for i in group]).to(device_of(model))).argmax(-1).tolist()
         # a chunked text is several inputs
         batch_size = EVAL_BATCH_SIZE // 8 if self.chunks else EVAL_BATCH_SIZE
-        for group in sorted_batches([self.length(x) for x in inputs], batch_size):
-            batch = self.collate([inputs[i] for i in group]).to(device_of(model))
-            for i, label in zip(group, model(batch).argmax(-1).tolist()):
-                predictions[i] = label
-        return predictions
+        return predict_in_order([self.length(x) for x in inputs], batch_classes, batch_size)
 
     def evaluate(self, model: ClassifyModel) -> dict[str, float]:
         return score(self.spec.metric, self.predict(model, self.dev_inputs), [e.label for e in self.dev])
@@ -215,65 +213,67 @@ def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTa
         init_from_class_means(model, batches, len(task.spec.labels))
 
 
-def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dict:
-    """Train one model with `seed` into `out`; returns (and writes) its result.json."""
-    args = argparse.Namespace(**{**vars(args), "seed": seed})
-    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, train: TrainConfig, out: Path,
+            resume: bool) -> dict:
+    """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
+    seed = train.seed
     torch.manual_seed(seed)
-    with claim_run(out, "classify", args.model, {"task": args.task}, resume) as run:
-        root = data_root(args.data_dir)
-        spec, data = read_task_data(root, args.task, args.strict)
-        train_examples = subsample(data["train"], args.train_fraction, seed)
-        if args.limit:
-            train_examples, data["dev"] = train_examples[:args.limit], data["dev"][:args.limit]
-        print(f"{args.task}: {len(train_examples)} training examples ({args.train_fraction:g} of "
+    with claim_run(out, "classify", job.model, {"task": settings.task}, resume,
+                   (settings, label, job, train)) as run:
+        root = data_root(job.data_dir)
+        spec, data = read_task_data(root, settings.task, job.strict)
+        train_examples = subsample(data["train"], settings.train_fraction, seed)
+        if job.limit:
+            train_examples, data["dev"] = train_examples[:job.limit], data["dev"][:job.limit]
+        print(f"{settings.task}: {len(train_examples)} training examples ({settings.train_fraction:g} of "
               f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
-        run.write_config({**vars(args), "data_root": str(root.resolve()),
-                          "train_examples": len(train_examples)})
-        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-        check_max_length(args.max_length, bert.config, pairs=args.task in PAIR_TASKS)
-        label_layers = args.label_layers if args.label_embedding else None
+        run.write_config(settings, label, job, train, data_root=str(root.resolve()),
+                         train_examples=len(train_examples))
+        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
+        check_max_length(job.max_length, bert.config, pairs=settings.task in PAIR_TASKS)
         try:
-            model = ClassifyModel(bert, len(spec.labels), args.hidden_dropout_prob, args.pooling,
-                                  label_layers, args.layer_features, args.layer_combine, args.chunks)
+            model = ClassifyModel(bert, len(spec.labels), job.hidden_dropout_prob, settings.pooling,
+                                  label.layers, settings.layer_features, settings.layer_combine,
+                                  settings.chunks)
         except ValueError as error:  # --label-layers 7 or --layer-features layer:9 on a 6-layer model
             raise SystemExit(f"error: {error}") from None
-        if args.label_embedding and args.label_loss_path == "pooler" and bert.pooler is None:
+        if label.label_embedding and label.label_loss_path == "pooler" and bert.pooler is None:
             raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
-        if config.freeze_encoder:
+        if job.freeze_encoder:
             freeze(model.bert)
-        if args.label_embedding:
+        if label.label_embedding:
             print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
                   f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), "
-                  f"init {args.label_init}, lambda {args.label_lambda}", file=sys.stderr)
-        task = ClassifyTask(args.task, spec, tokenizer, train_examples, data["dev"], config.batch_size, seed,
-                            args.max_length, args.truncation,
-                            LabelLossSettings(args.label_lambda, args.label_loss_path,
-                                              args.label_loss_reduction),
-                            chunks=args.chunks is not None, max_chunks=args.max_chunks)
+                  f"init {label.label_init}, lambda {label.label_lambda}", file=sys.stderr)
+        task = ClassifyTask(settings.task, spec, tokenizer, train_examples, data["dev"], train.batch_size,
+                            seed, job.max_length, settings.truncation,
+                            LabelLossSettings(label.label_lambda, label.label_loss_path,
+                                              label.label_loss_reduction),
+                            chunks=settings.chunks is not None, max_chunks=settings.max_chunks)
         # A resumed run loads its label embeddings from the checkpoint.
-        if args.label_embedding and not resume:
+        if label.label_embedding and not resume:
             try:
-                initialise_label_embeddings(model, args.label_init, task, tokenizer,
-                                            parse_keywords(args.label_keywords, spec))
+                initialise_label_embeddings(model, label.label_init, task, tokenizer,
+                                            parse_keywords(label.label_keywords, spec))
             except ValueError as error:  # keywords without word pieces, a class with no training example
-                raise SystemExit(f"error: --label-init {args.label_init}: {error}") from None
-        settings = {"job": "classify", "task": args.task, "labels": list(spec.labels),
-                    "pooling": args.pooling,
-                    "label_layers": list(model.label_layers) if args.label_embedding else None,
-                    "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], config, run,
-                                      lambda dev: main_score(spec.metric, dev[args.task]),
-                                      tokenizer, settings, resume)
+                raise SystemExit(f"error: --label-init {label.label_init}: {error}") from None
+        heads = {"job": "classify", "task": settings.task, "labels": list(spec.labels),
+                 "pooling": settings.pooling,
+                 "label_layers": list(model.label_layers) if label.label_embedding else None,
+                 "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], train, run,
+                                      lambda dev: main_score(spec.metric, dev[settings.task]),
+                                      tokenizer, heads, resume)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
             predictions = task.write_outputs(model, run.predictions)
         finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
-        result = {"task": args.task, "seed": seed, "label_embedding": args.label_embedding,
-                  "train_fraction": args.train_fraction, "train_examples": len(train_examples),
-                  "final": state.history[-1]["dev"][args.task], "final_epoch": state.history[-1]["epoch"],
-                  "best": next(r["dev"][args.task] for r in state.history if r["epoch"] == state.best_epoch),
+        result = {"task": settings.task, "seed": seed, "label_embedding": label.label_embedding,
+                  "train_fraction": settings.train_fraction, "train_examples": len(train_examples),
+                  "final": state.history[-1]["dev"][settings.task], "final_epoch": state.history[-1]["epoch"],
+                  "best": next(r["dev"][settings.task] for r in state.history
+                               if r["epoch"] == state.best_epoch),
                   "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
                   "epochs_complete": len(finished),
                   "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
@@ -285,106 +285,120 @@ def run_one(args: argparse.Namespace, seed: int, out: Path, resume: bool) -> dic
 # ----- command line -------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tasks.classify", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--task", choices=sorted(SPECS), required=True, help="which dataset")
-    parser.add_argument("--pooling", choices=POOLINGS, default="cls",
-                        help="the classifier's input: the final [CLS] vector (default; label attention acts "
-                             "through [CLS]), the mean or max of the tokens, or the pooler's tanh layer")
-    parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
-                        help="what a text longer than --max-length keeps: its head, its tail, or both ends "
-                             "(Sun et al. 2019, scaled to the window: 31 + 95 pieces at 128)")
-    parser.add_argument("--layer-features", type=nonempty, default="last",
-                        help="the classifier reads the last layer (pooled by --pooling), or the [CLS] "
-                             "vectors of layer:K (0 = embeddings), first-4, last-4 or all layers "
-                             "(Sun et al. 2019)")
-    parser.add_argument("--layer-combine", choices=LAYER_COMBINES, default="concat",
-                        help="how several layers' [CLS] vectors are combined")
-    parser.add_argument("--chunks", choices=CHUNK_POOLINGS, default=None,
-                        help="long texts: encode every --max-length window of the text and combine the "
-                             "chunks' vectors by mean, max or self-attention (instead of --truncation)")
-    parser.add_argument("--max-chunks", type=integer(0, "0: all"), default=0,
-                        help="with --chunks: at most this many chunks per text, the first ones and the "
-                             "last (0: all)")
-    parser.add_argument("--train-fraction", type=real(0.0, 1.0, low_open=True), default=1.0,
-                        help="train on a stratified random fraction of the training set (low-resource runs); "
-                             "the sample depends on the seed")
-    add_seeds_argument(parser)
-    g = parser.add_argument_group("label-embedding attention (Wang et al. 2020)")
-    g.add_argument("--label-embedding", action="store_true",
-                   help="use label-embedding attention and the label loss")
-    g.add_argument("--label-lambda", type=non_negative, default=None,
-                   help=f"weight of the label loss, lambda (default {LABEL_LOSS_WEIGHT:g}; 0 turns it off)")
-    g.add_argument("--label-layers", type=nonempty, default=None,
-                   help="which layers use it: 'all' (default, the paper), 'last:k', or 0-based indices '4,5'")
-    g.add_argument("--label-init", choices=LABEL_INITS, default=None,
-                   help="label embeddings start random (default), at the mean word embedding of keywords, "
-                        "or at the class-averaged final [CLS] vector of the pretrained model")
-    g.add_argument("--label-keywords", type=nonempty, default=None,
-                   help="keywords for --label-init keywords: one ';'-separated group per class, in class "
-                        "order (default: a few words per class, see SPECS in tasks/classify.py)")
-    g.add_argument("--label-loss-path", choices=LABEL_LOSS_PATHS, default=None,
-                   help="direct: the classifier reads the label embeddings (the paper, default); pooler: "
-                        "through the pretrained pooler first (the authors' code)")
-    g.add_argument("--label-loss-reduction", choices=LABEL_LOSS_REDUCTIONS, default=None,
-                   help="sum over classes (the paper, default) or mean (the authors' code)")
-    add_job_arguments(parser, "classify", SHARED_DATA_HELP)
-    add_train_arguments(parser)
-    return parser
+@dataclass(frozen=True)
+class ClassifySettings:
+    """The task and the classifier."""
+
+    task: str | None = flag(None, "which dataset", choices=sorted(SPECS), required=True)
+    pooling: str = flag("cls", "the classifier's input: the final [CLS] vector, the tokens' mean or max, "
+                        "the pooler", choices=POOLINGS)
+    truncation: str = flag("head+tail", "what a text longer than --max-length keeps (Sun et al. 2019)",
+                           choices=TRUNCATION_STRATEGIES)
+    layer_features: str = flag("last", "the last layer (by --pooling), or the [CLS] vectors of layer:K "
+                               "(0: embeddings), first-4, last-4 or all", type=nonempty, metavar="LAYERS")
+    layer_combine: str = flag("concat", "how several layers' [CLS] vectors combine", choices=LAYER_COMBINES)
+    chunks: str | None = flag(None, "encode a long text window by window, the windows' vectors pooled so "
+                              "(instead of --truncation)", choices=CHUNK_POOLINGS)
+    max_chunks: int = flag(0, "with --chunks: at most N windows, the first ones and the last (0: all)",
+                           type=integer(0, "0: all"))
+    train_fraction: float = flag(1.0, "train on a stratified fraction of the training set, drawn by the seed",
+                                 type=real(0.0, 1.0, low_open=True))
+    seeds: tuple[int, ...] | None = seeds_flag()
+
+    def __post_init__(self) -> None:
+        if self.layer_features != "last" and self.pooling != "cls":
+            raise ValueError("--layer-features reads [CLS] vectors; --pooling applies to "
+                             "--layer-features last")
+        if self.layer_features == "last" and self.layer_combine != "concat":
+            raise ValueError("--layer-combine applies to several layers (first-4, last-4, all)")
+        if self.chunks and self.task in PAIR_TASKS:
+            raise ValueError("--chunks splits single texts; sentence pairs use --truncation")
+        if self.max_chunks and not self.chunks:
+            raise ValueError("--max-chunks needs --chunks")
+        if self.max_chunks == 1:
+            raise ValueError("--max-chunks is 0 (all) or at least 2 (the first chunks and the last)")
 
 
-LABEL_FLAGS = {"label_lambda": LABEL_LOSS_WEIGHT, "label_layers": "all", "label_init": "random",
-               "label_keywords": None, "label_loss_path": "direct", "label_loss_reduction": "sum"}
+@dataclass(frozen=True)
+class LabelSettings:
+    """Label-embedding attention (Wang et al. 2020; minbert/label_attention.py)."""
+
+    label_embedding: bool = flag(False, "label-embedding attention and the label loss")
+    label_lambda: float = flag(LABEL_LOSS_WEIGHT, "weight of the label loss, lambda (0: off)",
+                               type=non_negative)
+    label_layers: str = flag("all", "the layers that use it: all (the paper), last:k, or 0-based indices 4,5",
+                             type=nonempty, metavar="LAYERS")
+    label_init: str = flag("random", "label embeddings start random, at keywords' mean word embedding, or at "
+                           "the class-averaged final [CLS] vector", choices=LABEL_INITS)
+    label_keywords: str | None = flag(None, "for --label-init keywords: a ';'-separated group per class, in "
+                                      "class order (default: SPECS' in tasks/data/classify_sets.py)",
+                                      type=nonempty, metavar="WORDS")
+    label_loss_path: str = flag("direct", "direct: the classifier reads the label embeddings (the paper); "
+                                "pooler: through the pooler first (the authors' code)",
+                                choices=LABEL_LOSS_PATHS)
+    label_loss_reduction: str = flag("sum", "sum over classes (the paper) or mean (the authors' code)",
+                                     choices=LABEL_LOSS_REDUCTIONS)
+
+    def __post_init__(self) -> None:
+        changed = [f.name for f in dataclasses.fields(self)
+                   if f.name != "label_embedding" and getattr(self, f.name) != f.default]
+        if changed and not self.label_embedding:
+            raise ValueError(f"--{changed[0].replace('_', '-')} needs --label-embedding")
+        if self.label_keywords is not None and self.label_init != "keywords":
+            raise ValueError("--label-keywords needs --label-init keywords")
+        if self.label_layers != "all" and not self.label_layers.startswith("last:") and not all(
+                x.strip().isdigit() for x in self.label_layers.split(",")):
+            raise ValueError(f"--label-layers must be 'all', 'last:k' or comma-separated indices, "
+                             f"got {self.label_layers!r}")
+
+    @property
+    def layers(self) -> str | tuple[int, ...] | None:
+        """The layers for ClassifyModel: None without --label-embedding, else "all", "last:k" or indices."""
+        if not self.label_embedding:
+            return None
+        if self.label_layers == "all" or self.label_layers.startswith("last:"):
+            return self.label_layers
+        return tuple(int(x) for x in self.label_layers.split(","))
 
 
-def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Contradictions are errors; unset label flags get their defaults."""
-    given = [flag for flag in LABEL_FLAGS if getattr(args, flag) is not None]
-    if given and not args.label_embedding:
-        parser.error(f"--{given[0].replace('_', '-')} needs --label-embedding")
-    for flag, default in LABEL_FLAGS.items():
-        if getattr(args, flag) is None:
-            setattr(args, flag, default)
-    if args.label_keywords is not None and args.label_init != "keywords":
-        parser.error("--label-keywords needs --label-init keywords")
-    if args.label_layers not in ("all", None) and not args.label_layers.startswith("last:"):
-        try:
-            args.label_layers = [int(x) for x in args.label_layers.split(",")]
-        except ValueError:
-            parser.error(f"--label-layers must be 'all', 'last:k' or comma-separated indices, "
-                         f"got {args.label_layers!r}")
-    if args.label_lambda < 0:
-        parser.error("--label-lambda must be >= 0")
-    if args.layer_features != "last" and args.pooling != "cls":
-        parser.error("--layer-features reads [CLS] vectors; --pooling applies to --layer-features last")
-    if args.layer_features in ("last",) and args.layer_combine != "concat":
-        parser.error("--layer-combine applies to several layers (first-4, last-4, all)")
-    if args.chunks and args.task in PAIR_TASKS:
-        parser.error("--chunks splits single texts; sentence pairs use --truncation")
-    if args.max_chunks and not args.chunks:
-        parser.error("--max-chunks needs --chunks")
-    if args.max_chunks < 0 or args.max_chunks == 1:
-        parser.error("--max-chunks is 0 (all) or at least 2 (the first chunks and the last)")
-    if (args.label_embedding and args.layer_combine == "concat"
-            and args.layer_features in ("first-4", "last-4", "all")):
-        parser.error("--label-embedding's label loss feeds hidden-size vectors to the classifier: combine "
-                     "several layers with --layer-combine mean or max")
-    if args.chunks and args.label_embedding and args.label_init == "class-mean":
-        parser.error("--label-init class-mean averages single windows; use random or keywords with --chunks")
+DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainConfig())
+
+
+def check_flags(settings: ClassifySettings, label: LabelSettings, job: JobSettings,
+                train: TrainConfig) -> None:
+    """What the groups contradict (a ValueError naming the flags)."""
+    check_job(job, train)
+    if (label.label_embedding and settings.layer_combine == "concat"
+            and settings.layer_features in ("first-4", "last-4", "all")):
+        raise ValueError("--label-embedding's label loss feeds hidden-size vectors to the classifier: "
+                         "combine several layers with --layer-combine mean or max")
+    if settings.chunks and label.label_embedding and label.label_init == "class-mean":
+        raise ValueError("--label-init class-mean averages single windows; use random or keywords with "
+                         "--chunks")
+
+
+def build_parser() -> SettingsParser:
+    return SettingsParser("python -m tasks.classify", __doc__, *DEFAULTS, check=check_flags)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parse_job_args(parser, argv)
-        check_args(parser, args)
-        out = Path(args.out or default_run_dir("classify"))
-        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
-                         lambda seed, directory, resume: run_one(args, seed, directory, resume),
-                         title=args.task,
-                         extra={"task": args.task, "label_embedding": args.label_embedding,
-                                "train_fraction": args.train_fraction})
+        settings, label, job, train = parser.parse(argv)
+        check_seeds(parser, settings.seeds, argv)
+        train = resolve(train)
+        job = resolve_job(job, train)
+        if label.label_embedding and job.attn_implementation == "unpadded":
+            # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
+            job = replace(job, attn_implementation="sdpa")
+        out = Path(job.out or default_run_dir("classify"))
+        def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
+            return run_one(settings, label, job, replace(train, seed=seed), directory, resume)
+
+        run_one_or_seeds(settings.seeds, train.seed, out, train.resume, one_seed,
+                         title=settings.task,
+                         extra={"task": settings.task, "label_embedding": label.label_embedding,
+                                "train_fraction": settings.train_fraction})
         return 0
 
 

@@ -24,9 +24,9 @@ Read next: ../minbert/analysis.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,22 +39,26 @@ from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
 from minbert.truncation import TRUNCATION_STRATEGIES
-from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
+from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order,
+                                 sorted_batches)
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
                                   read_dataset)
 from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.training.arguments import nonempty
-from tasks.training.config import add_train_arguments, train_config_from_args
+from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
 from tasks.data.encoding import encode_texts
-from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, load_encoder, train_and_reload_best, user_errors)
+from tasks.training.best_model import train_and_reload_best
+from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
-from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
+from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
+from tasks.training.settings import SettingsParser, flag
 
-EVAL_BATCH_SIZE = 32
+# Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
+# batch, as many as a training batch holds, rather than batching.py's 128.
+DOCUMENT_BATCH_SIZE = 32
 SHOWN = ("micro", "macro")
 
 
@@ -103,12 +107,12 @@ class HierarchicalTask:
 
     def scores(self, model: HierarchicalModel, ids: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Sigmoid scores per level, (N, K_n) each, in the input's order."""
-        levels = [np.zeros((len(ids), len(level)), dtype=np.float32) for level in self.hierarchy.levels]
-        for group in sorted_batches([len(x) for x in ids], EVAL_BATCH_SIZE):
+        def batch_scores(group: list[int]):  # per document: its scores on every level
             tokens = pad_batch([ids[i] for i in group], pad_id=self.pad_id).to(device_of(model))
-            for n, logits in enumerate(model(tokens)):
-                levels[n][group] = torch.sigmoid(logits.float()).cpu().numpy()
-        return levels
+            return zip(*(torch.sigmoid(logits.float()).cpu().numpy() for logits in model(tokens)))
+        rows = predict_in_order([len(x) for x in ids], batch_scores, DOCUMENT_BATCH_SIZE)
+        return [np.array([row[n] for row in rows], dtype=np.float32).reshape(len(ids), len(level))
+                for n, level in enumerate(self.hierarchy.levels)]
 
     def report(self, model: HierarchicalModel, documents: Sequence[LabelledDocument],
                ids: Sequence[Sequence[int]] | None = None) -> dict[str, float]:
@@ -167,109 +171,119 @@ def analyse(model: HierarchicalModel, task: HierarchicalTask) -> dict:
     return statistics.result()
 
 
-def choose_layer_map(args: argparse.Namespace, num_layers: int, num_levels: int) -> LayerMap:
-    if args.layer_map:
-        return parse_layer_map(args.layer_map, num_layers, num_levels)
-    return layer_map(args.variant, num_layers, num_levels)
+def choose_layer_map(settings: HierarchicalSettings, num_layers: int, num_levels: int) -> LayerMap:
+    if settings.layer_map:
+        return parse_layer_map(settings.layer_map, num_layers, num_levels)
+    return layer_map(settings.variant or "flat", num_layers, num_levels)
 
 
-def run_one(args: argparse.Namespace, data: HierarchicalData, seed: int, out: Path, resume: bool) -> dict:
-    """Train one model with `seed` into `out`; returns (and writes) its result.json."""
-    args = argparse.Namespace(**{**vars(args), "seed": seed})
-    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainConfig, data: HierarchicalData,
+            out: Path, resume: bool) -> dict:
+    """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
+    seed = train.seed
     torch.manual_seed(seed)
-    with claim_run(out, "hierarchical", args.model, {"dataset": args.dataset}, resume) as run:
-        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-        check_max_length(args.max_length, bert.config)
+    with claim_run(out, "hierarchical", job.model, {"dataset": settings.dataset}, resume,
+                   (settings, job, train)) as run:
+        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
+        check_max_length(job.max_length, bert.config)
         hierarchy = data.hierarchy
         try:
-            layers = choose_layer_map(args, bert.config.num_hidden_layers, hierarchy.num_levels)
+            layers = choose_layer_map(settings, bert.config.num_hidden_layers, hierarchy.num_levels)
         except ValueError as error:
             raise SystemExit(f"error: --layer-map: {error}") from None
-        name = args.variant if not args.layer_map else "custom"
+        name = settings.variant_name
         print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
               f"{describe_layer_map(layers)}", file=sys.stderr)
-        train_docs = data.splits["train"][:args.limit] if args.limit else data.splits["train"]
-        dev_docs = data.splits["dev"][:args.limit] if args.limit else data.splits["dev"]
-        test_docs = data.splits["test"][:args.limit] if args.limit else data.splits["test"]
-        run.write_config({**vars(args), "layer_map": [list(g) for g in layers], "data": data.description,
-                          "labels_per_level": [len(level) for level in hierarchy.levels]})
+        train_docs = data.splits["train"][:job.limit] if job.limit else data.splits["train"]
+        dev_docs = data.splits["dev"][:job.limit] if job.limit else data.splits["dev"]
+        test_docs = data.splits["test"][:job.limit] if job.limit else data.splits["test"]
+        run.write_config(settings, job, train, layer_map_used=[list(g) for g in layers],
+                         data=data.description, labels_per_level=[len(level) for level in hierarchy.levels])
         model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
-                                  args.hidden_dropout_prob)
-        if config.freeze_encoder:
+                                  job.hidden_dropout_prob)
+        if job.freeze_encoder:
             freeze(model.bert)
-        task = HierarchicalTask(args.dataset, hierarchy, tokenizer, train_docs, dev_docs, config.batch_size,
-                                seed, args.max_length, args.truncation)
-        if args.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
+        task = HierarchicalTask(settings.dataset, hierarchy, tokenizer, train_docs, dev_docs,
+                                train.batch_size, seed, job.max_length, settings.truncation)
+        if settings.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
             model.structured.init_biases_to_priors(task.train_targets)
-        settings = {"job": "hierarchical", "dataset": args.dataset, "variant": name,
-                    "layer_map": [list(g) for g in layers], "levels": hierarchy.levels,
-                    "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], config, run, lambda dev: dev[args.dataset]["micro"],
-                                      tokenizer, settings, resume)
+        heads = {"job": "hierarchical", "dataset": settings.dataset, "variant": name,
+                 "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], train, run, lambda dev: dev[settings.dataset]["micro"],
+                                      tokenizer, heads, resume)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
             reports = {"dev": task.report(model, dev_docs, task.dev_ids),
                        "test": task.report(model, test_docs)}
             write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
-            if args.analysis:
+            if settings.analysis:
                 atomic_write_text(run.path / "analysis.json", json.dumps(
                     {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},
                     indent=1) + "\n")
         table = rprecision_table(reports, hierarchy.num_levels)
         atomic_write_text(run.path / "rprecision.md",
-                          f"{args.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
+                          f"{settings.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
                           f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
         print(table, file=sys.stderr)
-        result = {"dataset": args.dataset, "variant": name, "seed": seed,
+        result = {"dataset": settings.dataset, "variant": name, "seed": seed,
                   "layer_map": [list(g) for g in layers],
-                  "final": state.history[-1]["dev"][args.dataset], "best": reports["dev"],
+                  "final": state.history[-1]["dev"][settings.dataset], "best": reports["dev"],
                   "test_of_best": reports["test"], "best_epoch": state.best_epoch,
                   "train_seconds": state.history[-1]["elapsed_s"]}
         write_result(run.path, result)
         return result
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tasks.hierarchical", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--dataset", choices=DATASETS, required=True, help="which labelled collection")
-    parser.add_argument("--variant", choices=VARIANTS, default=None,
-                        help="which layers feed which level (default: flat)")
-    parser.add_argument("--layer-map", type=nonempty, default=None,
-                        help="an explicit map instead of --variant: 'level:layers;...', both 1-based, "
-                             "e.g. '1:4;2:5,6'")
-    parser.add_argument("--truncation", choices=TRUNCATION_STRATEGIES, default="head+tail",
-                        help="what a document longer than --max-length keeps")
-    parser.add_argument("--bias-init", choices=("prior", "default"), default="prior",
-                        help="each label's classifier bias starts at the log-odds of its training frequency "
-                             "(prior) or at nn.Linear's small random default (default); "
-                             "see StructuredClassifier")
-    add_seeds_argument(parser)
-    parser.add_argument("--no-analysis", dest="analysis", action="store_false",
-                        help="skip the layer analysis of the best checkpoint on dev")
-    add_job_arguments(parser, "hierarchical", SHARED_DATA_HELP)
-    add_train_arguments(parser)
-    parser.set_defaults(max_length=256, epochs=5)
-    return parser
+@dataclass(frozen=True)
+class HierarchicalSettings:
+    """The collection and the layer map."""
+
+    dataset: str | None = flag(None, "which labelled collection", choices=DATASETS, required=True)
+    variant: str | None = flag(None, "which layers feed which level (default flat)", choices=VARIANTS)
+    layer_map: str | None = flag(None, "a map instead of --variant: 'level:layers;...', both 1-based, e.g. "
+                                 "'1:4;2:5,6'", type=nonempty, metavar="MAP")
+    truncation: str = flag("head+tail", "what a document longer than --max-length keeps",
+                           choices=TRUNCATION_STRATEGIES)
+    bias_init: str = flag("prior", "a label's bias starts at the log-odds of its training frequency, or at "
+                          "nn.Linear's default", choices=("prior", "default"))
+    seeds: tuple[int, ...] | None = seeds_flag()
+    analysis: bool = flag(True, "the layer analysis of the best checkpoint on dev", same_on_resume=False)
+
+    def __post_init__(self) -> None:
+        if self.layer_map and self.variant:
+            raise ValueError("give --variant or --layer-map, not both")
+
+    @property
+    def variant_name(self) -> str:
+        return "custom" if self.layer_map else self.variant or "flat"
+
+
+DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainConfig(epochs=5))
+
+
+def build_parser() -> SettingsParser:
+    return SettingsParser("python -m tasks.hierarchical", __doc__, *DEFAULTS,
+                          check=lambda settings, job, train: check_job(job, train))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parse_job_args(parser, argv)
-        if args.layer_map and args.variant:
-            parser.error("give --variant or --layer-map, not both")
-        args.variant = args.variant or "flat"
-        root = data_root(args.data_dir)
-        data = read_dataset(root, args.dataset)  # file problems: one line, by user_errors
+        settings, job, train = parser.parse(argv)
+        check_seeds(parser, settings.seeds, argv)
+        train = resolve(train)
+        job = resolve_job(job, train)
+        root = data_root(job.data_dir)
+        data = read_dataset(root, settings.dataset)  # file problems: one line, by user_errors
         print(label_statistics(data), file=sys.stderr)
-        out = Path(args.out or default_run_dir("hierarchical"))
-        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
-                         lambda seed, directory, resume: run_one(args, data, seed, directory, resume),
-                         title=f"{args.dataset} {args.layer_map or args.variant}", metrics=SHOWN,
-                         extra={"dataset": args.dataset, "variant": args.layer_map or args.variant})
+        out = Path(job.out or default_run_dir("hierarchical"))
+        shown = settings.layer_map or settings.variant or "flat"
+        run_one_or_seeds(settings.seeds, train.seed, out, train.resume,
+                         lambda seed, directory, resume: run_one(settings, job, replace(train, seed=seed),
+                                                                 data, directory, resume),
+                         title=f"{settings.dataset} {shown}", metrics=SHOWN,
+                         extra={"dataset": settings.dataset, "variant": shown})
         return 0
 
 

@@ -29,8 +29,8 @@ Read next: data/wordpieces.py.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -41,7 +41,7 @@ from torch import nn
 from minbert.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, sorted_batches
+from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
 from tasks.data.examples import DataFileError
 from tasks.data.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
@@ -50,16 +50,16 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
 from tasks.training.arguments import existing_file, positive_int
-from tasks.training.config import add_train_arguments, train_config_from_args
-from tasks.training.job import (SHARED_DATA_HELP, add_job_arguments, check_max_length, data_root,
-                                default_run_dir, load_encoder, train_and_reload_best, user_errors)
+from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
+from tasks.training.best_model import train_and_reload_best
+from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
 from tasks.training.optimizer import freeze
 from tasks.training.run_dir import claim_run
-from tasks.training.seeds import add_seeds_argument, parse_job_args, run_one_or_seeds, write_result
+from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
+from tasks.training.settings import SettingsParser, flag
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
-EVAL_BATCH_SIZE = 64
 
 
 class TagBatch(NamedTuple):
@@ -176,27 +176,23 @@ class TaggingTask:
 
     def predict(self, model: TaggingModel,
                 encoded: Sequence[EncodedSentence]) -> list[list[tuple[str, int, int]]]:
-        """Predicted entity spans per sentence (words beyond the window: none)."""
-        out: list[list[tuple[str, int, int]]] = [[] for _ in encoded]
-        for group in sorted_batches([len(e.ids) for e in encoded], EVAL_BATCH_SIZE):
+        """Predicted entity spans per sentence, in the input's order (words beyond the window: none)."""
+        def batch_spans(group: list[int]) -> list[list[tuple[str, int, int]]]:
             batch = to_device(self.collate([encoded[i] for i in group]), device_of(model))
             if self.method == "span":
                 words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1),
                                      "first")[0]
                 probabilities = model.spans(words, batch.spans).softmax(-1)
-                for row, i in enumerate(group):
-                    out[i] = decode_spans(probabilities[row, :len(encoded[i].spans)], encoded[i].spans,
-                                          self.types, self.nested)
-                continue
+                return [decode_spans(probabilities[row, :len(encoded[i].spans)], encoded[i].spans, self.types,
+                                     self.nested) for row, i in enumerate(group)]
             if self.method == "bio-crf":
                 paths = model.crf.decode(self.word_scores(model, batch), batch.word_mask)
             else:
                 scores = model.classifier(model.pieces(batch.tokens)).softmax(-1)
                 words, _ = word_vectors(scores, batch.word_index, batch.word_tags.size(1), self.word_decoding)
                 paths = [words[row, :encoded[i].words].argmax(-1).tolist() for row, i in enumerate(group)]
-            for row, i in enumerate(group):
-                out[i] = bio_entities([self.tags[t] for t in paths[row]])
-        return out
+            return [bio_entities([self.tags[t] for t in path]) for path in paths]
+        return predict_in_order([len(e.ids) for e in encoded], batch_spans)
 
     def evaluate(self, model: TaggingModel) -> dict[str, float]:
         predicted = self.predict(model, self.dev_encoded)
@@ -227,33 +223,33 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 # ----- one run ----------------------------------------------------------------------------------------
 
 
-def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int, out: Path,
-            resume: bool) -> dict | None:
-    args = argparse.Namespace(**{**vars(args), "seed": seed})
-    config = train_config_from_args(args, freeze_encoder=args.option == "pretrain")
+def run_one(settings: TagSettings, job: JobSettings, train: TrainConfig, train_sentences, dev_sentences,
+            out: Path, resume: bool) -> dict | None:
+    seed = train.seed
     torch.manual_seed(seed)
-    with claim_run(out, "tag", args.model, {"method": args.method}, resume) as run:
-        train_part = train_sentences[:args.limit] if args.limit else train_sentences
-        dev_part = dev_sentences[:args.limit] if args.limit else dev_sentences
-        run.write_config({**vars(args), "train_sentences": len(train_part), "dev_sentences": len(dev_part)})
-        bert, tokenizer, model_dir = load_encoder(args.model, args.attn_implementation)
-        check_max_length(args.max_length, bert.config)
-        task = TaggingTask(args.method, tokenizer, train_part, dev_part, config.batch_size, seed,
-                           args.max_length,
-                           args.label_pieces, args.word_decoding, args.max_span_width, args.nested)
-        model = TaggingModel(bert, args.method, task.tags, task.types, args.hidden_dropout_prob,
-                             args.span_pooling)
-        if config.freeze_encoder:
+    with claim_run(out, "tag", job.model, {"method": settings.method}, resume, (settings, job, train)) as run:
+        train_part = train_sentences[:job.limit] if job.limit else train_sentences
+        dev_part = dev_sentences[:job.limit] if job.limit else dev_sentences
+        run.write_config(settings, job, train, train_sentences=len(train_part), dev_sentences=len(dev_part))
+        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
+        check_max_length(job.max_length, bert.config)
+        task = TaggingTask(settings.method, tokenizer, train_part, dev_part, train.batch_size, seed,
+                           job.max_length,
+                           settings.label_pieces, settings.word_decoding, settings.max_span_width,
+                           settings.nested)
+        model = TaggingModel(bert, settings.method, task.tags, task.types, job.hidden_dropout_prob,
+                             settings.span_pooling)
+        if job.freeze_encoder:
             freeze(model.bert)
-        settings = {"job": "tag", "method": args.method, "tags": list(task.tags), "types": list(task.types),
-                    "span_pooling": args.span_pooling, "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], config, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
-                                      settings, resume)
+        heads = {"job": "tag", "method": settings.method, "tags": list(task.tags), "types": list(task.types),
+                 "span_pooling": settings.span_pooling, "model": str(model_dir)}
+        state = train_and_reload_best(model, [task], train, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
+                                      heads, resume)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
             predicted = task.write_outputs(model, dev_part, run.predictions / "dev.conll")
-            for path in args.predict or []:
+            for path in settings.predict or []:
                 sentences = read_any_conll(Path(path), task.tags)
                 task.write_outputs(model, sentences, run.predictions / f"{Path(path).stem}.conll")
         gold = [bio_entities(s.tags) for s in dev_part]
@@ -261,10 +257,10 @@ def run_one(args: argparse.Namespace, train_sentences, dev_sentences, seed: int,
         flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
         accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
         atomic_write_text(run.path / "report.txt",
-                          f"{args.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
+                          f"{settings.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
                           f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
         print(format_report(scores, confusion), file=sys.stderr)
-        result = {"method": args.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
+        result = {"method": settings.method, "seed": seed, "final": state.history[-1]["dev"]["wnut17"],
                   "best": {**state.history[[r["epoch"] for r in state.history]
                                            .index(state.best_epoch)]["dev"]["wnut17"],
                            "token_accuracy": accuracy},
@@ -284,57 +280,62 @@ def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
         return read_conll(path, tagged=False)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tasks.tag", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--method", choices=METHODS, default="bio",
-                        help="BIO tagging, BIO with a CRF, or spans")
-    parser.add_argument("--label-pieces", choices=("all", "first"), default="all",
-                        help="bio: every piece of a word carries its tag in training, or only the first "
-                             "piece")
-    parser.add_argument("--word-decoding", choices=("first", "mean"), default="first",
-                        help="bio, bio-crf: a word's scores are its first piece's, or the mean of its "
-                             "pieces'")
-    parser.add_argument("--max-span-width", type=positive_int, default=8,
-                        help="span: the longest span classified, in words")
-    parser.add_argument("--span-pooling", choices=POOLINGS, default="mean",
-                        help="span: the span's content vector, the mean of its words or self-attention "
-                             "pooling")
-    parser.add_argument("--nested", action="store_true", help="span: keep spans inside spans when decoding")
-    parser.add_argument("--predict", type=existing_file, nargs="+", default=None, metavar="CONLL",
-                        help="also write predictions for these CoNLL files (tagged or tokens only)")
-    add_seeds_argument(parser)
-    add_job_arguments(parser, "tag", SHARED_DATA_HELP)
-    add_train_arguments(parser)
-    parser.set_defaults(epochs=3)
-    return parser
+@dataclass(frozen=True)
+class TagSettings:
+    """The method."""
+
+    method: str = flag("bio", "BIO tagging, BIO with a CRF, or spans", choices=METHODS)
+    label_pieces: str = flag("all", "bio: every piece of a word carries its tag in training, or only the "
+                             "first", choices=("all", "first"))
+    word_decoding: str = flag("first", "bio, bio-crf: a word's scores are its first piece's, or its "
+                              "pieces' mean", choices=("first", "mean"))
+    max_span_width: int = flag(8, "span: the longest span classified, in words", type=positive_int)
+    span_pooling: str = flag("mean", "span: a span's vector, its words' mean or self-attention pooling",
+                             choices=POOLINGS)
+    nested: bool = flag(False, "span: keep spans inside spans when decoding")
+    predict: tuple[str, ...] | None = flag(None, "also predict these CoNLL files (tagged or tokens only)",
+                                           type=existing_file, nargs="+", metavar="CONLL",
+                                           same_on_resume=False)
+    seeds: tuple[int, ...] | None = seeds_flag()
+
+    def __post_init__(self) -> None:
+        if self.method != "bio" and self.label_pieces != "all":
+            raise ValueError("--label-pieces applies to --method bio (the CRF and the span model work on "
+                             "words)")
+        if self.method == "span" and self.word_decoding != "first":
+            raise ValueError("--word-decoding applies to --method bio and bio-crf")
+        if self.method != "span" and (self.nested or self.span_pooling != "mean"):
+            raise ValueError("--nested and --span-pooling apply to --method span")
+
+
+DEFAULTS = (TagSettings(), JobSettings(), TrainConfig(epochs=3))
+
+
+def build_parser() -> SettingsParser:
+    return SettingsParser("python -m tasks.tag", __doc__, *DEFAULTS,
+                          check=lambda settings, job, train: check_job(job, train))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         parser = build_parser()
-        args = parse_job_args(parser, argv)
-        if args.method != "bio" and args.label_pieces != "all":
-            parser.error("--label-pieces applies to --method bio (the CRF and the span model work on words)")
-        if args.method == "span" and args.word_decoding != "first":
-            parser.error("--word-decoding applies to --method bio and bio-crf")
-        if args.method != "span" and (args.nested or args.span_pooling != "mean"):
-            parser.error("--nested and --span-pooling apply to --method span")
-        root = data_root(args.data_dir)
+        settings, job, train = parser.parse(argv)
+        check_seeds(parser, settings.seeds, argv)
+        train = resolve(train)
+        job = resolve_job(job, train)
+        root = data_root(job.data_dir)
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)
         dev_sentences = read_conll(root / DEV_FILE, tags)
         print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev",
               file=sys.stderr)
-        for path in args.predict or []:
-            if not Path(path).is_file():
-                raise SystemExit(f"error: --predict {path}: no such file")
-        out = Path(args.out or default_run_dir("tag"))
-        run_one_or_seeds(args.seeds, args.seed, out, args.resume,
-                         lambda seed, directory, resume: run_one(args, train_sentences, dev_sentences, seed,
-                                                                 directory, resume),
-                         title=f"wnut17 {args.method}", metrics=("f1", "precision", "recall"),
-                         extra={"method": args.method})
+        out = Path(job.out or default_run_dir("tag"))
+        run_one_or_seeds(settings.seeds, train.seed, out, train.resume,
+                         lambda seed, directory, resume: run_one(settings, job, replace(train, seed=seed),
+                                                                 train_sentences, dev_sentences, directory,
+                                                                 resume),
+                         title=f"wnut17 {settings.method}", metrics=("f1", "precision", "recall"),
+                         extra={"method": settings.method})
         return 0
 
 

@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 
 import minbert
 from minbert import (BertConfig, BertForPreTraining, BertModel, BertTokenizer, SentenceEncoder,
-                     load_pretrained)
+                     UnpaddedBertModel)
 from minbert.checkpoint import CheckpointError, LoadReport
 from minbert.hub import ModelNotFoundError
 from minbert.pooling import max_pool, mean_pool
@@ -67,13 +67,13 @@ def heads_files(directory: Path) -> None:
 
 
 def test_public_names_come_from_the_package_root():
-    from minbert import checkpoint, config, heads, hub, model, sentence_encoder, tokenizer
+    from minbert import checkpoint, config, heads, model, sentence_encoder, tokenizer, unpadded
 
-    assert sorted(minbert.__all__) == sorted(["BertConfig", "BertTokenizer", "BertModel",
-                                              "BertForPreTraining", "load_pretrained", "SentenceEncoder"])
-    assert (BertConfig, BertTokenizer, BertModel, BertForPreTraining, load_pretrained, SentenceEncoder) == (
-        config.BertConfig, tokenizer.BertTokenizer, model.BertModel, heads.BertForPreTraining,
-        hub.load_pretrained, sentence_encoder.SentenceEncoder)
+    assert sorted(minbert.__all__) == sorted(["BertConfig", "BertTokenizer", "BertModel", "UnpaddedBertModel",
+                                              "BertForPreTraining", "SentenceEncoder"])
+    assert (BertConfig, BertTokenizer, BertModel, UnpaddedBertModel, BertForPreTraining, SentenceEncoder) == (
+        config.BertConfig, tokenizer.BertTokenizer, model.BertModel, unpadded.UnpaddedBertModel,
+        heads.BertForPreTraining, sentence_encoder.SentenceEncoder)
     assert checkpoint.LoadReport is LoadReport
 
 
@@ -87,7 +87,7 @@ def test_importing_minbert_does_not_import_transformers():
 # ----- from_pretrained / save_pretrained -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [BertModel, BertForPreTraining])
+@pytest.mark.parametrize("cls", [BertModel, UnpaddedBertModel, BertForPreTraining])
 def test_save_pretrained_then_from_pretrained_gives_equal_outputs_and_the_report(tmp_path, cls):
     ours = cls(BertConfig.tiny()).eval()
     assert ours.load_report is None  # built, not loaded
@@ -110,13 +110,12 @@ def test_save_pretrained_then_from_pretrained_gives_equal_outputs_and_the_report
             assert torch.equal(a, b)
 
 
-def test_from_pretrained_warns_and_reports_as_load_pretrained_does(tmp_path):
+def test_from_pretrained_warns_about_fresh_heads_at_the_callers_line_and_reports_them(tmp_path):
     BertModel(BertConfig.tiny()).save_pretrained(tmp_path)  # an encoder: no pre-training heads
-    with pytest.warns(UserWarning, match="freshly initialised"):
-        model = BertForPreTraining.from_pretrained(tmp_path)
-    with pytest.warns(UserWarning, match="freshly initialised"):
-        _, report = load_pretrained(tmp_path, BertForPreTraining)
-    assert model.load_report.initialised == report.initialised and report.initialised
+    with pytest.warns(UserWarning, match="freshly initialised") as warned:
+        model, report = BertForPreTraining.from_pretrained(tmp_path, return_report=True)
+    assert warned[0].filename == __file__
+    assert model.load_report is report and report.initialised
     assert all(key.startswith("cls.") for key in report.initialised)
 
 
@@ -133,8 +132,6 @@ def test_from_pretrained_errors_name_what_is_wrong(tmp_path):
 def test_default_model_and_tokenizer_by_name(embedded_model_dir):
     model = BertModel.from_pretrained()
     assert model.config.hidden_size == 384 and model.load_report.weights_file.parent == embedded_model_dir
-    pair = minbert.load_pretrained()  # existing callers still get the tuple
-    assert isinstance(pair, tuple) and isinstance(pair[1], LoadReport)
     by_dir = BertTokenizer.from_pretrained(embedded_model_dir)
     for name in (None, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
         assert BertTokenizer.from_pretrained(name).encode("Hello World!") == by_dir.encode("Hello World!")

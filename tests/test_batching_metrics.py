@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.data.batching import bucketed_batches, pad_batch, sorted_batches
+from tasks.data.batching import bucketed_batches, pad_batch, predict_in_order, sorted_batches
 from tasks.evaluation import metrics
 from tasks.training.loop import interleave
 
@@ -60,6 +60,21 @@ def test_sorted_batches_cover_everything_in_length_order():
     lengths = [5, 1, 9, 3]
     batches = sorted_batches(lengths, 3)
     assert batches == [[1, 3, 0], [2]]
+
+
+def test_predictions_come_back_in_the_input_order_from_length_sorted_batches():
+    lengths = [5, 1, 9, 3, 7]
+    seen = []
+
+    def predict(group):  # "predicts" each example's length, and records the batches it was given
+        seen.append([lengths[i] for i in group])
+        return [lengths[i] * 10 for i in group]
+
+    assert predict_in_order(lengths, predict, batch_size=2) == [50, 10, 90, 30, 70]
+    assert seen == [[1, 3], [5, 7], [9]]  # shortest first: neighbours pad little
+    assert predict_in_order([], predict) == []  # a file with no rows: no predictions
+    with pytest.raises(ValueError):  # one prediction per example, never fewer
+        predict_in_order(lengths, lambda group: group[:-1], batch_size=2)
 
 
 @pytest.mark.parametrize("sampling", ["round-robin", "proportional"])

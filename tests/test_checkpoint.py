@@ -21,10 +21,11 @@ import torch
 import transformers
 from safetensors.torch import save_file
 
-from minbert.checkpoint import (CheckpointError, LoadReport, load_model, normalise_keys, read_weights,
+from minbert.checkpoint import (CheckpointError, LoadReport, find_weights_file, normalise_keys, read_weights,
                                 save_model)
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
+from minbert.hub import ModelNotFoundError
 from minbert.model import BertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -35,6 +36,11 @@ HF_CLASSES = {BertModel: transformers.BertModel, BertForPreTraining: transformer
 
 
 # ----- helpers -------------------------------------------------------------------------------------
+
+
+def load(directory: Path, cls: type = BertModel):
+    """(model, LoadReport): what every loader calls, the model class's from_pretrained."""
+    return cls.from_pretrained(directory, return_report=True)
 
 
 def perturb_(model: torch.nn.Module) -> torch.nn.Module:
@@ -147,7 +153,7 @@ def good_state(hf_pretraining) -> dict:
 @pytest.mark.parametrize("ours_cls", [BertModel, BertForPreTraining])
 def test_loads_what_transformers_saves(tmp_path, batch, fmt, ours_cls, hf_pretraining, hf_encoder):
     theirs = hf_pretraining if ours_cls is BertForPreTraining else hf_encoder
-    model, report = load_model(save_hf(theirs, tmp_path, fmt), ours_cls)
+    model, report = load(save_hf(theirs, tmp_path, fmt), ours_cls)
     assert isinstance(model, ours_cls) and not model.training
     assert report.initialised == [] and report.ignored == []
     assert_same_model(model, theirs, batch)
@@ -159,7 +165,7 @@ def test_loads_what_transformers_saves(tmp_path, batch, fmt, ours_cls, hf_pretra
 
 
 def test_bert_model_from_pretraining_checkpoint_ignores_heads(tmp_path, batch, hf_pretraining):
-    model, report = load_model(save_hf(hf_pretraining, tmp_path, "safetensors"), BertModel)
+    model, report = load(save_hf(hf_pretraining, tmp_path, "safetensors"), BertModel)
     assert report.initialised == []
     assert report.ignored and all(k.startswith("cls.") for k in report.ignored)
     assert "cls.seq_relationship.weight" in report.ignored
@@ -169,7 +175,7 @@ def test_bert_model_from_pretraining_checkpoint_ignores_heads(tmp_path, batch, h
 
 def test_encoder_only_checkpoint_into_pretraining_initialises_heads_and_reports(tmp_path, batch, hf_encoder):
     with pytest.warns(UserWarning, match="freshly initialised"):
-        model, report = load_model(save_hf(hf_encoder, tmp_path, "safetensors"), BertForPreTraining)
+        model, report = load(save_hf(hf_encoder, tmp_path, "safetensors"), BertForPreTraining)
     assert report.initialised == sorted(k for k in model.state_dict() if k.startswith("cls."))
     assert not report.exact
     assert any("added the 'bert.' prefix" in line for line in report.fixups)
@@ -184,7 +190,7 @@ def test_checkpoint_without_pooler_loads_with_fresh_pooler(tmp_path, batch, hf_e
     """BertForMaskedLM-style checkpoints have no pooler: the encoder loads, the pooler is reported."""
     state = {k: v for k, v in hf_encoder.state_dict().items() if not k.startswith("pooler.")}
     with pytest.warns(UserWarning):
-        model, report = load_model(write_checkpoint(tmp_path, state), BertModel)
+        model, report = load(write_checkpoint(tmp_path, state), BertModel)
     assert report.initialised == ["pooler.dense.bias", "pooler.dense.weight"]
     torch.testing.assert_close(outputs(model, batch)["hidden"], outputs(hf_encoder, batch)["hidden"], **TOL)
 
@@ -194,7 +200,7 @@ def test_legacy_pretraining_layout(tmp_path, batch, hf_pretraining, decoder):
     state = legacy(hf_pretraining.state_dict())
     if decoder == "absent":
         state = {k: v for k, v in state.items() if "decoder" not in k}
-    model, report = load_model(write_checkpoint(tmp_path, state), BertForPreTraining)
+    model, report = load(write_checkpoint(tmp_path, state), BertForPreTraining)
     assert report.initialised == []
     text = "\n".join(report.fixups)
     assert "gamma/beta" in text and "position_ids" in text
@@ -205,7 +211,7 @@ def test_legacy_pretraining_layout(tmp_path, batch, hf_pretraining, decoder):
 def test_legacy_encoder_only_layout_with_bert_prefix(tmp_path, batch, hf_encoder):
     """An encoder saved under `bert.` with no heads at all (as some old uploads are)."""
     state = legacy({"bert." + k: v for k, v in hf_encoder.state_dict().items()})
-    model, report = load_model(write_checkpoint(tmp_path, state, fmt="safetensors"), BertModel)
+    model, report = load(write_checkpoint(tmp_path, state, fmt="safetensors"), BertModel)
     assert report.initialised == [] and report.ignored == []
     assert len(report.fixups) == 3, report
     assert_same(outputs(model, batch), outputs(hf_encoder, batch))
@@ -214,13 +220,13 @@ def test_legacy_encoder_only_layout_with_bert_prefix(tmp_path, batch, hf_encoder
 def test_normalise_keys_is_a_pure_renaming(good_state):
     state = legacy(good_state)
     state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
-    normalised, fixups = normalise_keys(state, "pretraining")
+    normalised, fixups = normalise_keys(state, "bert.")
     assert normalised.keys() == good_state.keys()
     assert all(torch.equal(normalised[k], good_state[k]) for k in good_state)
-    as_model, _ = normalise_keys(state, "model")
+    as_model, _ = normalise_keys(state, "")
     assert "embeddings.LayerNorm.weight" in as_model and "cls.predictions.bias" in as_model
-    with pytest.raises(ValueError, match="layout"):
-        normalise_keys(state, "encoder")
+    with pytest.raises(ValueError, match="prefix"):
+        normalise_keys(state, "encoder.")
 
 
 def test_safetensors_is_preferred_over_bin(tmp_path, good_state):
@@ -231,7 +237,7 @@ def test_safetensors_is_preferred_over_bin(tmp_path, good_state):
 
 
 def test_half_precision_checkpoint_is_converted_and_reported(tmp_path, good_state):
-    model, report = load_model(write_checkpoint(tmp_path, {k: v.half() for k, v in good_state.items()}),
+    model, report = load(write_checkpoint(tmp_path, {k: v.half() for k, v in good_state.items()}),
                                BertForPreTraining)
     assert model.cls.predictions.bias.dtype == torch.float32
     assert any("from float16 to float32" in line for line in report.fixups)
@@ -239,7 +245,7 @@ def test_half_precision_checkpoint_is_converted_and_reported(tmp_path, good_stat
 
 def test_report_prints_readably(tmp_path, hf_encoder):
     with pytest.warns(UserWarning):
-        _, report = load_model(save_hf(hf_encoder, tmp_path, "safetensors"), BertForPreTraining)
+        _, report = load(save_hf(hf_encoder, tmp_path, "safetensors"), BertForPreTraining)
     text = str(report)
     assert text.splitlines()[0] == f"loaded BertForPreTraining from {tmp_path / 'model.safetensors'}"
     assert "fix-ups:\n  - added the 'bert.' prefix" in text
@@ -262,7 +268,7 @@ def test_transformers_loads_what_we_save(tmp_path, batch, fmt, ours_cls):
     assert_same_model(ours, theirs.eval(), batch)
     if ours_cls is BertForPreTraining:  # transformers re-tied the decoder to the embeddings we saved
         assert theirs.cls.predictions.decoder.weight is theirs.bert.embeddings.word_embeddings.weight
-    again, report = load_model(tmp_path, ours_cls)  # and our own round trip is exact, with no fix-ups
+    again, report = load(tmp_path, ours_cls)  # and our own round trip is exact, with no fix-ups
     assert report.fixups == [] and report.exact
     assert_same_model(again, ours, batch)
 
@@ -298,14 +304,14 @@ def test_bert_base_sized_checkpoint_loads_strictly_in_modern_and_legacy_layouts(
     batch = (torch.randint(1, 30522, (2, 8)), torch.tensor([[1] * 8, [1] * 5 + [0] * 3]),
              torch.zeros(2, 8, dtype=torch.long))
 
-    modern, report = load_model(save_hf(theirs, tmp_path / "modern", "safetensors"), BertForPreTraining)
+    modern, report = load(save_hf(theirs, tmp_path / "modern", "safetensors"), BertForPreTraining)
     assert report.exact and report.fixups == []
     assert_same_model(modern, theirs, batch, BASE_TOL)
     del modern
 
     encoder_state = legacy({k[len("bert."):]: v for k, v in theirs.state_dict().items()
                             if k.startswith("bert.")})
-    old, report = load_model(write_checkpoint(tmp_path / "legacy", encoder_state, config={
+    old, report = load(write_checkpoint(tmp_path / "legacy", encoder_state, config={
         "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
         "vocab_size": 30522, "max_position_embeddings": 512}), BertModel)
     assert report.exact and len(report.fixups) == 2
@@ -323,7 +329,7 @@ def test_real_embedded_checkpoint_matches_transformers_and_round_trips(tmp_path,
     assert input_ids.shape[0] == 32 and (attention_mask == 0).any()  # padding is exercised
     batch = (input_ids, attention_mask, torch.zeros_like(input_ids))
 
-    ours, report = load_model(embedded_model_dir, BertModel)
+    ours, report = load(embedded_model_dir, BertModel)
     assert report.exact and any("position_ids" in line for line in report.fixups)  # its stale buffer
     theirs = transformers.BertModel.from_pretrained(embedded_model_dir).eval()
     expected = outputs(theirs, batch)
@@ -357,7 +363,7 @@ def tokenize(model_dir: Path, sentences: list[str]) -> tuple[torch.Tensor, torch
 def test_wrong_shape_names_the_key_and_both_shapes(tmp_path, good_state):
     good_state["bert.encoder.layer.0.intermediate.dense.weight"] = torch.randn(36, 32)
     with pytest.raises(CheckpointError) as error:
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
     message = str(error.value)
     assert "bert.encoder.layer.0.intermediate.dense.weight: checkpoint (36, 32), model (37, 32)" in message
     assert "config.json may not match the weights" in message and "pytorch_model.bin" in message
@@ -367,31 +373,31 @@ def test_config_that_does_not_match_the_weights(tmp_path, good_state):
     write_checkpoint(tmp_path, good_state, config={"vocab_size": 100})
     shapes = r"word_embeddings.weight: checkpoint \(99, 32\), model \(100, 32\)"
     with pytest.raises(CheckpointError, match=shapes):
-        load_model(tmp_path, BertForPreTraining)
+        load(tmp_path, BertForPreTraining)
     write_checkpoint(tmp_path, good_state, config={"num_hidden_layers": 3})
     with pytest.raises(CheckpointError, match="weights have 2 layers, config.json says num_hidden_layers=3"):
-        load_model(tmp_path, BertForPreTraining)
+        load(tmp_path, BertForPreTraining)
     write_checkpoint(tmp_path, good_state, config={"num_hidden_layers": 1})
     with pytest.raises(CheckpointError, match=r"unknown key\(s\): bert.encoder.layer.1"):
-        load_model(tmp_path, BertForPreTraining)
+        load(tmp_path, BertForPreTraining)
 
 
 def test_missing_keys_are_listed(tmp_path, good_state):
     del good_state["bert.encoder.layer.1.output.dense.bias"]
     with pytest.raises(CheckpointError, match=r"1 missing key\(s\): bert.encoder.layer.1.output.dense.bias"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 def test_a_partly_missing_head_is_an_error_not_a_fresh_head(tmp_path, good_state):
     del good_state["cls.seq_relationship.bias"]
     with pytest.raises(CheckpointError, match=r"missing key\(s\): cls.seq_relationship.bias"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 def test_unknown_keys_are_listed(tmp_path, good_state):
     good_state["classifier.weight"] = torch.randn(2, 32)
     with pytest.raises(CheckpointError, match=r"1 unknown key\(s\): classifier.weight"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
@@ -401,7 +407,7 @@ def test_truncated_weights_file(tmp_path, good_state, fmt):
     data = weights.read_bytes()
     weights.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="truncated or corrupt") as error:
-        load_model(tmp_path, BertForPreTraining)
+        load(tmp_path, BertForPreTraining)
     assert str(weights) in str(error.value)
 
 
@@ -429,45 +435,42 @@ def test_no_weights_file(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", **HF_TINY}))
     (tmp_path / "tf_model.h5").write_bytes(b"")
     with pytest.raises(CheckpointError, match=r"no weights file.*model.safetensors.*TensorFlow"):
-        load_model(tmp_path)
+        find_weights_file(tmp_path)
+    with pytest.raises(ModelNotFoundError, match=r"not a checkpoint.*'tf_model.h5'"):
+        load(tmp_path)
 
 
 def test_untied_decoder_is_refused_for_pretraining_but_fine_for_the_encoder(tmp_path, good_state):
     good_state["cls.predictions.decoder.weight"] = torch.randn(99, 32)
     write_checkpoint(tmp_path, good_state)
     with pytest.raises(CheckpointError, match="untied masked-LM decoder"):
-        load_model(tmp_path, BertForPreTraining)
-    _, report = load_model(tmp_path, BertModel)
+        load(tmp_path, BertForPreTraining)
+    _, report = load(tmp_path, BertModel)
     assert "cls.predictions.decoder.weight" in report.ignored
 
 
 def test_decoder_bias_that_differs_from_the_head_bias(tmp_path, good_state):
     good_state["cls.predictions.decoder.bias"] = good_state["cls.predictions.bias"] + 1
     with pytest.raises(CheckpointError, match="decoder.bias differs"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 def test_untied_config_is_refused_for_pretraining(tmp_path, good_state):
     with pytest.raises(CheckpointError, match="tie_word_embeddings"):
-        load_model(write_checkpoint(tmp_path, good_state, config={"tie_word_embeddings": False}),
+        load(write_checkpoint(tmp_path, good_state, config={"tie_word_embeddings": False}),
                    BertForPreTraining)
 
 
 def test_gamma_and_weight_both_present_is_ambiguous(tmp_path, good_state):
     good_state["bert.embeddings.LayerNorm.gamma"] = good_state["bert.embeddings.LayerNorm.weight"]
     with pytest.raises(CheckpointError, match="ambiguous"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 def test_non_finite_weights_are_refused(tmp_path, good_state):
     good_state["bert.pooler.dense.bias"][3] = float("nan")
     with pytest.raises(CheckpointError, match="bert.pooler.dense.bias holds NaN"):
-        load_model(write_checkpoint(tmp_path, good_state), BertForPreTraining)
-
-
-def test_unsupported_model_class(tmp_path):
-    with pytest.raises(TypeError, match="model_class"):
-        load_model(tmp_path, torch.nn.Linear)
+        load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 
 def test_sharded_checkpoint(tmp_path, good_state, batch, hf_pretraining):
@@ -479,5 +482,5 @@ def test_sharded_checkpoint(tmp_path, good_state, batch, hf_pretraining):
         weight_map.update({k: name for k in part})
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", **HF_TINY}))
-    model, _ = load_model(tmp_path, BertForPreTraining)
+    model, _ = load(tmp_path, BertForPreTraining)
     assert_same_model(model, hf_pretraining, batch)

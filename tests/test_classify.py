@@ -24,7 +24,8 @@ from tasks.data.classify_sets import subsample
 from tasks.data.examples import PairExample, SentenceExample
 from tasks.models.classifier import ClassifyModel
 from tasks.training.config import TrainConfig
-from tasks.training.job import load_checkpoint, read_predictions
+from tasks.data.course import read_predictions
+from tasks.training.best_model import load_checkpoint
 from tasks.training.optimizer import build_optimizer
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang".split()
@@ -186,15 +187,13 @@ def test_seeds_run_writes_every_artefact_and_an_honest_summary(seeds_run):
 
 
 def test_best_checkpoint_reloads_with_its_label_embeddings(seeds_run, tiny_model_dir):
-    from minbert.checkpoint import load_model
-
     run = seeds_run / "seed-3" / "best"
-    bert, _ = load_model(run, BertModel)
+    bert = BertModel.from_pretrained(run)
     model = ClassifyModel(bert, 2, 0.0, label_layers="all")
     before = model.label_embeddings.detach().clone()
     load_checkpoint(model, run)
     assert not torch.equal(before, model.label_embeddings)
-    vanilla = ClassifyModel(load_model(run, BertModel)[0], 2, 0.0)
+    vanilla = ClassifyModel(BertModel.from_pretrained(run), 2, 0.0)
     with pytest.raises(ValueError, match="does not fit the model's heads"):
         load_checkpoint(vanilla, run)
 

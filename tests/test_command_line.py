@@ -3,8 +3,12 @@
 - every flag of every job's parser that takes a value has choices or a checking type
   (tasks/training/arguments.py): a new flag cannot skip the checks;
 - the path types tell a file from a folder, and name the flag;
+- a job's flags come from its settings dataclasses (tasks/training/settings.py): the job's own defaults are
+  the ones parsed and shown, the course's spellings work, parsing changes nothing in place, and config.json
+  holds the resolved settings, read back through the same classes;
 - claim_run (tasks/training/run_dir.py): another job's run, another model, a busy folder, and a failure
-  before training are each handled as the docstring says.
+  before training are each handled as the docstring says, and --resume refuses settings that would change
+  the run.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import pytest
 import torch
 
 from tasks.training import arguments
-from tasks.training.run_dir import FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
+from tasks.training.config import JobSettings, TrainConfig, resolve
+from tasks.training.run_dir import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
+from tasks.training.settings import SettingsParser, from_dict
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
@@ -109,6 +115,88 @@ def test_a_bad_value_names_the_flag_before_any_work(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+# ----- settings: declared once, as dataclass fields ------------------------------------------------------
+
+
+def test_a_job_states_its_defaults_once_and_help_shows_them(capsys, monkeypatch):
+    from tasks import hierarchical, multitask
+
+    monkeypatch.setenv("COLUMNS", "110")  # --help's width where no terminal says otherwise
+    _, job, train, _ = multitask.build_parser().parse([])
+    assert (train.epochs, train.sampling) == (3, "proportional") and train == multitask.DEFAULTS[2]
+    _, job, train = hierarchical.build_parser().parse(["--dataset", "hwv"])
+    assert (job.max_length, train.epochs) == (256, 5)
+    with pytest.raises(SystemExit):
+        multitask.main(["--help"])
+    shown = capsys.readouterr().out
+    assert "--epochs N" in shown and "passes over the training data (default 3)" in shown
+    assert "(default proportional)" in shown and "(default sts=4)" in shown
+
+
+def test_the_main_jobs_help_fits_on_two_screens(monkeypatch):
+    from tasks import multitask
+
+    monkeypatch.setenv("COLUMNS", "110")
+    text = multitask.build_parser().format_help()
+    assert len(text.splitlines()) <= 110, len(text.splitlines())
+
+
+def test_the_courses_spellings_and_their_hyphenated_aliases_reach_the_same_field():
+    parser = SettingsParser("test", None, JobSettings(), TrainConfig())
+    for argv in (["--batch_size", "8", "--hidden_dropout_prob", "0.2", "--use_gpu"],
+                 ["--batch-size", "8", "--hidden-dropout-prob", "0.2", "--use-gpu"]):
+        job, train = parser.parse(argv)
+        assert (train.batch_size, job.hidden_dropout_prob, train.use_gpu) == (8, 0.2, True)
+
+
+def test_a_bool_on_by_default_is_turned_off_by_its_no_flag():
+    (train,) = SettingsParser("test", None, TrainConfig(eval_first=True)).parse(["--no-eval-first"])
+    assert not train.eval_first
+    with pytest.raises(SystemExit):  # the job's default is on: there is no --eval-first to give
+        SettingsParser("test", None, TrainConfig(eval_first=True)).parse(["--eval-first"])
+
+
+def test_a_contradiction_between_settings_is_a_usage_error_naming_the_flags(capsys):
+    from tasks import sentiment
+
+    with pytest.raises(SystemExit) as caught:
+        sentiment.main(["--option", "pretrain", "--layerwise-decay", "0.9"])
+    assert caught.value.code == 2
+    assert "--layerwise-decay needs a trainable encoder, but --option pretrain" in capsys.readouterr().err
+
+
+def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_class(tmp_path):
+    parsed = TrainConfig(threads=1, precision="fp32", seed=3, task_weights=(("sts", 4.0),))
+    before = torch.get_num_threads()
+    try:
+        resolved = resolve(parsed)
+    finally:
+        torch.set_num_threads(before)
+    assert parsed.precision == "fp32" and resolved is not parsed
+    with claim_run(tmp_path / "run", "sentiment", "tiny") as run:
+        run.write_config(JobSettings(), resolved, data_kind="sample")
+        run.metrics.write_text("{}\n")
+    saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
+    assert saved["data_kind"] == "sample" and saved["max_length"] == 128
+    assert from_dict(TrainConfig, saved) == resolved  # lists back to tuples: task_weights compares equal
+
+
+def test_resume_refuses_settings_that_shape_the_run_and_allows_the_others(tmp_path):
+    job, train = JobSettings(), TrainConfig(threads=1)
+    with claim_run(tmp_path / "run", "sentiment", "tiny", settings=(job, train)) as run:
+        run.write_config(job, train)
+        run.metrics.write_text("{}\n")
+    changed = TrainConfig(threads=1, lr=1e-4, batch_size=8)
+    with pytest.raises(SystemExit, match=r"was started with --lr 5e-05, --batch_size 32, but this command "
+                                         r"asks for --lr 0.0001, --batch_size 8"):
+        with claim_run(tmp_path / "run", "sentiment", "tiny", resume=True, settings=(job, changed)):
+            pass
+    free = TrainConfig(threads=2, max_steps=9, resume=True, keep_checkpoints=True)
+    with claim_run(tmp_path / "run", "sentiment", "tiny", resume=True,
+                   settings=(JobSettings(out=str(tmp_path / "run"), strict=True), free)):
+        pass  # threads, --max-steps, --out, --strict may change
+
+
 def test_pretrain_text_that_is_a_folder(tmp_path, capsys):
     from pretrain import run
 
@@ -183,14 +271,14 @@ def test_a_second_job_on_the_same_folder_is_refused_while_the_first_runs(tmp_pat
 def test_failure_before_training_leaves_nothing(tmp_path):
     with pytest.raises(SystemExit):
         with claim_run(tmp_path / "new" / "run", "multitask", "tiny") as run:
-            run.write_config({"a": 1})
+            run.write_config(a=1)
             raise SystemExit("error: bad data")
     assert not (tmp_path / "new" / "run").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError):
         with claim_run(empty, "multitask", "tiny") as run:
-            run.write_config({"a": 1})
+            run.write_config(a=1)
             raise ValueError("boom")
     assert empty.is_dir() and not any(empty.iterdir())  # it was empty, and is again
 

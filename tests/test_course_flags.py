@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from tasks import multitask, sentiment
-from tasks.data.course import read_split
+from tasks.data.course import read_predictions, read_split
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training.job import read_predictions
 
 PREFIXES = {"sst": "ids-sst", "para": "quora", "sts": "sts"}
 
@@ -101,11 +100,11 @@ def test_predict_writes_only_the_files_named(finished_run, tmp_path):
     (["--sst_train", "SAMPLE"], "--sst_train belong(s) to training"),
     (["--resume"], "--resume belong(s) to training"),
 ])
-def test_predict_refuses_training_flags(finished_run, extra, message):
+def test_predict_refuses_training_flags(finished_run, extra, message, capsys):
     extra = [str(SAMPLE_DIR / "ids-sst-train.csv") if e == "SAMPLE" else e for e in extra]
     with pytest.raises(SystemExit) as error:
         multitask.main(["--predict", str(finished_run), *extra])
-    assert message in str(error.value.code)
+    assert error.value.code == 2 and message in capsys.readouterr().err  # a usage error, before any work
 
 
 def test_predict_names_what_is_wrong_with_the_folder(tiny_model_dir, tmp_path):

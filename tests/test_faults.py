@@ -20,7 +20,7 @@ from minbert.atomic import atomic_directory, readable_directory
 from pretrain import run as pretrain_run
 from tasks import multitask
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training import job as job_module
+from tasks.data import course as course_module
 from tasks.training import run_dir as run_dir_module
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def no_space(path, *args, **kwargs):
 
 def test_disk_full_while_writing_predictions_is_one_line_and_leaves_no_half_file(tiny_model_dir, tmp_path,
                                                                                  monkeypatch, capsys):
-    real = job_module.atomic_write_text
+    real = course_module.atomic_write_text
     written = []
 
     def fill_up_after_two(path, text):
@@ -124,7 +124,7 @@ def test_disk_full_while_writing_predictions_is_one_line_and_leaves_no_half_file
             written.append(Path(path).name)
         return real(path, text)
 
-    monkeypatch.setattr(job_module, "atomic_write_text", fill_up_after_two)
+    monkeypatch.setattr(course_module, "atomic_write_text", fill_up_after_two)
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as error:
         multitask.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out),

@@ -409,7 +409,7 @@ def test_hangs_crashes_floods_and_edited_tests_are_contained(tmp_path, handout):
            "    if hidden_states.shape == (2, 3, 2):\n"
            "        import os\n        os._exit(3)\n    mask = attention_mask.unsqueeze(-1)")
     # encoder: prints 5 MB on every call (and still computes the right thing)
-    _patch(sub / "minbert" / "model.py", "        for layer in self.layer:",
+    _patch(sub / "minbert" / "encoder.py", "        for layer in self.layer:",
            "        print('x' * 5_000_000)\n        for layer in self.layer:")
     # attention: the handout's stub, with tests and pytest settings edited to pass anyway
     shutil.copy(handout.out / "minbert" / "attention.py", sub / "minbert" / "attention.py")

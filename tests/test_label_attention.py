@@ -7,17 +7,21 @@ operations run in the same order (minus-infinity labels against the vanilla eage
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
 
 from minbert import label_attention as la
+from minbert.attention import BertSelfAttention
 from minbert.config import BertConfig
-from minbert.label_attention import (LabelAttentionBert, LabelMask, init_from_class_means, init_from_keywords,
-                                     label_loss, merge_label_scores, parse_label_layers)
+from minbert.label_attention import (LabelAttentionBert, LabelSelfAttention, add_label_attention,
+                                     init_from_class_means, init_from_keywords, label_loss,
+                                     merge_label_scores, parse_label_layers)
 from minbert.model import BertModel, extended_attention_mask
 from minbert.tokenizer import BertTokenizer
+from minbert.unpadded import UnpaddedBertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -68,9 +72,10 @@ def test_label_self_attention_matches_the_paper_written_as_loops(bert, config):
     input_ids, mask = padded_batch(config)
     hidden = bert.embeddings(input_ids)
     labels = torch.randn(4, config.hidden_size)
+    add_label_attention(bert, labels, [0])
     attention = bert.encoder.layer[0].attention.self
-    label_mask = LabelMask(extended_attention_mask(mask, hidden.dtype), labels, (attention,))
-    ours = attention(hidden, label_mask).context  # BertSelfAttention, told by the mask to use label attention
+    assert isinstance(attention, LabelSelfAttention)
+    ours = attention(hidden, extended_attention_mask(mask, hidden.dtype)).context
     naive = naive_label_self_attention(attention, hidden, labels, mask)
     real = mask.bool()
     torch.testing.assert_close(ours[real], naive[real], **TOL)
@@ -106,13 +111,14 @@ def test_padding_is_never_attended_even_by_a_label_that_loves_it(bert, config):
 
 
 def test_labels_that_change_no_score_leave_the_vanilla_model_exactly(bert, config, monkeypatch):
-    """With the merge a no-op the label term is exactly 0, so the plumbing (mask, layers, encoder loop) is
-    exact."""
+    """With the merge a no-op the label term is exactly 0, so the plumbing (modules swapped in, layers,
+    encoder loop) is exact."""
+    vanilla_bert = copy.deepcopy(bert)
     model = LabelAttentionBert(bert, num_labels=3).eval()
     monkeypatch.setattr(la, "merge_label_scores", lambda scores, label_scores: scores)
     input_ids, mask = padded_batch(config)
     ours = model(input_ids, mask, output_hidden_states=True)
-    vanilla = bert(input_ids, mask, output_hidden_states=True)
+    vanilla = vanilla_bert(input_ids, mask, output_hidden_states=True)
     assert torch.equal(ours.last_hidden_state, vanilla.last_hidden_state)
     assert torch.equal(ours.pooler_output, vanilla.pooler_output)
 
@@ -160,10 +166,13 @@ def test_only_the_chosen_layers_use_labels(bert, config):
     for bad in ("last:0", "first:2", [7], []):
         with pytest.raises(ValueError, match="label layers"):
             parse_label_layers(bad, 6)
+    vanilla_bert = copy.deepcopy(bert)
     model = LabelAttentionBert(bert, num_labels=2, label_layers="last:1").eval()
+    assert [type(layer.attention.self) for layer in bert.encoder.layer] == [BertSelfAttention,
+                                                                          LabelSelfAttention]
     input_ids, mask = padded_batch(config)
     ours, vanilla = (model(input_ids, mask, output_hidden_states=True),
-                     bert(input_ids, mask, output_hidden_states=True))
+                     vanilla_bert(input_ids, mask, output_hidden_states=True))
     assert torch.equal(ours.hidden_states[1], vanilla.hidden_states[1])  # layer 0 untouched
     assert not torch.allclose(ours.last_hidden_state, vanilla.last_hidden_state)
 
@@ -204,12 +213,13 @@ def test_keyword_initialisation_averages_word_embeddings(bert, embedded_model_di
         init_from_keywords(model, tokenizer, [["a"], ["b"], ["c"]])
 
 
-def test_class_mean_initialisation_averages_cls_vectors(bert, config):
-    model = LabelAttentionBert(bert, num_labels=2)
+def test_class_mean_initialisation_averages_plain_berts_cls_vectors(bert, config):
+    """The [CLS] vectors are the pretrained encoder's, not those of the model the labels are for."""
     input_ids, mask = padded_batch(config)
+    cls = bert(input_ids, mask).last_hidden_state[:, 0]
+    model = LabelAttentionBert(bert, num_labels=2)
     labels = torch.tensor([1, 0, 1])
     init_from_class_means(model, [(input_ids, mask, None, labels)], num_labels=2)
-    cls = bert(input_ids, mask).last_hidden_state[:, 0]
     torch.testing.assert_close(model.label_embeddings[0], cls[1], **TOL)
     torch.testing.assert_close(model.label_embeddings[1], (cls[0] + cls[2]) / 2, **TOL)
     with pytest.raises(ValueError, match=r"no training examples for label\(s\) \[2\]"):
@@ -221,4 +231,20 @@ def test_random_initialisation_is_berts_and_checkpoint_weights_are_untouched(ber
     model = LabelAttentionBert(bert, num_labels=50)
     assert abs(float(model.label_embeddings.detach().std()) - bert.config.initializer_range) < 0.003
     assert all(torch.equal(before[k], v) for k, v in bert.state_dict().items())
+    # The table is saved once, beside the encoder, whose keys stay a plain BERT checkpoint's.
     assert set(model.state_dict()) == {f"bert.{k}" for k in before} | {"label_embeddings"}
+    assert [name for name, _ in model.named_parameters()].count("label_embeddings") == 1
+
+
+def test_the_label_layers_share_the_models_table_through_copies_and_moves(bert):
+    model = LabelAttentionBert(bert, num_labels=3, label_layers=[0, 1])
+    twin = copy.deepcopy(model)
+    for m in (model, twin.to(torch.float64)):
+        layers = m.bert.encoder.layer
+        assert all(layer.attention.self.label_embeddings is m.label_embeddings for layer in layers)
+    assert twin.label_embeddings is not model.label_embeddings
+
+
+def test_the_unpadded_model_is_refused_with_the_kernels_to_use(config):
+    with pytest.raises(ValueError, match="attn_implementation 'sdpa' or 'eager', not an UnpaddedBertModel"):
+        LabelAttentionBert(UnpaddedBertModel(config), num_labels=2)

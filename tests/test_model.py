@@ -19,6 +19,7 @@ from minbert.embeddings import BertEmbeddings
 from minbert.heads import BertForPreTraining
 from minbert.layer import BertLayer
 from minbert.model import BertModel, extended_attention_mask
+from minbert.unpadded import UnpaddedBertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -143,6 +144,21 @@ def test_embeddings_match_transformers(config, batch):
     (out * weights).sum().backward()
     (ref * weights).sum().backward()
     assert_same_grads(ours, theirs)
+
+
+def test_embeddings_given_position_ids_match_transformers_and_check_them(config, batch):
+    input_ids, _, token_type_ids = batch
+    theirs = hf_bert.BertEmbeddings(hf_config(config)).eval()
+    ours = BertEmbeddings(config).eval()
+    copy_weights(ours, theirs)
+    position_ids = torch.randint(0, config.max_position_embeddings, input_ids.shape)  # (B, T), any order
+    out = ours(input_ids, token_type_ids, position_ids=position_ids)
+    ref = theirs(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids)
+    torch.testing.assert_close(out, ref, **TOL)
+    # Not the length but each position must fit the table: one row of 65 tokens at positions < 64 may.
+    ours(torch.ones(1, 65, dtype=torch.long), position_ids=torch.arange(65)[None] % 64)
+    with pytest.raises(ValueError, match=r"position_ids must lie in \[0, 64\) \(max_position_embeddings\)"):
+        ours(input_ids, position_ids=torch.full_like(position_ids, config.max_position_embeddings))
 
 
 @pytest.mark.parametrize("kernel", ["eager", "sdpa"])
@@ -272,7 +288,9 @@ def test_sdpa_kernel_equals_eager_kernel(config, batch):
     input_ids, attention_mask, token_type_ids = batch
     model = BertModel(config, attn_implementation="eager").eval()
     eager = model(input_ids, attention_mask, token_type_ids)
-    sdpa = model.set_attn_implementation("sdpa")(input_ids, attention_mask, token_type_ids)
+    sdpa_model = BertModel(config, attn_implementation="sdpa").eval()
+    sdpa_model.load_state_dict(model.state_dict())
+    sdpa = sdpa_model(input_ids, attention_mask, token_type_ids)
     torch.testing.assert_close(sdpa.last_hidden_state, eager.last_hidden_state, **TOL)
     torch.testing.assert_close(sdpa.pooler_output, eager.pooler_output, **TOL)
 
@@ -293,7 +311,8 @@ def test_layer_gradcheck_float64(config):
 
 @pytest.mark.parametrize("kernel", ["eager", "sdpa", "unpadded"])
 def test_padding_does_not_change_real_token_outputs(config, kernel):
-    model = BertModel(config, attn_implementation=kernel).eval()
+    model_class = UnpaddedBertModel if kernel == "unpadded" else BertModel
+    model = model_class(config, attn_implementation=kernel).eval()
     ids = torch.randint(1, config.vocab_size, (1, 6))
     segments = torch.tensor([[0, 0, 0, 1, 1, 1]])
     alone = model(ids, torch.ones(1, 6, dtype=torch.long), segments)

@@ -1,21 +1,27 @@
 """--precision: `auto` picks bf16 exactly where the device multiplies bfloat16 natively (capability mocked),
-`--bf16` stays an alias, and the choice reaches the loop and the run's recorded settings."""
+and the choice reaches the loop and the run's recorded settings."""
 
 from __future__ import annotations
-
-import argparse
 
 import pytest
 import torch
 
 from tasks.training import precision
-from tasks.training.config import DEFAULT_PRECISION, add_train_arguments, train_config_from_args
+from tasks.training.config import TrainConfig, resolve
+from tasks.training.settings import SettingsParser
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
-    return parser.parse_args(list(argv))
+def parse(*argv: str) -> TrainConfig:
+    (train,) = SettingsParser("test", None, TrainConfig()).parse(list(argv))
+    return train
+
+
+@pytest.fixture(autouse=True)
+def keep_threads():
+    """resolve() sets PyTorch's threads (--threads); the tests after these keep theirs."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture
@@ -51,26 +57,17 @@ def test_an_unknown_precision_names_the_flag_and_the_choices():
         precision.resolve_precision("fp16", "cpu")
 
 
-def test_the_flags_reach_the_loop_and_the_recorded_settings(cpu_bf16, capsys):
+def test_resolve_decides_auto_and_says_so_without_changing_the_parsed_settings(cpu_bf16, capsys):
     cpu_bf16(True)
-    args = parse("--precision", "auto")
-    config = train_config_from_args(args, freeze_encoder=False)
-    assert config.bf16 and args.precision == "bf16"  # config.json records what ran, not "auto"
+    parsed = parse("--precision", "auto", "--threads", "1")
+    resolved = resolve(parsed)
+    assert resolved.precision == "bf16" and parsed.precision == "auto"  # a new value; config.json gets it
     assert "precision: bf16" in capsys.readouterr().err
     cpu_bf16(False)
-    args = parse("--precision", "auto")
-    assert not train_config_from_args(args, freeze_encoder=False).bf16 and args.precision == "fp32"
+    assert resolve(parse("--threads", "1")).precision == "fp32"
 
 
-def test_bf16_is_an_alias_and_contradictions_are_refused(cpu_bf16):
-    cpu_bf16(False)
-    assert train_config_from_args(parse("--bf16"), freeze_encoder=False).bf16
-    assert train_config_from_args(parse("--bf16", "--precision", "bf16"), freeze_encoder=False).bf16
-    with pytest.raises(SystemExit, match="--bf16 and --precision fp32 contradict"):
-        train_config_from_args(parse("--bf16", "--precision", "fp32"), freeze_encoder=False)
-
-
-def test_the_default_is_the_documented_one(cpu_bf16):
+def test_the_default_is_auto(cpu_bf16):
     cpu_bf16(True)
-    config = train_config_from_args(parse(), freeze_encoder=False)
-    assert config.bf16 == (DEFAULT_PRECISION != "fp32")
+    assert parse().precision == "auto"
+    assert resolve(parse("--threads", "1")).precision == "bf16"

@@ -17,7 +17,6 @@ import pytest
 import torch
 import transformers
 
-from minbert.checkpoint import load_model
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel
@@ -32,7 +31,7 @@ from pretrain.span_boundary import SpanBoundaryHead, span_targets
 from tasks import multitask
 from tasks.data.sources import SAMPLE_DIR
 
-# The embedded and tiny checkpoints have no pre-training heads: load_model warns, and the run says so
+# The embedded and tiny checkpoints have no pre-training heads: from_pretrained warns, and the run says so
 # (checked below).
 pytestmark = pytest.mark.filterwarnings("ignore:.*freshly initialised.*:UserWarning")
 
@@ -431,10 +430,10 @@ def test_tiny_pretraining_run_lowers_heldout_loss_and_saves_a_loadable_checkpoin
     assert not (out / "checkpoints").exists()  # a finished run drops its resume checkpoints
     # the checkpoint opens in transformers (with its pre-training heads) and in our jobs
     theirs = transformers.BertForPreTraining.from_pretrained(out / "best")
-    ours, report = load_model(out / "best", BertForPreTraining)
+    ours, report = BertForPreTraining.from_pretrained(out / "best", return_report=True)
     assert not report.initialised
     torch.testing.assert_close(theirs.cls.seq_relationship.weight, ours.cls.seq_relationship.weight)
-    load_model(out / "best", BertModel)
+    BertModel.from_pretrained(out / "best")
     assert multitask.main(["--model", str(out / "best"), "--data-dir", str(SAMPLE_DIR), "--out",
                            str(tmp_path / "mt"), "--limit", "16", "--batch-size", "8", "--max-steps",
                            "1"]) == 0
@@ -458,7 +457,7 @@ def test_span_masking_with_the_boundary_objective_runs(tiny_model_dir, tmp_path)
     assert pretrain_run.main(["--model", str(tiny_model_dir), "--text", str(corpus_file(tmp_path)), "--out",
                               str(out), "--max-steps", "2", "--batch-size", "4", "--masking", "span",
                               "--span-boundary"]) == 0
-    saved = load_model(out / "best", BertForPreTraining)[0].state_dict()
+    saved = BertForPreTraining.from_pretrained(out / "best").state_dict()
     assert not any("span_boundary" in k for k in saved)  # pre-training only, not part of the checkpoint
 
 
@@ -490,8 +489,8 @@ def test_shared_corpora_read_quickly_and_whole(data_dir):
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)
-    args = pretrain_run.build_parser().parse_args(["--within", "multitask", "--data-dir",
-                                                   str(data_dir / "cs224n")])
-    documents, description = pretrain_run.read_corpus(args)
+    settings, _ = pretrain_run.build_parser().parse(["--within", "multitask", "--data-dir",
+                                                     str(data_dir / "cs224n")])
+    documents, description = pretrain_run.read_corpus(settings)
     assert "sst train (8544 rows)" in description and "sts train (6040 rows)" in description
     assert sum(len(d) == 2 for d in documents) > 22_000  # Quora and STS rows: two-sentence documents

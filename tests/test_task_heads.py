@@ -10,8 +10,7 @@ import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
 from minbert.pooling import attention_pool, max_pool, mean_pool, pool
-from tasks.models.heads import (CosinePairHead, SentenceClassifier, SoftmaxPairHead, angle_loss,
-                                angle_similarity, cosent_loss, cosine_embedding_loss, cosine_mse_loss,
+from tasks.models.heads import (CosinePairHead, SentenceClassifier, cosine_embedding_loss, cosine_mse_loss,
                                 cosine_similarity, multiple_negatives_ranking_loss, symmetric_kl)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
@@ -59,16 +58,6 @@ def test_paraphrase_bce_loss_by_hand():
     assert loss.item() == pytest.approx(by_hand, rel=1e-5)  # float32 arithmetic
 
 
-def test_softmax_pair_head_reads_u_v_and_abs_difference():
-    head = SoftmaxPairHead(hidden_size=2, num_classes=2)
-    with torch.no_grad():
-        head.classifier.weight.zero_()
-        head.classifier.weight[1, 4:] = 1.0  # class 1 scores |u - v|
-        head.classifier.bias.zero_()
-    logits = head(torch.tensor([[1.0, 5.0]]), torch.tensor([[4.0, 1.0]]))
-    torch.testing.assert_close(logits, torch.tensor([[0.0, 3.0 + 4.0]]))
-
-
 def test_cosine_mse_loss_by_hand():
     cosine, score = torch.tensor([0.9, 0.2]), torch.tensor([5.0, 2.0])  # targets 1.0, 0.4
     assert cosine_mse_loss(cosine, score).item() == pytest.approx(((0.1) ** 2 + (0.2) ** 2) / 2)
@@ -83,37 +72,6 @@ def test_cosine_embedding_loss_by_hand():
     v = torch.tensor([[0.6, 0.8], [0.0, 1.0]])
     ours = cosine_embedding_loss(cosine_similarity(u, v), torch.tensor([5.0, 0.0]))
     assert ours.item() == pytest.approx(reference(u, v, torch.tensor([1, -1])).item())
-
-
-def test_cosent_loss_by_hand():
-    cosine, score = torch.tensor([0.8, 0.5, 0.1]), torch.tensor([5.0, 3.0, 3.0])
-    # pairs with score_i > score_j: (0, 1) and (0, 2); ties contribute nothing
-    terms = [math.exp(20 * (0.5 - 0.8)), math.exp(20 * (0.1 - 0.8))]
-    assert cosent_loss(cosine, score).item() == pytest.approx(math.log(1 + sum(terms)), rel=1e-4)  # float32
-    assert cosent_loss(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 1.0])).item() == pytest.approx(0.0)
-
-
-def test_angle_similarity_against_complex_arithmetic():
-    torch.manual_seed(0)
-    u, v = torch.randn(5, 6, dtype=torch.float64), torch.randn(5, 6, dtype=torch.float64)
-    # Read as 3 complex numbers each: u conj(v) / (|u| |v|) is the quotient u / v scaled by |v|^2 / (|u| |v|)
-    # per element, as AnglE normalises it; the similarity is |sum of its real and imaginary parts|.
-    zu, zv = torch.complex(u[:, :3], u[:, 3:]), torch.complex(v[:, :3], v[:, 3:])
-    product = (zu * zv.conj()).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
-    torch.testing.assert_close(angle_similarity(u, v), (product.real + product.imag).abs())
-    # its real part alone is the cosine; u = v gives exactly 1 (no imaginary part)
-    torch.testing.assert_close(product.real, cosine_similarity(u, v))
-    torch.testing.assert_close(angle_similarity(u, u), torch.ones(5, dtype=torch.float64))
-
-
-def test_angle_loss_is_cosent_on_the_cosine_plus_cosent_on_the_angle():
-    torch.manual_seed(0)
-    u, v, score = torch.randn(4, 6), torch.randn(4, 6), torch.tensor([5.0, 1.0, 3.0, 0.0])
-    expected = cosent_loss(cosine_similarity(u, v), score) + cosent_loss(angle_similarity(u, v), score)
-    assert angle_loss(u, v, score).item() == pytest.approx(expected.item())
-    # pairs ranked as the scores are (identical sides for the best one) cost less than the reverse ranking
-    good_v = torch.stack([u[0], u[1] + 2 * v[1], u[2] + 0.5 * v[2], -u[3]])
-    assert angle_loss(u, good_v, score) < angle_loss(u, good_v, score.flip(0))
 
 
 def test_symmetric_kl_by_hand():
@@ -159,19 +117,3 @@ def test_attention_pool_by_hand():
                              [11 / 3, -2 / 3]])  # equal scores: the mean of the real tokens
     torch.testing.assert_close(attention_pool(HIDDEN, MASK, scores), expected)
     torch.testing.assert_close(attention_pool(HIDDEN, MASK, torch.zeros(2, 3)), mean_pool(HIDDEN, MASK))
-
-
-def test_attention_pooled_classifier_learns_its_token_weights():
-    torch.manual_seed(0)
-    head = SentenceClassifier(hidden_size=2, num_classes=5, dropout=0.5, pooling="attention").eval()
-    output = BertModelOutput(HIDDEN, None, None, None)
-    scores = HIDDEN @ head.attention.weight[0] + head.attention.bias  # h_t . w + b: (B, T)
-    weights = scores.masked_fill(MASK == 0, float("-inf")).softmax(-1)
-    expected = head.classifier((weights[..., None] * HIDDEN).sum(1))
-    torch.testing.assert_close(head(output, MASK), expected)
-    head(output, MASK).sum().backward()
-    assert head.attention.weight.grad.abs().sum() > 0  # the scores are trained with the classifier
-    # a batch-mate's padding changes nothing: row 0 alone, unpadded, gets the same logits
-    alone = head(BertModelOutput(HIDDEN[:1, :2], None, None, None), MASK[:1, :2])
-    torch.testing.assert_close(alone, head(output, MASK)[:1])
-    assert SentenceClassifier(2, 5, 0.1, pooling="mean").attention is None  # no weights it does not use

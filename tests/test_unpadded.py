@@ -1,4 +1,5 @@
-"""Unpadded execution (minbert/unpadded.py) against the padded path, on one model with both switched in.
+"""Unpadded execution (minbert/unpadded.py's UnpaddedBertModel) against the padded path, on models with the
+same weights.
 
 The padded path with the eager kernel is the reference (the lesson, itself held to transformers in
 test_model.py), the padded sdpa path is compared too, and one test holds the unpadded path to
@@ -14,12 +15,13 @@ import pytest
 import torch
 import transformers
 
-from minbert.attention import sdpa_attention, unpadded_attention
+from minbert.attention import sdpa_attention
 from minbert.config import BertConfig
 from minbert.embeddings import check_ids
+from minbert.encoder import BertEncoder
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel, extended_attention_mask
-from minbert.unpadded import Packing
+from minbert.unpadded import Packing, UnpaddedBertModel, unpadded_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -48,11 +50,20 @@ def make_batch(config: BertConfig, mask_name: str, seed: int = 0):
     return input_ids, attention_mask, token_type_ids
 
 
+def with_kernel(model: BertModel, kernel: str) -> BertModel:
+    """A model of the same weights, in the same mode, with attention `kernel` (an UnpaddedBertModel for
+    "unpadded")."""
+    model_class = UnpaddedBertModel if kernel == "unpadded" else BertModel
+    other = model_class(model.config, attn_implementation=kernel).train(model.training)
+    other.load_state_dict(model.state_dict())
+    return other
+
+
 def run(model: BertModel, kernel: str, batch, weights: torch.Tensor, pooler_weights: torch.Tensor,
         **kwargs):
     """Forward with `kernel`, backward from a loss over real tokens and the pooler; returns (out, grads)."""
     input_ids, attention_mask, token_type_ids = batch
-    model.set_attn_implementation(kernel).zero_grad(set_to_none=True)
+    model = with_kernel(model, kernel)
     out = model(input_ids, attention_mask, token_type_ids, **kwargs)
     real = attention_mask[..., None]
     ((out.last_hidden_state * weights * real).sum() + (out.pooler_output * pooler_weights).sum()).backward()
@@ -87,7 +98,7 @@ def test_unpadded_matches_transformers_at_real_tokens_with_the_same_gradients(co
     torch.manual_seed(0)
     fields = {k: v for k, v in config.to_dict().items() if k not in ("architectures", "model_type")}
     theirs = transformers.BertModel(transformers.BertConfig(**fields, attn_implementation="sdpa")).train()
-    ours = BertModel(config, attn_implementation="unpadded").train()
+    ours = UnpaddedBertModel(config).train()
     ours.load_state_dict({k: v for k, v in theirs.state_dict().items() if not k.endswith("_ids")})
     input_ids, attention_mask, token_type_ids = make_batch(config, "one_token")
     real = attention_mask.bool()
@@ -103,13 +114,31 @@ def test_unpadded_matches_transformers_at_real_tokens_with_the_same_gradients(co
         torch.testing.assert_close(param.grad, their_params[name].grad, **TOL, msg=lambda m: f"{name}: {m}")
 
 
-def test_padding_positions_are_zero_and_the_padded_path_is_not_taken(config, monkeypatch):
-    model = BertModel(config, attn_implementation="unpadded").eval()
+def test_the_unpadded_model_is_the_plain_one_with_its_modules_and_checkpoint_layout(config):
+    model = UnpaddedBertModel(config)
+    assert isinstance(model, BertModel) and type(model.encoder) is BertEncoder
+    assert model.attn_implementation == "unpadded"
+    assert set(model.state_dict()) == set(BertModel(config).state_dict())  # one checkpoint layout
+
+
+def test_the_unpadded_kernel_is_refused_where_nothing_packs_the_batch(config):
+    with pytest.raises(ValueError, match=r"'unpadded' is a model of its own.*UnpaddedBertModel\(config\)"):
+        BertModel(config, attn_implementation="unpadded")
+    with pytest.raises(ValueError, match="UnpaddedBertModel"):  # pre-training runs padded batches
+        BertForPreTraining(config, attn_implementation="unpadded")
+    with pytest.raises(ValueError, match="UnpaddedBertModel runs the 'unpadded' kernel only, got 'sdpa'"):
+        UnpaddedBertModel(config, attn_implementation="sdpa")
+
+
+def test_padding_positions_are_zero_and_embeddings_and_layers_see_only_real_tokens(config):
+    model = UnpaddedBertModel(config).eval()
     input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
-    calls = []
-    monkeypatch.setattr("minbert.model.extended_attention_mask", lambda *a: calls.append(a))
+    shapes = []
+    model.embeddings.register_forward_pre_hook(lambda module, args: shapes.append(args[0].shape))
+    model.encoder.layer[0].register_forward_pre_hook(lambda module, args: shapes.append(args[0].shape))
     out = model(input_ids, attention_mask, token_type_ids, output_hidden_states=True)
-    assert not calls, "the unpadded path built the padded path's additive mask"
+    N = int(attention_mask.sum())
+    assert shapes == [(1, N), (1, N, config.hidden_size)]  # ids (1, N), then (1, N, C): one packed row
     for hidden in (out.last_hidden_state, *out.hidden_states):
         assert hidden[attention_mask == 0].abs().max() == 0
         assert hidden[attention_mask == 1].abs().min() > 0
@@ -124,8 +153,8 @@ def test_word_vectors_given_directly_get_the_same_gradients(config):
     grads = {}
     for kernel in ("eager", "unpadded"):
         leaf = words.clone().requires_grad_()
-        out = model.set_attn_implementation(kernel)(inputs_embeds=leaf, attention_mask=attention_mask,
-                                                    token_type_ids=token_type_ids)
+        out = with_kernel(model, kernel)(inputs_embeds=leaf, attention_mask=attention_mask,
+                                         token_type_ids=token_type_ids)
         (out.last_hidden_state * weights * attention_mask[..., None]).sum().backward()
         grads[kernel] = leaf.grad
     torch.testing.assert_close(grads["unpadded"], grads["eager"], **TOL)
@@ -133,11 +162,10 @@ def test_word_vectors_given_directly_get_the_same_gradients(config):
 
 
 def test_attention_probabilities_fall_back_to_the_padded_eager_path(config):
-    model = BertModel(config, attn_implementation="unpadded").eval()
+    model = UnpaddedBertModel(config).eval()
     input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
     out = model(input_ids, attention_mask, token_type_ids, output_attentions=True)
-    ref = model.set_attn_implementation("eager")(input_ids, attention_mask, token_type_ids,
-                                                 output_attentions=True)
+    ref = with_kernel(model, "eager")(input_ids, attention_mask, token_type_ids, output_attentions=True)
     assert len(out.attentions) == config.num_hidden_layers
     for mine, theirs in zip(out.attentions, ref.attentions):
         assert mine.shape == (3, config.num_attention_heads, 9, 9)
@@ -147,19 +175,18 @@ def test_attention_probabilities_fall_back_to_the_padded_eager_path(config):
 
 
 def test_without_a_mask_or_padding_the_padded_path_runs(config):
-    assert Packing.from_mask(torch.ones(2, 5, dtype=torch.long)) is None
-    model = BertModel(config, attn_implementation="unpadded").eval()
+    assert Packing.from_mask(torch.ones(2, 5)) is None
+    model = UnpaddedBertModel(config).eval()
     input_ids = torch.randint(1, config.vocab_size, (2, 5))
-    ref = model.set_attn_implementation("sdpa")(input_ids)
-    torch.testing.assert_close(model.set_attn_implementation("unpadded")(input_ids).last_hidden_state,
-                               ref.last_hidden_state, atol=0, rtol=0)
+    ref = with_kernel(model, "sdpa")(input_ids)
+    torch.testing.assert_close(model(input_ids).last_hidden_state, ref.last_hidden_state, atol=0, rtol=0)
 
 
 def test_packing_records_lengths_positions_and_round_trips():
     mask = torch.tensor(MASKS["holes"])
     packing = Packing.from_mask(mask)
     assert packing.lengths == (9, 5, 4) and packing.batch_shape == (3, 9)
-    assert packing.positions.tolist() == [*range(9), 0, 1, 3, 4, 7, 0, 1, 2, 3]
+    assert packing.positions.tolist() == [[*range(9), 0, 1, 3, 4, 7, 0, 1, 2, 3]]  # positions kept
     x = torch.randn(3, 9, 2)
     packed = packing.unpad(x)
     assert packed.shape == (1, 18, 2)
@@ -167,35 +194,37 @@ def test_packing_records_lengths_positions_and_round_trips():
 
 
 def test_unpadded_kernel_given_an_additive_mask_is_the_sdpa_kernel():
-    """Label attention (label_attention.py) runs the layers on padded batches with additive masks."""
+    """An unpadded model's layers see additive masks when nothing is padded or probabilities are asked."""
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
     mask = extended_attention_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float32)
     torch.testing.assert_close(unpadded_attention(q, k, v, mask)[0], sdpa_attention(q, k, v, mask)[0],
                                atol=0, rtol=0)
 
 
-def test_pretraining_heads_work_on_the_unpadded_model(config):
+def test_a_packed_row_may_outgrow_the_position_table_but_a_padded_row_may_not(config):
+    """Tiny's table has 64 positions: 3 rows of up to 40 tokens pack into one row of 100."""
     torch.manual_seed(0)
-    model = BertForPreTraining(config, attn_implementation="unpadded").eval()
-    input_ids, attention_mask, token_type_ids = make_batch(config, "mixed")
-    labels = torch.full_like(input_ids, -100)
-    labels[1, 2] = 7
-    out = model(input_ids, attention_mask, token_type_ids, labels=labels,
-                next_sentence_label=torch.tensor([0, 1, 0]))
-    model.bert.set_attn_implementation("eager")
-    ref = model(input_ids, attention_mask, token_type_ids, labels=labels,
-                next_sentence_label=torch.tensor([0, 1, 0]))
+    model = BertModel(config).eval()
+    attention_mask = torch.tensor([[1] * 40, [1] * 35 + [0] * 5, [1] * 25 + [0] * 15])
+    input_ids = torch.randint(1, config.vocab_size, attention_mask.shape) * attention_mask
     real = attention_mask.bool()
-    torch.testing.assert_close(out.prediction_logits[real], ref.prediction_logits[real], **TOL)
-    torch.testing.assert_close(out.loss, ref.loss, **TOL)
+    ref = model(input_ids, attention_mask).last_hidden_state
+    out = with_kernel(model, "unpadded")(input_ids, attention_mask).last_hidden_state
+    torch.testing.assert_close(out[real], ref[real], **TOL)
+    too_long = torch.ones(2, 65, dtype=torch.long)
+    too_long[1, 60:] = 0
+    with pytest.raises(ValueError, match=r"position_ids must lie in \[0, 64\) \(max_position_embeddings\)"):
+        with_kernel(model, "unpadded")(too_long, too_long)
 
 
 def test_mismatched_mask_is_refused_naming_both_shapes(config):
-    model = BertModel(config, attn_implementation="unpadded")
+    model = UnpaddedBertModel(config)
     with pytest.raises(ValueError, match=r"attention_mask has shape \(1, 3\).*\(1, 4\)"):
         model(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0]]))
-    with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\)"):
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(B, T\), got \(1, 1, 4\)"):
         model(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.ones(1, 1, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match="input_ids must be a torch.Tensor, got list"):
+        model([[1, 2, 3]], attention_mask=torch.tensor([[1, 1, 0]]))
 
 
 def test_ids_are_range_checked_on_the_cpu_only_and_not_while_compiling(monkeypatch):

@@ -6,7 +6,8 @@ Padding every batch to 128 tokens makes the model compute on padding; sentences 
 2. cut the shuffled list into large buckets and sort each bucket by length,
 3. cut each bucket into batches (neighbours have similar lengths) and shuffle the batches,
 4. pad each batch only to its own longest sequence.
-Every example appears exactly once per epoch; the order is random but repeatable.
+Every example appears exactly once per epoch; the order is random but repeatable. Predicting needs no
+randomness: `predict_in_order` runs batches sorted by length and puts the predictions back in order.
 
 Shape legend: B batch, T tokens (the longest sequence in the batch).
 
@@ -16,9 +17,14 @@ Read next: ../training/loop.py (where the batches are used).
 from __future__ import annotations
 
 import random
-from typing import NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import torch
+
+# Examples per batch when predicting: no activations are kept for a backward pass, so it can be larger than
+# a training batch.
+EVAL_BATCH_SIZE = 128
+Prediction = TypeVar("Prediction")
 
 
 class TokenBatch(NamedTuple):
@@ -73,6 +79,20 @@ def sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """For evaluation: batches sorted by length (least padding); callers put predictions back in order."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def predict_in_order(lengths: Sequence[int], predict: Callable[[list[int]], Iterable[Prediction]],
+                     batch_size: int = EVAL_BATCH_SIZE) -> list[Prediction]:
+    """One prediction per example, in the order of `lengths`.
+
+    predict: the indices of one batch -> one prediction per index; it is called on `sorted_batches`, so
+    that each batch holds examples of similar length and pads little.
+    """
+    predictions: list = [None] * len(lengths)
+    for group in sorted_batches(lengths, batch_size):
+        for i, prediction in zip(group, predict(group), strict=True):
+            predictions[i] = prediction
+    return predictions
 
 
 def device_of(model: torch.nn.Module) -> torch.device:

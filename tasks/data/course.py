@@ -32,7 +32,12 @@ Where the files come from is sources.py's business:
     train = read_split(source.path, "sst", "train")
     print(train.report())
 
-Read next: sources.py (where the files are found), then batching.py (examples to padded batches).
+`read_splits` does that for a job (each file's report printed, the optional test file, --limit), and
+`write_predictions` / `read_predictions` write and read the course's prediction files: a header line
+"id \t <name> ", then "<id> , <prediction> " rows.
+
+Read next: sources.py (where the files are found), course_files.py (which ones a run reads and writes),
+then batching.py (examples to padded batches).
 """
 
 from __future__ import annotations
@@ -42,12 +47,15 @@ import io
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
+from minbert.atomic import atomic_write_text
 from tasks.data.examples import (DataFileError, Example, MalformedRowError, PairExample, ReadResult,
                                  SentenceExample, SkippedRow, decode_data_file)
+from tasks.data.sources import DataSource
 
 # ----------------------------------------------------------------------------------------------------
 # Per-task specs: the only place the four formats differ
@@ -324,3 +332,59 @@ def read_split(data_dir: str | os.PathLike, task: str, split: str, *, strict: bo
         raise ValueError(f"unknown split {split!r} (allowed: {', '.join(SPLITS)})")
     return read_task(task, Path(data_dir) / spec.files[split], labelled=split != "test", strict=strict,
                      ptb_unescape=ptb_unescape)
+
+
+def read_splits(source: DataSource, task: str, strict: bool, limit: int,
+                splits: Sequence[str] = ("train", "dev", "test"),
+                files: dict[str, str | None] | None = None) -> dict[str, list | None]:
+    """The examples of one course task's `splits` from `source`, each file's report printed.
+
+    The test file is optional (the shared data has no Quora test file): None when it is absent.
+    limit: keep only the first N examples of each file (0: all).
+    files: split -> a file to read instead of `source`'s (the course's --sst_train etc.); None: source's.
+    """
+    files = files or {}
+    examples: dict[str, list | None] = {}
+    for split in splits:
+        path = files.get(split) or source.path / task_files([task], [split])[0]
+        if split == "test" and not Path(path).is_file():
+            print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
+            examples[split] = None
+            continue
+        examples[split] = read_course_file(task, path, split, strict, limit)
+    return examples
+
+
+def read_course_file(task: str, path: str | Path, split: str, strict: bool, limit: int) -> list:
+    """One course file of `task` (a test file carries no labels), its report printed; limit: the first N
+    examples (0: all)."""
+    result = read_task(task, path, labelled=split != "test", strict=strict)
+    print(result.report(), file=sys.stderr)
+    return list(result.examples[:limit] if limit else result.examples)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The course's prediction files
+# ----------------------------------------------------------------------------------------------------
+
+
+def write_predictions(path: Path, header: str, ids: Sequence[str], predictions: Sequence) -> None:
+    """The course's format: "id \\t <header> " on the first line, then "<id> , <prediction> " rows."""
+    if len(ids) != len(predictions):
+        raise ValueError(f"{len(ids)} ids but {len(predictions)} predictions for {path}")
+    lines = [f"id \t {header} \n"] + [f"{i} , {p} \n" for i, p in zip(ids, predictions)]
+    atomic_write_text(path, "".join(lines))
+
+
+def read_predictions(path: Path) -> tuple[str, list[tuple[str, str]]]:
+    """Parse a predictions file back: (header, [(id, prediction text), ...])."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("id \t "):
+        raise ValueError(f"{path}:1: expected the header 'id \\t <name>'")
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split(" , ")
+        if len(fields) != 2:
+            raise ValueError(f"{path}:{number}: expected 'id , prediction', got {line!r}")
+        rows.append((fields[0].strip(), fields[1].strip()))
+    return lines[0][len("id \t "):].strip(), rows

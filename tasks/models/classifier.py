@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import nn
 
-from minbert.label_attention import label_attention_forward, parse_label_layers
+from minbert.label_attention import add_label_attention, parse_label_layers
 from minbert.model import BertModel, BertModelOutput
 from minbert.pooling import pool
 from tasks.data.batching import TokenBatch
@@ -65,16 +65,12 @@ class ClassifyModel(nn.Module):
             self.label_layers = parse_label_layers(label_layers, bert.config.num_hidden_layers)
             self.label_embeddings = nn.Parameter(torch.empty(num_classes, bert.config.hidden_size))
             nn.init.normal_(self.label_embeddings, std=bert.config.initializer_range)
+            add_label_attention(bert, self.label_embeddings, self.label_layers)
 
     def encode(self, tokens: TokenBatch, output_attentions: bool = False,
                output_hidden_states: bool = False) -> BertModelOutput:
-        if self.label_embeddings is None:
-            return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
-                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-        return label_attention_forward(self.bert, self.label_embeddings, self.label_layers, tokens.input_ids,
-                                       tokens.attention_mask, tokens.token_type_ids,
-                                       output_hidden_states=output_hidden_states,
-                                       output_attentions=output_attentions)
+        return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids,
+                         output_hidden_states=output_hidden_states, output_attentions=output_attentions)
 
     def features(self, tokens: TokenBatch) -> torch.Tensor:
         """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors

@@ -7,7 +7,7 @@ what would be accepted; argparse adds the flag's name, so a bad value reads, for
 
 and the job exits with status 2 before it reads data or loads a model.
 
-Read next: config.py (the training flags, typed with these).
+Read next: settings.py (flags declared as dataclass fields, typed with these).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def integer(low: int, meaning: str = "") -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}{note}, got {text!r}")
         return value
     parse.__name__ = f"integer >= {low}"
-    parse.checked = True
+    parse.checked, parse.metavar = True, "N"
     return parse
 
 
@@ -52,7 +52,7 @@ def real(low: float, high: float = math.inf, low_open: bool = False, high_open: 
             raise argparse.ArgumentTypeError(f"must be a number in {interval}{note}, got {text!r}")
         return value
     parse.__name__ = f"number in {interval}"
-    parse.checked = True
+    parse.checked, parse.metavar = True, "X"
     return parse
 
 
@@ -135,7 +135,7 @@ def choice_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
                                              f"got {text!r}")
         return items
     parse.__name__ = "list"
-    parse.checked = True
+    parse.checked, parse.metavar = True, ",".join(allowed[:2]) + ",..."
     return parse
 
 
@@ -158,11 +158,13 @@ def name_weights(allowed: tuple[str, ...]) -> Callable[[str], tuple[tuple[str, f
             raise argparse.ArgumentTypeError(f"names a task twice: {text!r}")
         return tuple(pairs)
     parse.__name__ = "name=factor list"
-    parse.checked = True
+    parse.checked, parse.metavar = True, "NAME=X,..."
     return parse
 
 
-# Every flag that takes a value goes through a checking type (or has choices): tests/test_bad_input.py
-# enumerates every job's parser and finds any that does not. The checks mark their types so:
-for _check in (existing_file, existing_dir, output_dir, output_file, nonempty):
-    _check.checked = True
+# Every flag that takes a value goes through a checking type (or has choices): tests/test_command_line.py
+# enumerates every job's parser and finds any that does not. The checks mark their types so, and name the
+# value --help shows (settings.py):
+for _check, _metavar in ((existing_file, "FILE"), (existing_dir, "DIR"), (output_dir, "DIR"),
+                         (output_file, "FILE"), (nonempty, "NAME")):
+    _check.checked, _check.metavar = True, _metavar

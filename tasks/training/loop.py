@@ -9,9 +9,8 @@ This loop does the rest, the same way for every job:
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
   initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
-  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights) and an average
-  of the weights for evaluation (--ema, --average-last; optim/ema.py); the settings are config.py's
-  TrainConfig;
+  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights); the settings
+  are config.py's TrainConfig;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
@@ -22,7 +21,6 @@ Read next: ../multitask.py (the main job, built on this loop).
 
 from __future__ import annotations
 
-import contextlib
 import random
 import sys
 import time
@@ -34,7 +32,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.atomic import atomic_directory
-from optim.ema import WeightAverage
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
@@ -104,11 +101,10 @@ def train(
     total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    average, average_from = weight_average(trainable, config, total_steps)  # --ema, --average-last
     state = TrainState()
     last = run.checkpoints / "last.pt"
     if resume:
-        state = load_training_state(last, model, optimizer, scheduler, average)
+        state = load_training_state(last, model, optimizer, scheduler)
     task_weight = dict(config.task_weights)  # --task-weights; the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
@@ -142,7 +138,7 @@ def train(
             for name, batch in step:
                 examples += distributed.batch_rows(batch)
                 rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
                     loss = task_loss(name, rows) * weight
                 if not torch.isfinite(loss):
                     raise FloatingPointError(
@@ -162,32 +158,27 @@ def train(
             scheduler.step()
             state.step_in_epoch += 1
             state.global_step += 1
-            if average is not None and state.global_step > average_from:
-                average.update()
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             lines.update(examples, total)
             if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
-                save_training_state(last, model, optimizer, scheduler, state, world, average)
+                save_training_state(last, model, optimizer, scheduler, state, world)
         bar.close()
         train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
         losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
-        # Under --ema or --average-last (once its window has begun) the dev sets and best/ see the weights'
-        # average; training goes on with the raw weights.
-        with average.swapped_in() if average is not None and average.updates else contextlib.nullcontext():
-            record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
-                                         epoch=state.epoch + 1,
-                                         epoch_complete=state.step_in_epoch == len(steps), world=world,
-                                         train_s=train_s)
-            if record["overall"] > state.best_score:
-                state.best_score, state.best_epoch = record["overall"], record["epoch"]
-                if world.is_main:  # written whole beside the old best/, then swapped in
-                    with atomic_directory(run.best) as new_best:
-                        save_best(model, new_best)
-                record["best"] = True
-                if world.is_main:
-                    run.rewrite_metrics(state.history)
+        record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
+                                     epoch=state.epoch + 1,
+                                     epoch_complete=state.step_in_epoch == len(steps), world=world,
+                                     train_s=train_s)
+        if record["overall"] > state.best_score:
+            state.best_score, state.best_epoch = record["overall"], record["epoch"]
+            if world.is_main:  # written whole beside the old best/, then swapped in
+                with atomic_directory(run.best) as new_best:
+                    save_best(model, new_best)
+            record["best"] = True
+            if world.is_main:
+                run.rewrite_metrics(state.history)
         if world.is_main:
             print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
                 f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
@@ -196,26 +187,13 @@ def train(
         if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
             state.epoch += 1
             state.step_in_epoch = 0
-        save_training_state(last, model, optimizer, scheduler, state, world, average)
+        save_training_state(last, model, optimizer, scheduler, state, world)
         if world.is_main:
             plot_history(state.history, run.plot)
         if _done(state, config):
             break
     distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
-
-
-def weight_average(params: list[torch.Tensor], config: TrainConfig,
-                   total_steps: int) -> tuple[WeightAverage | None, int]:
-    """The average the run evaluates, if any, and the step after which it starts taking the weights in.
-
-    --ema takes every step in; --average-last F the last F of all steps (at least one): their plain mean.
-    """
-    if config.ema:
-        return WeightAverage(params, config.ema), 0
-    if config.average_last:
-        return WeightAverage(params, None), total_steps - max(1, round(total_steps * config.average_last))
-    return None, 0
 
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,

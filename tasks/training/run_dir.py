@@ -1,10 +1,11 @@
 """A run's directory and the state that lets a stopped run continue exactly.
 
-A run directory holds config.json (the run's settings), metrics.jsonl (one JSON line per epoch),
+A run directory holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
 loss_and_dev.png, checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
 best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what
-(`claim_run` reads it back before a --resume, and refuses a folder that belongs to another run).
+(`claim_run` reads it and config.json back before a --resume, and refuses a folder that belongs to another
+run or a command that would change the run's settings).
 
 Read next: loop.py (which writes all of this).
 """
@@ -23,14 +24,14 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import nn
 
 from minbert.atomic import atomic_path, atomic_write_text
-from optim.ema import WeightAverage
 from tasks.training import distributed
+from tasks.training.settings import as_dict, flag_fields, flag_names, frozen
 
 
 class RunDir:
@@ -51,11 +52,12 @@ class RunDir:
         self.plot = self.path / "loss_and_dev.png"
         self.predictions = self.path / "predictions"
 
-    def write_config(self, settings: dict) -> None:
+    def write_config(self, *settings: Any, **facts: Any) -> None:
+        """config.json: the settings instances the run uses (resolved), and `facts` (where the data was)."""
         if distributed.process_rank() != 0:  # under torchrun, rank 0 writes
             return
-        atomic_write_text(self.path / "config.json",
-                          json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
+        text = json.dumps({**as_dict(*settings), **facts}, indent=2, sort_keys=True, default=str)
+        atomic_write_text(self.path / CONFIG_FILE, text + "\n")
 
     def append_metrics(self, record: dict) -> None:
         lines = self.metrics.read_text(encoding="utf-8") if self.metrics.exists() else ""
@@ -74,6 +76,7 @@ class RunDir:
 
 
 RUN_FILE = "run.json"  # which job, model and tasks wrote the folder
+CONFIG_FILE = "config.json"  # the settings the run uses
 LOCK_FILE = ".lock"  # "<pid> <host>" of the process writing the folder now
 FAILED_FILE = "failed.txt"  # why a run that had started training stopped
 
@@ -91,7 +94,25 @@ def _read_record(record_file: Path) -> dict:
                          f"{record_file.parent}") from None
 
 
-def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool) -> None:
+def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
+    """--resume continues a run with the settings it started with (config.json), except those marked
+    `same_on_resume=False` (threads, --max-steps, where the data or the outputs are, ...)."""
+    config_file = path / CONFIG_FILE
+    if not settings or not config_file.is_file():
+        return  # nothing to compare: a run that stopped before it wrote its settings
+    saved = _read_record(config_file)
+    differ = [(flag_names(f, f.default)[0], saved[f.name], getattr(s, f.name))
+              for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
+              and f.name in saved and frozen(saved[f.name]) != getattr(s, f.name)]
+    if differ:
+        said = ", ".join(f"{name} {was}" for name, was, _ in differ)
+        asked = ", ".join(f"{name} {now}" for name, _, now in differ)
+        raise SystemExit(f"error: --resume: {path} was started with {said}, but this command asks for "
+                         f"{asked}; resume with the settings the run started with")
+
+
+def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
+                 settings: Sequence[Any] = ()) -> None:
     """Refuse an --out that is not ours to write: a file, another run, or another job's or model's run."""
     if path.exists() and not path.is_dir():
         raise SystemExit(f"error: --out {path} is a file, not a folder")
@@ -110,6 +131,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool)
             raise SystemExit(f"error: --resume: {path} holds {_describe(record)} with {said}, but this "
                              f"command asks for {asked}; resume it with the same job and settings, or "
                              "choose another --out")
+        _check_same_settings(path, settings)
         return
     if path.is_dir() and any(path.iterdir()):
         what = _describe(_read_record(record_file)) if record_file.exists() else "files"
@@ -152,11 +174,12 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def claim_run(path: str | Path, job: str, model: str, identity: dict | None = None,
-              resume: bool = False) -> Iterator["RunDir"]:
+              resume: bool = False, settings: Sequence[Any] = ()) -> Iterator["RunDir"]:
     """The job's run directory, held for the job's lifetime; nothing of it is left behind on failure.
 
     Before anything is written: --out must not be a file, another run (unless --resume), or, with
-    --resume, another job's run or one made with another model or `identity` (e.g. the task). Then a
+    --resume, another job's run, one made with another model or `identity` (e.g. the task), or one whose
+    config.json holds other `settings` (the instances the job parsed). Then a
     lock file keeps a second job off the folder until this one ends (a crashed job's lock is stale and
     taken over). run.json records job, model and identity. If the job fails before training wrote
     anything, the folder goes again if this call created it; if it fails later, failed.txt says why
@@ -167,7 +190,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     if distributed.process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
         yield RunDir(path)
         return
-    _check_reuse(path, job, model, identity, resume)
+    _check_reuse(path, job, model, identity, resume, settings)
     created = not path.exists()  # else, without --resume, it is empty (_check_reuse)
     run = RunDir(path)
     lock = _take_lock(path)
@@ -213,10 +236,8 @@ class TrainState:
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed(),
-                        average: WeightAverage | None = None) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and
-    the weights' average under --ema or --average-last.
+                        world: distributed.Distributed = distributed.Distributed()) -> None:
+    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG.
 
     Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
     """
@@ -229,7 +250,6 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         "train_state": dataclasses.asdict(state),
         "torch_rng": torch.get_rng_state(),
         "python_rng": random.getstate(),
-        "weight_average": average.state_dict() if average is not None else None,
     }
     previous = path.with_suffix(".prev.pt")
     with atomic_path(path) as tmp:
@@ -240,21 +260,8 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             path.replace(previous)
 
 
-def _check_same_average(path: Path, saved: dict | None, average: WeightAverage | None) -> None:
-    """A run resumes with the weight average it started with (SystemExit passes the caller's except)."""
-    def flag(decay: float | None) -> str:
-        return "--average-last" if decay is None else f"--ema {decay}"
-
-    was = None if saved is None else flag(saved["decay"])
-    now = None if average is None else flag(average.decay)
-    if was != now:
-        said = f"with {was}" if was else "without a weight average"
-        raise SystemExit(f"error: --resume: {path} was saved {said}, this run asks for {now or 'none'}; "
-                         f"resume with the settings the run started with")
-
-
 def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        scheduler: Any, average: WeightAverage | None = None) -> TrainState:
+                        scheduler: Any) -> TrainState:
     """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one."""
     candidates = [path, path.with_suffix(".prev.pt")]
     errors = []
@@ -266,10 +273,6 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
-            saved_average = payload.get("weight_average")
-            _check_same_average(candidate, saved_average, average)
-            if average is not None:
-                average.load_state_dict(saved_average)
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
             errors.append(f"{candidate}: {error}")
             print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",

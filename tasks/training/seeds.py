@@ -22,31 +22,26 @@ from typing import Any, Callable, Sequence
 
 from minbert.atomic import atomic_write_text
 from tasks.training.arguments import non_negative_int
+from tasks.training.settings import flag
 
 RESULT_FILE = "result.json"
 
 
-def add_seeds_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=None,
-                        help="train once per seed into <out>/seed-<n>/ and report mean ± std "
-                             "(replaces --seed)")
+def seeds_flag() -> Any:
+    """The --seeds field of a job's settings (None: one run, with --seed)."""
+    # a resumed study may add seeds: the finished ones are skipped
+    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=non_negative_int,
+                nargs="+", same_on_resume=False)
 
 
-def check_seeds(parser: argparse.ArgumentParser, args: argparse.Namespace,
+def check_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int] | None,
                 argv: Sequence[str] | None) -> None:
     """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if args.seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
+    if seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
         parser.error("give --seed or --seeds, not both")
-    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
-        parser.error(f"--seeds has repeats: {args.seeds}")
-
-
-def parse_job_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """parser.parse_args, then the --seed / --seeds checks (for jobs that take --seeds)."""
-    args = parser.parse_args(argv)
-    check_seeds(parser, args, argv)
-    return args
+    if seeds is not None and len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds has repeats: {list(seeds)}")
 
 
 def write_result(directory: Path, result: dict) -> None:

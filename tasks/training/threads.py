@@ -4,8 +4,8 @@ PyTorch splits each CPU operation over `torch.get_num_threads()` threads (one pe
 default) and waits for the slowest before the next operation starts. When another process is using one
 of those cores, the thread that lands there runs at a fraction of its speed and every operation waits for
 it: on a laptop with a browser, a second job or a test suite running, training with a thread per core is
-five times slower than with one thread fewer (README, "The main job"; bench/busy_core.py). So unless told
-otherwise, a job looks at how busy the cores are just before it starts (half a second of
+five times slower than with one thread fewer (docs/results.md, "A busy core"; bench/busy_core.py). So
+unless told otherwise, a job looks at how busy the cores are just before it starts (half a second of
 `psutil.cpu_percent`, while the job itself is idle) and uses only the idle ones, at least one.
 
 The load is sampled once: a process that starts later is not seen. `--threads N` fixes the number, and

@@ -8,7 +8,7 @@ from graded_helpers import check_close
 from torch import nn
 
 from minbert.layer import LayerOutput
-from minbert.model import BertEncoder
+from minbert.encoder import BertEncoder
 
 pytestmark = [pytest.mark.component("encoder"), pytest.mark.visibility("after_published")]
 
