@@ -129,7 +129,7 @@ def test_contradictory_flags_are_errors(tiny_model_dir, tmp_path, flags, message
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["--epoch", "3"], "unrecognized arguments: --epoch"),  # no silent abbreviation of --epochs
     (["--epochs", "3x"], "argument --epochs: must be an integer >= 1, got '3x'"),
-    (["--similarity-loss", "cosent"], "invalid choice: 'cosent'"),
+    (["--similarity-loss", "mse"], "invalid choice: 'mse'"),
 ])
 def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as error:

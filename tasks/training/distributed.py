@@ -5,7 +5,7 @@
              --nproc_per_node 4 -m tasks.multitask                              # on each of 2 machines
 
 torchrun starts the processes and tells each its RANK, LOCAL_RANK and WORLD_SIZE; with WORLD_SIZE > 1 the
-training loop (train.py) joins the process group (gloo on CPU, nccl on GPU) and then:
+training loop (loop.py) joins the process group (gloo on CPU, nccl on GPU) and then:
 
 - every process builds the same batches (they are deterministic given the seed and the epoch) and takes its
   own contiguous slice of each one's rows, so each example is seen once per epoch across the processes and
@@ -18,8 +18,9 @@ training loop (train.py) joins the process group (gloo on CPU, nccl on GPU) and 
   record to the others, so every process keeps the same history and picks the same best epoch.
 
 What cannot match a single process exactly: dropout draws its masks per process, so with dropout on, the
-runs are equally valid but not equal; and losses that compare rows with each other (CoSENT ranks the pairs
-within a batch; masked-LM averages over masked tokens, not rows) see each slice separately.
+runs are equally valid but not equal; and losses that compare rows with each other (the in-batch
+negatives of `--paraphrase-loss bce+mnrl` rank each pair against the batch's others; masked-LM averages
+over masked tokens, not rows) see each slice separately.
 
 Read next: loop.py.
 """
