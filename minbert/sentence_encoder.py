@@ -41,7 +41,7 @@ from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.tokenizer import BertTokenizer
-from minbert.unpadded import UnpaddedBertModel
+from minbert.unpadded import model_class
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
 
@@ -138,8 +138,8 @@ class SentenceEncoder:
         else:
             self.model_dir = resolve_model(model, revision)
             settings = sentence_transformers_settings(self.model_dir)
-            model_class = UnpaddedBertModel if attn_implementation == "unpadded" else BertModel
-            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation)
+            model = model_class(attn_implementation).from_pretrained(
+                self.model_dir, attn_implementation=attn_implementation)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"

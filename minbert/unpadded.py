@@ -165,3 +165,10 @@ class UnpaddedBertModel(BertModel):
         hidden_states = tuple(map(packing.pad, encoded.hidden_states)) if output_hidden_states else None
         pooled = self.pooler(last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(last_hidden_state, pooled, hidden_states, None)
+
+
+def model_class(attn_implementation: str) -> type[BertModel]:
+    """The class that runs a kernel: UnpaddedBertModel for "unpadded" (it packs the batch before the
+    embeddings), BertModel for the others, as in model_class(kernel).from_pretrained(path,
+    attn_implementation=kernel)."""
+    return UnpaddedBertModel if attn_implementation == "unpadded" else BertModel

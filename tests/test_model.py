@@ -19,7 +19,7 @@ from minbert.embeddings import BertEmbeddings
 from minbert.heads import BertForPreTraining
 from minbert.layer import BertLayer
 from minbert.model import BertModel, extended_attention_mask
-from minbert.unpadded import UnpaddedBertModel
+from minbert.unpadded import model_class
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -311,8 +311,7 @@ def test_layer_gradcheck_float64(config):
 
 @pytest.mark.parametrize("kernel", ["eager", "sdpa", "unpadded"])
 def test_padding_does_not_change_real_token_outputs(config, kernel):
-    model_class = UnpaddedBertModel if kernel == "unpadded" else BertModel
-    model = model_class(config, attn_implementation=kernel).eval()
+    model = model_class(kernel)(config, attn_implementation=kernel).eval()
     ids = torch.randint(1, config.vocab_size, (1, 6))
     segments = torch.tensor([[0, 0, 0, 1, 1, 1]])
     alone = model(ids, torch.ones(1, 6, dtype=torch.long), segments)

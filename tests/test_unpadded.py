@@ -21,7 +21,7 @@ from minbert.embeddings import check_ids
 from minbert.encoder import BertEncoder
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel, extended_attention_mask
-from minbert.unpadded import Packing, UnpaddedBertModel, unpadded_attention
+from minbert.unpadded import Packing, UnpaddedBertModel, model_class, unpadded_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -53,8 +53,7 @@ def make_batch(config: BertConfig, mask_name: str, seed: int = 0):
 def with_kernel(model: BertModel, kernel: str) -> BertModel:
     """A model of the same weights, in the same mode, with attention `kernel` (an UnpaddedBertModel for
     "unpadded")."""
-    model_class = UnpaddedBertModel if kernel == "unpadded" else BertModel
-    other = model_class(model.config, attn_implementation=kernel).train(model.training)
+    other = model_class(kernel)(model.config, attn_implementation=kernel).train(model.training)
     other.load_state_dict(model.state_dict())
     return other
 

@@ -48,7 +48,8 @@ class TrainConfig:
     sampling: str = flag("round-robin", "a step: a batch of every task, or of one task drawn by its batches "
                          "left", choices=SAMPLINGS)
     # "auto" is decided by `resolve`; the loop autocasts to bf16 only when told "bf16". The main job under
-    # auto (bf16 on this CPU) matched fp32's dev figures within run-to-run noise, in half the time per epoch.
+    # auto (bf16 on a CPU with AMX) matched fp32's dev figures within run-to-run noise, in half the time per
+    # epoch.
     precision: str = flag("auto", "auto: bf16 where the hardware has it natively",
                           choices=PRECISIONS)
     threads: int = flag(0, "CPU threads (0: the cores idle at the start; threads.py)", type=non_negative_int,

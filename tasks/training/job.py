@@ -25,7 +25,7 @@ from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.tokenizer import BertTokenizer
-from minbert.unpadded import UnpaddedBertModel
+from minbert.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DownloadError
@@ -127,9 +127,8 @@ def load_encoder(name_or_path: str,
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded."""
     model_dir = resolve_model(name_or_path)
     # The unpadded path is a model class of its own, which packs the batch before the embeddings.
-    model_class = UnpaddedBertModel if attn_implementation == "unpadded" else BertModel
-    bert, report = model_class.from_pretrained(model_dir, attn_implementation=attn_implementation,
-                                               return_report=True)
+    bert, report = model_class(attn_implementation).from_pretrained(
+        model_dir, attn_implementation=attn_implementation, return_report=True)
     tokenizer = BertTokenizer.from_pretrained(model_dir)
     print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
           f"{attn_implementation} attention); {report}", file=sys.stderr)
