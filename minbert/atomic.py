@@ -5,17 +5,48 @@ in the middle of a save never leaves a truncated file where a good one was. A fo
 together (a run's best/: weights, config.json, vocabulary, heads) is written whole beside the old one
 and swapped in with `atomic_directory`, so it never mixes new weights with an old config.
 
+A write that fails because the disk (or the file size limit) is full raises OSError naming the file meant to
+be written, not the temporary one, whichever library wrote it: torch.save and safetensors wrap the error
+in their own exceptions (see `full_disk_error`).
+
 Read next: config.py.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
+
+
+# The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
+# the size limit (a file system's, or the process's RLIMIT_FSIZE).
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def full_disk_error(error: BaseException, path: str | os.PathLike) -> OSError | None:
+    """The OSError(errno, strerror, path) of a write to `path` that failed for lack of room, or None.
+
+    Libraries wrap the operating system's error: torch.save of a file object raises RuntimeError("[enforce
+    fail at inline_container.cc:...] unexpected pos ...") with the file's OSError as its context (torch.save
+    of a path loses the errno: write checkpoints through a file object); safetensors raises
+    SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)").
+    """
+    number, seen, cause = None, set(), error
+    while cause is not None and id(cause) not in seen and number is None:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in FULL_DISK_ERRNOS:
+            number = cause.errno
+        match = re.search(r"\(os error (\d+)\)", str(cause))  # Rust's io::Error, as safetensors shows it
+        if number is None and match and int(match.group(1)) in FULL_DISK_ERRNOS:
+            number = int(match.group(1))
+        cause = cause.__cause__ or cause.__context__
+    return None if number is None else OSError(number, os.strerror(number), str(path))
 
 
 @contextlib.contextmanager
@@ -24,7 +55,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     The temporary file lives in the same directory so that `os.replace` is a rename on one file
     system (atomic on POSIX and Windows). On any error the temporary file is removed and the old
-    file, if any, is left untouched.
+    file, if any, is left untouched; a full disk is an OSError naming `path` (`full_disk_error`).
     """
     path = Path(path)
     directory = path.parent
@@ -38,9 +69,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb+") as handle:  # data on disk before the rename makes it visible
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        full = full_disk_error(error, path)
+        if full is not None:
+            raise full from error
         raise
 
 
@@ -69,7 +103,8 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     `.<name>.old`, the new one into place, then the old one deleted. A crash between the two renames
     leaves no `path` but a complete `.<name>.old`: readers find it with `readable_directory`, and the next
     write puts it back first. On any error the new folder is removed and `path` is untouched. One writer
-    at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
+    at a time (the jobs lock their run folder): a writer also clears what a killed writer left. A full disk
+    while filling the folder is an OSError naming the file's place in `path`, not in the temporary folder.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,8 +121,12 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         if path.exists():
             os.replace(path, old)
         os.replace(new, path)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(new, ignore_errors=True)
+        inside = isinstance(error, OSError) and error.filename and Path(error.filename).is_relative_to(new)
+        if inside and error.errno in FULL_DISK_ERRNOS:
+            meant = path / Path(error.filename).relative_to(new)
+            raise OSError(error.errno, error.strerror, str(meant)) from error
         raise
     shutil.rmtree(old, ignore_errors=True)
 

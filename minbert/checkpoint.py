@@ -8,7 +8,9 @@ masked-LM decoder), each one reported.
 Anything else that does not fit is an error that names the key: a shape mismatch (with both shapes
 and a hint that config.json may not match the weights), missing keys, unknown keys, an unreadable
 file. The one thing allowed to be missing is a head that an encoder-only checkpoint never had (the
-masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported.
+masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported. The other
+way round, a checkpoint's part the model was built without (the heads, for BertModel; the pooler, for
+BertModel(..., add_pooling_layer=False)) is ignored and reported.
 
 Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
 `transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
@@ -36,7 +38,6 @@ from torch import nn
 
 from minbert.atomic import atomic_write, atomic_write_text
 from minbert.checkpoint_keys import CheckpointError, normalise_keys
-from minbert.config import BertConfig
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -48,6 +49,10 @@ _OTHER_FORMATS = ("tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
 # Heads an encoder-only checkpoint may lack. The pooler is among them: only next-sentence prediction
 # trains it (BERT §3.1), and BertForMaskedLM checkpoints are saved without it.
 _OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "bert.pooler.")
+
+# The dtypes a model's weights may be loaded in (from_pretrained's dtype, config.json's torch_dtype).
+FLOAT_DTYPES = {str(t).removeprefix("torch."): t
+                for t in (torch.float32, torch.bfloat16, torch.float16, torch.float64)}
 
 _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
                 "max_position_embeddings, type_vocab_size, num_hidden_layers)")
@@ -171,6 +176,29 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
     return state
 
 
+def as_dtype(value: object, what: str, hint: str = "") -> torch.dtype:
+    """A floating-point torch.dtype from itself or its name ("bfloat16", "torch.bfloat16"); `what` names
+    the argument or the file in the error, `hint` adds what else it may be."""
+    name = str(value).removeprefix("torch.")
+    if isinstance(value, (str, torch.dtype)) and name in FLOAT_DTYPES:
+        return FLOAT_DTYPES[name]
+    raise ValueError(f"{what} must be a floating-point torch.dtype or its name ({', '.join(FLOAT_DTYPES)})"
+                     f"{hint}; got {value!r}")
+
+
+def saved_dtype(model_dir: str | os.PathLike) -> torch.dtype:
+    """The dtype a checkpoint was saved in, which from_pretrained(dtype="auto") loads it in, as
+    transformers does: config.json's dtype (transformers 5's name) or torch_dtype, else the dtype of the
+    weights' first floating-point tensor."""
+    config_file = Path(model_dir) / "config.json"
+    values = json.loads(config_file.read_text(encoding="utf-8"))
+    for key in ("dtype", "torch_dtype"):
+        if values.get(key) is not None:
+            return as_dtype(values[key], f"{config_file}: {key}")
+    state = read_weights(model_dir)
+    return next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
+
+
 # ----- loading -----------------------------------------------------------------------------------
 
 
@@ -193,11 +221,13 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
 
     expected = model.state_dict()
     report = LoadReport(type(model).__name__, weights_file, fixups)
-    if not prefix:
-        report.ignored = sorted(k for k in state if k.startswith("cls."))
-        state = {k: v for k, v in state.items() if not k.startswith("cls.")}
+    # Parts of the checkpoint the model was built without: the heads, for the encoder alone; the pooler,
+    # for an encoder built with add_pooling_layer=False (as in transformers, whose loader skips them too).
+    absent = tuple(g for g in ("cls.", f"{prefix}pooler.") if not any(k.startswith(g) for k in expected))
+    report.ignored = sorted(k for k in state if k.startswith(absent))
+    state = {k: v for k, v in state.items() if not k.startswith(absent)}
 
-    _check_keys(state, expected, model.config, weights_file)
+    _check_keys(state, expected, model.config.num_hidden_layers, weights_file)
     report.initialised = sorted(set(expected) - set(state))
     _check_shapes(state, expected, weights_file)
     converted = _copy(model, state, weights_file)
@@ -217,7 +247,7 @@ def _check_tied_config(config_file: Path) -> None:
                               "decoder is always tied to the word embeddings; load a BertModel instead")
 
 
-def _check_keys(state: dict, expected: dict, config: BertConfig, source: Path) -> None:
+def _check_keys(state: dict, expected: dict, num_layers: int, source: Path) -> None:
     """Unknown keys and missing keys are errors, except a whole optional head that is absent."""
     unknown = sorted(set(state) - set(expected))
     missing = sorted(set(expected) - set(state))
@@ -235,14 +265,14 @@ def _check_keys(state: dict, expected: dict, config: BertConfig, source: Path) -
     if unknown:
         problems.append(f"{len(unknown)} unknown key(s): {_some(unknown)}")
     raise CheckpointError(f"{source}: the checkpoint does not fit the model; "
-                          + "; ".join(problems) + _layer_hint(state, config))
+                          + "; ".join(problems) + _layer_hint(state, num_layers))
 
 
-def _layer_hint(state: dict, config: BertConfig) -> str:
+def _layer_hint(state: dict, num_layers: int) -> str:
     layers = {int(m.group(1)) for k in state if (m := re.search(r"encoder\.layer\.(\d+)\.", k))}
-    if layers and len(layers) != config.num_hidden_layers:
+    if layers and len(layers) != num_layers:
         return (f" (the weights have {len(layers)} layers, config.json says num_hidden_layers="
-                f"{config.num_hidden_layers}: {_CONFIG_HINT})")
+                f"{num_layers}: {_CONFIG_HINT})")
     return f" ({_CONFIG_HINT}, or this is not a BERT checkpoint)"
 
 
@@ -286,7 +316,7 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
     if format not in ("safetensors", "bin"):
         raise ValueError(f"format must be 'safetensors' or 'bin', got {format!r}")
     config = getattr(model, "config", None)
-    if not isinstance(config, BertConfig):
+    if not callable(getattr(config, "to_dict", None)):  # a BertConfig (config.py, which imports this file)
         raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -304,7 +334,10 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
         if stale != name and (directory / stale).exists():
             (directory / stale).unlink()
 
-    values = {**config.to_dict(), "architectures": [type(model).__name__], "tie_word_embeddings": True}
+    # torch_dtype: what from_pretrained(dtype="auto") reads back, ours and transformers' (4 and 5) alike.
+    dtype = next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
+    values = {**config.to_dict(), "architectures": [type(model).__name__], "tie_word_embeddings": True,
+              "torch_dtype": str(dtype).removeprefix("torch.")}
     atomic_write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
     if tokenizer is not None:
         if not callable(getattr(tokenizer, "save", None)):

@@ -3,6 +3,11 @@
 The defaults are bert-base-uncased (Devlin et al. 2019, Table 1: L=12, H=768, A=12). A config is
 frozen: a model's shape never changes after it is built, so nothing may edit it by accident.
 
+A config.json must state the sizes (REQUIRED_KEYS) rather than take bert-base's: a checkpoint whose
+config.json omits one almost surely is not bert-base-sized, and its number of heads would not even show
+as a shape mismatch, only as wrong outputs. `BertConfig.from_pretrained(name_or_path)` reads the
+config.json of a directory or of a model name as hub.py resolves it.
+
 Read next: tokenizer.py (text to ids), then embeddings.py (ids to vectors).
 """
 
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minbert.atomic import atomic_write_text
+from minbert.hub import check_name_or_path, resolve_model
 
 # Keys that Hugging Face writes into config.json but that do not change the model we build.
 _IGNORED_KEYS = {
@@ -26,6 +32,10 @@ _IGNORED_KEYS = {
     "return_dict", "bos_token_id", "eos_token_id", "finetuning_task", "tokenizer_class", "prefix",
     "task_specific_params", "torchscript", "pruned_heads", "use_return_dict", "_attn_implementation",
 }
+
+# What a config.json must state: the sizes (Hugging Face's BertConfig would take bert-base's; see above).
+REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
 
 
 class ConfigError(ValueError):
@@ -117,6 +127,10 @@ class BertConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown config field(s) {unknown}; minbert's BertConfig has "
                              f"{sorted(fields)}")
+        missing = [k for k in REQUIRED_KEYS if k not in values]
+        if missing:
+            raise ConfigError(f"{source} lacks {', '.join(missing)} (a BERT config.json states its sizes; "
+                              "minbert does not guess bert-base's)")
         kwargs = {k: v for k, v in values.items() if k in fields}
         try:
             return cls(**kwargs)
@@ -138,6 +152,17 @@ class BertConfig:
         if not isinstance(values, dict):
             raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
         return cls.from_dict(values, source=str(path))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *,
+                        revision: str = "main") -> "BertConfig":
+        """The config of a checkpoint: a directory holding config.json (or the file itself), a name in the
+        local Hugging Face cache, or None for the embedded all-MiniLM-L6-v2, as the models'
+        from_pretrained find them (hub.py)."""
+        check_name_or_path(name_or_path)
+        if name_or_path is not None and Path(name_or_path).expanduser().exists():
+            return cls.from_json_file(Path(name_or_path).expanduser())  # config.json alone is enough here
+        return cls.from_json_file(resolve_model(name_or_path, revision))
 
     def to_json_file(self, path: str | os.PathLike) -> Path:
         """Write config.json atomically (a file path, or a directory to write config.json into)."""

@@ -15,14 +15,15 @@ Read next: checkpoint.py.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.model import BertModel, BertModelOutput, init_bert_weights
+from minbert.model import BertModel, init_bert_weights
+from minbert.pretrained import BertPreTrainedModel, ModelOutput
 
 IGNORE_INDEX = -100  # label of positions that are not predicted (PyTorch's cross_entropy default)
 
@@ -98,32 +99,31 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2)  # 0 = IsNext, 1 = NotNext (TF order)
 
 
-class PreTrainingOutput(NamedTuple):
+@dataclass
+class PreTrainingOutput(ModelOutput):
+    """transformers' BertForPreTrainingOutput (its fields, in its order), then the two losses apart."""
+
     loss: torch.Tensor | None  # masked-LM loss + next-sentence loss (those whose labels were given)
-    mlm_loss: torch.Tensor | None
-    nsp_loss: torch.Tensor | None
     prediction_logits: torch.Tensor  # (B, T, V)
     seq_relationship_logits: torch.Tensor  # (B, 2)
-    encoder: BertModelOutput
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # the encoder's, when asked for
+    attentions: tuple[torch.Tensor, ...] | None = None  # the encoder's, when asked for
+    mlm_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
 
 
-class BertForPreTraining(nn.Module):
-    """BertModel plus the masked-LM and next-sentence heads, with BERT's pre-training loss."""
+class BertForPreTraining(BertPreTrainedModel):
+    """BertModel plus the masked-LM and next-sentence heads, with BERT's pre-training loss.
 
-    base_model_prefix = "bert"  # the checkpoint's keys: the encoder's under bert., the heads' under cls.
+    Its checkpoint keys are the encoder's under bert. (base_model_prefix) and the heads' under cls.
+    """
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, attn_implementation)
+        self.bert = BertModel(config, attn_implementation)  # with its pooler: the next-sentence head reads it
         self.cls = BertPreTrainingHeads(config)
         init_bert_weights(self.cls, config)
-        self.load_report = None  # from_pretrained's checkpoint.LoadReport: what loading did
-
-    # BertModel's loader and saver, shared: both act on `cls` / `self`, and checkpoint.load_weights reads
-    # the key layout from base_model_prefix.
-    from_pretrained = classmethod(BertModel.from_pretrained.__func__)
-    save_pretrained = BertModel.save_pretrained
 
     def forward(
         self,
@@ -156,4 +156,5 @@ class BertForPreTraining(nn.Module):
             nsp_loss = next_sentence_loss(nsp_logits, next_sentence_label)
         losses = [x for x in (mlm_loss, nsp_loss) if x is not None]
         loss = sum(losses) if losses else None
-        return PreTrainingOutput(loss, mlm_loss, nsp_loss, prediction_logits, nsp_logits, encoded)
+        return PreTrainingOutput(loss, prediction_logits, nsp_logits, encoded.hidden_states,
+                                 encoded.attentions, mlm_loss, nsp_loss)

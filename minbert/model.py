@@ -4,8 +4,10 @@ The model knows nothing about tasks: it maps token ids to one contextual vector 
 (`last_hidden_state`) and one vector per sequence (`pooler_output`, tanh(W h_[CLS] + b), the input of
 BERT's next-sentence head). Task heads live in tasks/, pre-training heads in heads.py.
 
-`from_pretrained` is where loading lives: hub.py says which directory a name means, checkpoint.py copies
-the weights in; `save_pretrained` writes the same format back.
+Loading and saving (`BertModel.from_pretrained`, `save_pretrained`) and the rest of what a `transformers`
+user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class in pretrained.py; the
+output reads as an attribute (`out.last_hidden_state`), a key (`out["last_hidden_state"]`) or an index
+(`out[0]`), as in `transformers`.
 
 Shape legend: B batch, T tokens, C hidden size, H heads, L layers.
 
@@ -14,26 +16,24 @@ Read next: unpadded.py (the same model on a padded batch's real tokens only), th
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from minbert.attention import check_kernel_name
-from minbert.checkpoint import LoadReport, load_weights, save_model
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.encoder import BertEncoder
-from minbert.hub import resolve_model
+from minbert.pretrained import BertPreTrainedModel, ModelOutput
 
 
-class BertModelOutput(NamedTuple):
+@dataclass
+class BertModelOutput(ModelOutput):
     last_hidden_state: torch.Tensor  # (B, T, C)
-    pooler_output: torch.Tensor  # (B, C)
-    hidden_states: tuple[torch.Tensor, ...] | None
-    attentions: tuple[torch.Tensor, ...] | None
+    pooler_output: torch.Tensor | None = None  # (B, C); None without the pooling layer
+    hidden_states: tuple[torch.Tensor, ...] | None = None  # L + 1 tensors (B, T, C), when asked for
+    attentions: tuple[torch.Tensor, ...] | None = None  # L tensors (B, H, T, T), when asked for
 
 
 class BertPooler(nn.Module):
@@ -69,14 +69,13 @@ def extended_attention_mask(attention_mask: torch.Tensor, dtype: torch.dtype) ->
     # END SOLUTION
 
 
-class BertModel(nn.Module):
+class BertModel(BertPreTrainedModel):
     """The BERT encoder: BertEmbeddings -> BertEncoder (L x BertLayer) -> BertPooler.
 
     attn_implementation: "sdpa" (the default) or "eager" (the kernel students write). The fast path for
     padded batches, which runs on their real tokens only, is a subclass: UnpaddedBertModel (unpadded.py).
+    add_pooling_layer=False leaves the pooler out (pooler_output is then None), as in transformers.
     """
-
-    base_model_prefix = "bert"  # where a model with heads keeps this encoder (checkpoint.load_weights)
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:
@@ -90,7 +89,6 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config, attn_implementation)
         self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.load_report: LoadReport | None = None  # what from_pretrained's loading did
         init_bert_weights(self, config)
 
     def forward(
@@ -123,29 +121,6 @@ class BertModel(nn.Module):
         encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
         pooled = self.pooler(encoded.last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
-
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main",
-                        return_report: bool = False, **model_kwargs):
-        """Load a Hugging Face-format checkpoint, in eval mode.
-
-        name_or_path: a directory (config.json and the weights), a name in the local Hugging Face cache
-        (at `revision`), or None for the embedded all-MiniLM-L6-v2; hub.py says where it looks (it never
-        downloads). What loading did (fix-ups, fresh heads, ignored keys) is the LoadReport kept at
-        `model.load_report`; return_report=True returns (model, report) instead. Freshly initialised
-        weights are warned about, and anything else that does not fit is a CheckpointError naming the key.
-        model_kwargs go to the class, as in Hugging Face: attn_implementation="eager", say.
-        """
-        model_dir = resolve_model(name_or_path, revision)
-        model = cls(BertConfig.from_json_file(model_dir), **model_kwargs)
-        model.load_report = load_weights(model, model_dir)
-        model.eval()
-        return (model, model.load_report) if return_report else model
-
-    def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
-        """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
-        in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
-        return save_model(self, directory, tokenizer=tokenizer)
 
 
 def check_tensors(**inputs: torch.Tensor | None) -> None:

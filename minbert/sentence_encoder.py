@@ -6,100 +6,46 @@ so that a dot product is a cosine similarity. `encode` is what makes this quick 
 sorts them by length so that each batch carries little padding, runs the batches under
 torch.inference_mode, and puts the vectors back in the input's order.
 
-The defaults come from the model directory, so that a sentence-transformers model gives the vectors
-sentence-transformers gives (tests/test_api.py checks all-MiniLM-L6-v2 against it):
+The settings (pooling, normalisation, max_seq_length, similarity function, prompts) travel with the
+weights in sentence-transformers' own files (sentence_files.py), so an encoder gives the same vectors
+whatever it was built from: a folder sentence-transformers saved, a folder `save` wrote, a main-job run's
+best/, or a BertModel loaded from one of those. A folder without those files (a plain Hugging Face
+checkpoint) gets sentence-transformers' defaults for one: mean pooling, no normalisation, the tokenizer's
+length. Arguments given here win over the folder's.
 
-- pooling: the mode in the Pooling module's config.json (1_Pooling/) when modules.json lists one, else
-  "mean" (what sentence-transformers also uses for a plain Hugging Face model);
-- normalize: True when modules.json lists a Normalize module, else False;
-- max_length: sentence_bert_config.json's max_seq_length (all-MiniLM-L6-v2: 256, the length it was
-  trained on, half its 512 positions), else the tokenizer's model_max_length; never more than the
-  model's position table.
+It is an nn.Module with the surface sentence-transformers users reach for: `encode`, `similarity`,
+`save`, `max_seq_length`, `get_sentence_embedding_dimension()`, `.to(...)`, `.eval()`, `.half()`, and
+`forward(features)` on the tokenizer's output.
 
-A module we do not have (Dense, a second Transformer, weighted-mean pooling, ...) is an error, not
-silently different vectors. A fine-tuned run's best/ directory has no modules.json, so it gets mean
-pooling without normalisation (cosine similarity does not mind); its heads.safetensors is not read.
-
-Shape legend: N sentences, B batch, C hidden size.
+Shape legend: N sentences, B batch, T tokens, C hidden size.
 
 Read next: ../tasks/multitask.py (fine-tuning the encoder; its best/ directory loads here).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.hub import resolve_model
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
+from minbert.sentence_files import SIMILARITY_FUNCTIONS, SentenceSettings, read_settings, replace, write_settings
 from minbert.tokenizer import BertTokenizer
 from minbert.unpadded import model_class
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
-
-# modules.json names a module by its class's import path, which sentence-transformers has moved between
-# versions ("sentence_transformers.models.Pooling", "....sentence_transformer.modules.pooling.Pooling").
-_LIBRARY = "sentence_transformers."
-# The Pooling config's flags (sentence-transformers before v5; later ones write "pooling_mode").
-_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
-                  "pooling_mode_max_tokens": "max",
-                  "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-                  "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
 
 
-def sentence_transformers_settings(model_dir: str | os.PathLike) -> dict:
-    """What a sentence-transformers model directory says about pooling (and the file that says it),
-    normalize, max_length and lowercase; {} for a directory without modules.json (a plain Hugging Face
-    checkpoint)."""
-    model_dir = Path(model_dir)
-    if not (model_dir / "modules.json").is_file():
-        return {}
-    settings: dict = {"normalize": False}
-    for module in _read_json(model_dir / "modules.json"):
-        kind, path = str(module.get("type", "")), str(module.get("path", ""))
-        name = kind.rsplit(".", 1)[-1] if kind.startswith(_LIBRARY) else kind
-        if name == "Transformer" and path in ("", "."):
-            config = model_dir / "sentence_bert_config.json"
-            values = _read_json(config) if config.is_file() else {}
-            if values.get("max_seq_length"):
-                settings["max_length"] = int(values["max_seq_length"])
-            settings["lowercase"] = bool(values.get("do_lower_case", False))
-        elif name == "Pooling":
-            settings["pooling_file"] = model_dir / path / "config.json"
-            settings["pooling"] = _pooling_mode(settings["pooling_file"])
-        elif name == "Normalize":
-            settings["normalize"] = True
-        else:
-            where = f"in {path}/" if path else "at the top of the directory"
-            raise ValueError(f"{model_dir / 'modules.json'}: module {kind!r} {where} is not one "
-                             "SentenceEncoder runs (it has a BERT Transformer at the top, Pooling and "
-                             "Normalize), so its vectors would not be this model's")
-    return settings
-
-
-def _pooling_mode(config_file: Path) -> str:
-    """The Pooling module's mode; several modes (concatenated vectors) are joined with "+"."""
-    values = _read_json(config_file)
-    modes = values.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items() if values.get(flag)]
-    return modes if isinstance(modes, str) else "+".join(modes)
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: cannot read it as JSON: {error}") from None
-
-
-class SentenceEncoder:
+class SentenceEncoder(nn.Module):
     """BertModel + BertTokenizer + pooling: `encode(sentences)` gives one vector per sentence."""
 
     def __init__(
@@ -109,85 +55,182 @@ class SentenceEncoder:
         *,
         pooling: str | None = None,
         normalize: bool | None = None,
+        max_seq_length: int | None = None,
+        truncate_dim: int | None = None,
+        similarity_fn_name: str | None = None,
+        prompts: dict[str, str] | None = None,
+        default_prompt_name: str | None = None,
         device: str | torch.device | None = None,
-        max_length: int | None = None,
         revision: str = "main",
         attn_implementation: str = "sdpa",
     ) -> None:
         """model: a checkpoint directory or a model name as minbert.hub resolves it (None: the embedded
-        all-MiniLM-L6-v2), or a BertModel already built, given with its tokenizer.
+        all-MiniLM-L6-v2), or a BertModel already built, given with its tokenizer (its settings then come
+        from the folder it was loaded from, if any).
 
-        pooling: one of pooling.POOLINGS; normalize: scale every vector to unit length; max_length: the
-        tokens kept per input, special tokens included. None takes the model directory's setting (see the
-        module docstring), else mean, False, and the tokenizer's model_max_length.
+        pooling: one of pooling.POOLINGS; normalize: scale every vector to unit length (sentence-transformers'
+        Normalize module); max_seq_length: the tokens kept per input, special tokens included;
+        truncate_dim: keep the first dimensions of every vector (Matryoshka models); similarity_fn_name:
+        what `similarity` computes, one of sentence_files.SIMILARITY_FUNCTIONS; prompts: named texts put
+        before each input, default_prompt_name the one used when `encode` names none. None takes the
+        folder's setting (see the module docstring).
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
         attn_implementation: the attention kernel of a model loaded here; "unpadded" loads an
         UnpaddedBertModel (unpadded.py).
         """
-        settings: dict = {}
+        super().__init__()
         if isinstance(model, BertModel):
             if tokenizer is None:
                 raise TypeError("a BertModel passed to SentenceEncoder needs its tokenizer too: "
                                 "SentenceEncoder(model, tokenizer)")
-            self.model_dir = None
+            source = getattr(model, "name_or_path", None)  # the folder from_pretrained read, if any
+            self.model_dir = Path(source) if source and Path(source).is_dir() else None
             if device is None:
                 device = next(model.parameters()).device
-        elif isinstance(model, torch.nn.Module):
+        elif isinstance(model, nn.Module):
             raise TypeError(f"model must be a BertModel (or a name or directory), got "
                             f"{type(model).__name__}; for a model with heads pass its encoder (model.bert)")
         else:
             self.model_dir = resolve_model(model, revision)
-            settings = sentence_transformers_settings(self.model_dir)
             model = model_class(attn_implementation).from_pretrained(
                 self.model_dir, attn_implementation=attn_implementation)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        stated = (read_settings(self.model_dir) if self.model_dir is not None else None) or SentenceSettings()
+        settings = replace(stated, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length,
+                           similarity_fn_name=similarity_fn_name, prompts=prompts,
+                           default_prompt_name=default_prompt_name)
 
-        self.device = torch.device(device)
-        self.model = model.to(self.device)
+        self.model = model.to(device)
         self.tokenizer = tokenizer
-        self.pooling = settings.get("pooling", "mean") if pooling is None else pooling
+        self.pooling = settings.pooling
         if self.pooling not in POOLINGS:
             source = "" if pooling is not None else (
-                f" (read from {settings['pooling_file']}: a pooling we cannot reproduce; pass pooling= to "
-                "choose one of ours)")
+                f" (read from {settings.source}: a pooling we cannot reproduce; pass pooling= to choose one "
+                "of ours)")
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}{source}")
-        self.normalize = bool(settings.get("normalize", False) if normalize is None else normalize)
-        self.lowercase = settings.get("lowercase", False)  # sentence_bert_config.json's do_lower_case
-        positions = model.config.max_position_embeddings
-        if max_length is None:
-            max_length = min(settings.get("max_length", tokenizer.model_max_length), positions)
-        is_int = isinstance(max_length, int) and not isinstance(max_length, bool)
-        if not (is_int and 2 <= max_length <= positions):
-            raise ValueError(f"max_length must be an int from 2 ([CLS] and [SEP]) to the model's "
-                             f"max_position_embeddings ({positions}), got {max_length!r}")
-        self.max_length = max_length
+        self.normalize = bool(settings.normalize)
+        self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case
+        self.include_prompt = settings.include_prompt
+        self.prompts = dict(settings.prompts)
+        if settings.default_prompt_name is not None and settings.default_prompt_name not in self.prompts:
+            raise ValueError(f"default_prompt_name {settings.default_prompt_name!r} is not one of the prompts "
+                             f"{sorted(self.prompts)}")
+        self.default_prompt_name = settings.default_prompt_name
+        # The folder's length, never more than the model's position table (all-MiniLM-L6-v2 says 256: the
+        # length it was trained on, half its 512 positions).
+        self.max_seq_length = settings.max_seq_length or min(tokenizer.model_max_length,
+                                                             model.config.max_position_embeddings)
+        self.similarity_fn_name = settings.similarity_fn_name
+        self.truncate_dim = truncate_dim
+
+    # ---------------------------------------------------------------- settings, checked when set
 
     @property
-    def embedding_dimension(self) -> int:
-        """C: the length of every vector encode returns."""
-        return self.model.config.hidden_size
+    def max_seq_length(self) -> int:
+        """The tokens kept per input, [CLS] and [SEP] included (sentence-transformers' name)."""
+        return self._max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        positions = self.model.config.max_position_embeddings
+        if not (isinstance(value, int) and not isinstance(value, bool) and 2 <= value <= positions):
+            raise ValueError(f"max_seq_length must be an int from 2 ([CLS] and [SEP]) to the model's "
+                             f"max_position_embeddings ({positions}), got {value!r}")
+        self._max_seq_length = value
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """What `similarity` computes: "cosine", "dot", "euclidean" or "manhattan" (negated distances)."""
+        return self._similarity_fn_name
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: str) -> None:
+        if value not in SIMILARITY_FUNCTIONS:
+            raise ValueError(f"similarity_fn_name must be one of {SIMILARITY_FUNCTIONS}, got {value!r}")
+        self._similarity_fn_name = value
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+        return next(self.model.parameters()).device
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """C: the length of every vector encode returns (truncate_dim when it is set)."""
+        return min(self.truncate_dim or self.model.config.hidden_size, self.model.config.hidden_size)
+
+    get_embedding_dimension = get_sentence_embedding_dimension  # sentence-transformers 6's name
+
+    @property
+    def settings(self) -> SentenceSettings:
+        """The settings `save` writes."""
+        return SentenceSettings(self.pooling, self.normalize, self.max_seq_length, self.lowercase,
+                                self.similarity_fn_name, self.prompts, self.default_prompt_name,
+                                self.include_prompt)
+
+    # ---------------------------------------------------------------- the module
+
+    def tokenize(self, texts: Sequence[Sentence]) -> Mapping[str, torch.Tensor]:
+        """A batch of texts (or (a, b) pairs) -> the model's inputs, cut at max_seq_length."""
+        firsts = [item if isinstance(item, str) else item[0] for item in texts]
+        seconds = None if not texts or isinstance(texts[0], str) else [item[1] for item in texts]
+        if self.lowercase:
+            firsts = [text.lower() for text in firsts]
+            seconds = None if seconds is None else [text.lower() for text in seconds]
+        return self.tokenizer(firsts, seconds, max_length=self.max_seq_length)
+
+    def forward(self, features: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The tokenizer's output -> the same dict plus "token_embeddings" (B, T, C) and
+        "sentence_embedding" (B, C), as a sentence-transformers model's forward gives them.
+
+        "prompt_length" in features (the prompt's tokens, [CLS] included) leaves them out of the pooling
+        when the Pooling module says include_prompt=false.
+        """
+        inputs = {key: features[key] for key in ("input_ids", "attention_mask", "token_type_ids") if key in features}
+        output = self.model(**inputs)
+        mask = features["attention_mask"]
+        if not self.include_prompt and features.get("prompt_length"):
+            mask = mask.clone()
+            mask[:, :features["prompt_length"]] = 0
+        vectors = pool(output, mask, self.pooling)  # (B, C)
+        if self.normalize:  # sentence-transformers' Normalize module: x / max(||x||_2, 1e-12)
+            vectors = F.normalize(vectors, p=2, dim=1)
+        return {**features, "token_embeddings": output.last_hidden_state, "sentence_embedding": vectors}
+
+    # ---------------------------------------------------------------- encode and compare
 
     def encode(
         self,
         sentences: Sentence | Sequence[Sentence],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
+        output_value: str = "sentence_embedding",
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
-        normalize_embeddings: bool | None = None,
+        device: str | torch.device | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
-        """One vector per sentence, in the order given.
+        """One vector per sentence, in the order given (sentence-transformers' arguments and defaults).
 
         sentences: a str, a list of str, or a list of (a, b) pairs, each pair one input
             [CLS] a [SEP] b [SEP] (a cross-encoder's input); a list mixing the two is a ValueError.
+        prompt / prompt_name: a text, or the name of one of `prompts`, put before every sentence
+            (default: default_prompt_name's prompt, if set).
         batch_size: inputs per forward pass (the vectors do not depend on it).
         show_progress_bar: None shows a bar on a terminal when there is more than one batch (tqdm's
             disable=None: never in logs); True always, False never.
+        output_value: "sentence_embedding", or "token_embeddings": a list of (T_i, C) tensors, each
+            sentence's real tokens only.
         convert_to_tensor: a torch tensor on the model's device; else convert_to_numpy: a float32 numpy
             array; else a list of 1-D tensors (sentence-transformers' three outputs, in its precedence).
-        normalize_embeddings: None follows the encoder's `normalize`.
+        device: move the encoder there first (it stays there).
+        normalize_embeddings: scale to unit length after truncate_dim (the Normalize module, when the
+            folder has one, runs anyway: this is an extra step, as in sentence-transformers).
+        truncate_dim: keep the first dimensions (default: the encoder's truncate_dim).
 
         Returns (N, C), or (C,) for a single str, as sentence-transformers does.
         """
@@ -195,32 +238,51 @@ class SentenceEncoder:
         items = [sentences] if single else _check_sentences(sentences)
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        normalize = self.normalize if normalize_embeddings is None else bool(normalize_embeddings)
+        if output_value not in OUTPUT_VALUES:
+            raise ValueError(f"output_value must be one of {OUTPUT_VALUES}, got {output_value!r}")
+        prompt = self._prompt(prompt, prompt_name, items)
+        if prompt:
+            items = [prompt + item for item in items]
+        if device is not None:
+            self.to(device)
+        dimension = truncate_dim or self.truncate_dim
 
         # Longest first (characters stand in for tokens, as in sentence-transformers): batches of similar
         # lengths waste little on padding, and running out of memory shows in the first batch.
         order = sorted(range(len(items)), key=lambda i: -_characters(items[i]))
         starts = range(0, len(items), batch_size)
-        if show_progress_bar is None:
-            hide = None if len(starts) > 1 else True  # tqdm's None: shown only on a terminal
-        else:
-            hide = not show_progress_bar
-        bar = tqdm(starts, desc="encode", unit="batch", leave=False, disable=hide)
-        batches = []
+        hide = (None if len(starts) > 1 else True) if show_progress_bar is None else not show_progress_bar
+        outputs: list = []
         was_training = self.model.training
         self.model.eval()  # no dropout
         try:
             with torch.inference_mode():
-                for start in bar:
-                    vectors = self._embed([items[i] for i in order[start:start + batch_size]], normalize)
-                    batches.append(vectors if convert_to_tensor else vectors.cpu())
+                for start in tqdm(starts, desc="encode", unit="batch", leave=False, disable=hide):
+                    features = self.tokenize([items[i] for i in order[start:start + batch_size]])
+                    features = features.to(self.device)
+                    if prompt and not self.include_prompt:
+                        features["prompt_length"] = len(self.tokenize([prompt])["input_ids"][0]) - 1
+                    out = self(features)
+                    if output_value == "token_embeddings":
+                        lengths = features["attention_mask"].sum(dim=1).tolist()
+                        outputs += [vectors[:n] for vectors, n in zip(out["token_embeddings"], lengths)]
+                        continue
+                    vectors = out["sentence_embedding"][:, :dimension]  # (B, C)
+                    if normalize_embeddings:
+                        vectors = F.normalize(vectors, p=2, dim=1)
+                    outputs.append(vectors if convert_to_tensor else vectors.cpu())
         finally:
             self.model.train(was_training)
 
-        if not batches:
+        if output_value == "token_embeddings":  # ragged: always a list, as sentence-transformers returns it
+            in_order = [None] * len(items)
+            for position, vectors in zip(order, outputs):
+                in_order[position] = vectors
+            return in_order[0] if single else in_order
+        if not outputs:
             where = self.device if convert_to_tensor else "cpu"
-            batches = [torch.empty(0, self.embedding_dimension, device=where)]
-        sorted_vectors = torch.cat(batches)  # (N, C), longest input first
+            outputs = [torch.empty(0, self.get_sentence_embedding_dimension(), device=where)]
+        sorted_vectors = torch.cat(outputs)  # (N, C), longest input first
         embeddings = torch.empty_like(sorted_vectors)  # (N, C)
         embeddings[torch.tensor(order, dtype=torch.long, device=sorted_vectors.device)] = sorted_vectors
         if convert_to_tensor:
@@ -230,22 +292,53 @@ class SentenceEncoder:
             return array[0] if single else array
         return embeddings[0] if single else list(embeddings)
 
-    def _embed(self, items: list[Sentence], normalize: bool) -> torch.Tensor:
-        """One batch of inputs -> (B, C) on the model's device."""
-        texts = [item if isinstance(item, str) else item[0] for item in items]
-        pairs = None if isinstance(items[0], str) else [item[1] for item in items]
-        if self.lowercase:
-            texts = [text.lower() for text in texts]
-            pairs = None if pairs is None else [pair.lower() for pair in pairs]
-        inputs = self.tokenizer(texts, pairs, max_length=self.max_length).to(self.device)
-        vectors = pool(self.model(**inputs), inputs.attention_mask, self.pooling)  # (B, C)
-        # sentence-transformers' Normalize module: x / max(||x||_2, 1e-12).
-        return F.normalize(vectors, p=2, dim=1) if normalize else vectors
+    def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
+        """(N, C) and (M, C) vectors (tensors, numpy arrays, or lists of them; one vector counts as
+        N = 1) -> (N, M) scores by `similarity_fn_name`: cosine, dot product, or the negated euclidean or
+        manhattan distance (higher is always more similar)."""
+        a, b = _as_matrix(embeddings1), _as_matrix(embeddings2)
+        if self.similarity_fn_name == "cosine":
+            return F.normalize(a, p=2, dim=1) @ F.normalize(b, p=2, dim=1).T
+        if self.similarity_fn_name == "dot":
+            return a @ b.T
+        return -torch.cdist(a, b, p=2.0 if self.similarity_fn_name == "euclidean" else 1.0)
 
-    def __repr__(self) -> str:
+    # ---------------------------------------------------------------- saving
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the model, its tokenizer and sentence-transformers' files into `path`, which
+        `SentenceEncoder(path)` and `sentence_transformers.SentenceTransformer(path)` both load."""
+        directory = self.model.save_pretrained(path, tokenizer=self.tokenizer)
+        write_settings(directory, self.settings, self.model.config.hidden_size)
+        return directory
+
+    save_pretrained = save  # sentence-transformers has both names
+
+    def _prompt(self, prompt: str | None, prompt_name: str | None, items: list[Sentence]) -> str:
+        if prompt is None and prompt_name is None:
+            prompt_name = self.default_prompt_name
+        if prompt is None and prompt_name is not None:
+            if prompt_name not in self.prompts:
+                raise ValueError(f"prompt_name {prompt_name!r} is not one of the prompts {sorted(self.prompts)}")
+            prompt = self.prompts[prompt_name]
+        if prompt and items and not isinstance(items[0], str):
+            raise ValueError("a prompt goes before single texts; encode (a, b) pairs without one")
+        return prompt or ""
+
+    def extra_repr(self) -> str:
         source = self.model_dir if self.model_dir is not None else "a BertModel"
-        return (f"SentenceEncoder({source}, pooling={self.pooling!r}, normalize={self.normalize}, "
-                f"max_length={self.max_length}, device={str(self.device)!r})")
+        return (f"source={source}, pooling={self.pooling!r}, normalize={self.normalize}, "
+                f"max_seq_length={self.max_seq_length}, similarity_fn_name={self.similarity_fn_name!r}")
+
+
+def _as_matrix(embeddings) -> torch.Tensor:
+    """Tensors, numpy arrays, or lists of either -> a float (N, C) tensor."""
+    if isinstance(embeddings, (list, tuple)):
+        embeddings = torch.stack([torch.as_tensor(vector) for vector in embeddings]) if embeddings else \
+            torch.empty(0, 0)
+    matrix = torch.as_tensor(embeddings)
+    matrix = matrix.float() if not matrix.is_floating_point() or matrix.dtype == torch.bfloat16 else matrix
+    return matrix.unsqueeze(0) if matrix.dim() == 1 else matrix
 
 
 def _characters(item: Sentence) -> int:

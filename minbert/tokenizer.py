@@ -7,19 +7,24 @@ Hugging Face's pure-Python `BertTokenizer`:
 1. normalize: drop control characters, turn every kind of whitespace into a space, put spaces around
    CJK ideographs, lower-case, strip accents or else NFC-compose them (`BertNormalizer`);
 2. pre-tokenize: split on whitespace and around every punctuation character (`BertPreTokenizer`);
-3. WordPiece: greedy longest-match-first against vocab.txt, continuation pieces prefixed "##"; a word
-   with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
+3. WordPiece: greedy longest-match-first against the vocabulary, continuation pieces prefixed "##"; a
+   word with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
+
+The vocabulary comes from a vocab.txt, or from the tokenizer.json that `transformers` 5 and
+sentence-transformers 3+ save instead (tokenizer_json.py); both give the same ids.
 
 What is written out here is what BERT adds on top (BERT paper §3, Figure 2): the [CLS] and [SEP]
 tokens, segment (token type) ids 0 for "[CLS] A [SEP]" and 1 for "B [SEP]", truncation to the model's
 window, and padding a batch to one rectangle with an attention mask.
 
-Truncation (head, tail, head+tail, and how a pair shares its budget) is truncation.py's.
+Truncation (head, tail, head+tail; longest_first, only_first, only_second for a pair) is truncation.py's.
 
-`encode` and `batch_encode` are the lesson; calling the tokenizer, `tokenizer(texts, pairs)`, is the
-habit of `transformers` users: the same batch as a dict (ModelInputs, model_inputs.py) for `model(**inputs)`.
+`encode_example` and `batch_encode` are the lesson. The rest is the habits of `transformers` users:
+calling the tokenizer, `tokenizer(text, text_pair)`, gives the same batch as a dict (ModelInputs,
+model_inputs.py) for `model(**inputs)`; `encode` gives a list of ids; `decode`, `batch_decode`, `len()` and
+the `*_token_id` names mean what they mean there.
 
-Read next: model_inputs.py (the batches it returns), truncation.py, then embeddings.py (ids to vectors).
+Read next: tokenizer_json.py, model_inputs.py (the batches it returns), truncation.py, then embeddings.py.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.atomic import atomic_write_text
 from minbert.hub import ModelNotFoundError, check_name_or_path, resolve_model
 from minbert.model_inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
-from minbert.truncation import SUN_ET_AL_BUDGET, check_truncation, pair_budgets, truncate
+from minbert.tokenizer_json import read_tokenizer_json
+from minbert.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
 
 
 PADDING_STRATEGIES = ("longest", "max_length")
@@ -59,7 +66,7 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 
 
 class BertTokenizer:
-    """WordPiece tokenizer for BERT, reading a vocab.txt (one token per line; line number = id)."""
+    """WordPiece tokenizer for BERT, from a vocab.txt (one token per line; line = id) or a tokenizer.json."""
 
     def __init__(
         self,
@@ -91,12 +98,14 @@ class BertTokenizer:
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.model_max_length = int(model_max_length)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
-        self.cls_id = self._token_to_id[CLS]
-        self.sep_id = self._token_to_id[SEP]
-        self.pad_id = self._token_to_id[PAD]
-        self.mask_id = self._token_to_id[MASK]
-        self.unk_id = self._token_to_id[UNK]
-        self._special_ids = {self.cls_id, self.sep_id, self.pad_id, self.mask_id, self.unk_id}
+        # `transformers`' names for the special tokens' ids.
+        self.cls_token_id = self._token_to_id[CLS]
+        self.sep_token_id = self._token_to_id[SEP]
+        self.pad_token_id = self._token_to_id[PAD]
+        self.mask_token_id = self._token_to_id[MASK]
+        self.unk_token_id = self._token_to_id[UNK]
+        self._special_ids = {self.cls_token_id, self.sep_token_id, self.pad_token_id, self.mask_token_id,
+                             self.unk_token_id}
         self._backend = self._build_backend()
 
     def _build_backend(self) -> Tokenizer:
@@ -153,11 +162,15 @@ class BertTokenizer:
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None,
                         revision: str = "main") -> "BertTokenizer":
-        """Read vocab.txt, and tokenizer_config.json if present, from a model's directory.
+        """Read vocab.txt (else tokenizer.json), and tokenizer_config.json if present, from a model's folder.
 
-        name_or_path: any directory holding vocab.txt, or a model name as minbert.hub resolves it (None
-        or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the Hugging Face cache,
-        at `revision`).
+        name_or_path: any directory holding vocab.txt or tokenizer.json, or a model name as minbert.hub
+        resolves it (None or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the
+        Hugging Face cache, at `revision`).
+
+        vocab.txt is read first where both exist. From a tokenizer.json the normalizer's settings are
+        used where tokenizer_config.json does not state them (do_lower_case, strip_accents,
+        tokenize_chinese_chars); where it does, it wins, as in `transformers`.
         """
         check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
@@ -166,7 +179,7 @@ class BertTokenizer:
                 model_dir = resolve_model(name_or_path, revision)
             except ModelNotFoundError as error:
                 raise ModelNotFoundError(f"{error}\nA tokenizer also loads from any directory holding "
-                                         "vocab.txt.") from None
+                                         "vocab.txt or tokenizer.json.") from None
         config_path = model_dir / "tokenizer_config.json"
         config = {}
         if config_path.is_file():
@@ -186,12 +199,25 @@ class BertTokenizer:
         max_length = config.get("model_max_length") or DEFAULT_MODEL_MAX_LENGTH
         if max_length >= _UNSET_MODEL_MAX_LENGTH:
             max_length = DEFAULT_MODEL_MAX_LENGTH
-        return cls.from_vocab_file(
-            model_dir / "vocab.txt",
-            lowercase=config.get("do_lower_case", True),
-            strip_accents=config.get("strip_accents"),
-            tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
+        if not (model_dir / "vocab.txt").is_file() and not (model_dir / "tokenizer.json").is_file():
+            raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
+                                    "folder holds one of them")
+        if (model_dir / "vocab.txt").is_file():
+            return cls.from_vocab_file(
+                model_dir / "vocab.txt",
+                lowercase=config.get("do_lower_case", True),
+                strip_accents=config.get("strip_accents"),
+                tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
+                model_max_length=int(max_length),
+            )
+        saved = read_tokenizer_json(model_dir / "tokenizer.json")
+        return cls(
+            saved.vocab,
+            lowercase=config.get("do_lower_case", saved.lowercase),
+            strip_accents=config.get("strip_accents", saved.strip_accents),
+            tokenize_chinese_chars=config.get("tokenize_chinese_chars", saved.tokenize_chinese_chars),
             model_max_length=int(max_length),
+            max_input_chars_per_word=saved.max_input_chars_per_word,
         )
 
     def save(self, directory: str | os.PathLike) -> Path:
@@ -218,6 +244,10 @@ class BertTokenizer:
         """Number of ids (lines of vocab.txt): the size of the word embedding matrix."""
         return len(self._id_to_token)
 
+    def __len__(self) -> int:
+        """The vocabulary size, as len() of a `transformers` tokenizer (no tokens are ever added)."""
+        return self.vocab_size
+
     @property
     def backend(self) -> Tokenizer:
         """The underlying `tokenizers.Tokenizer` (normalizer, pre-tokenizer, WordPiece; no [CLS]/[SEP])."""
@@ -232,17 +262,20 @@ class BertTokenizer:
         """Look up each token; tokens not in the vocabulary map to [UNK]'s id."""
         if isinstance(tokens, str):
             raise TypeError("convert_tokens_to_ids takes a list of tokens, got a str; wrap it: [token]")
-        return [self._token_to_id.get(token, self.unk_id) for token in tokens]
+        return [self._token_to_id.get(token, self.unk_token_id) for token in tokens]
 
     def convert_ids_to_tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
         """The token of each id; an id outside [0, vocab_size) is a ValueError."""
         return [self._id_to_token[i] for i in self._check_ids(ids)]
 
-    def decode(self, ids: Sequence[int] | torch.Tensor, skip_special_tokens: bool = True) -> str:
+    def decode(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray,
+               skip_special_tokens: bool = False) -> str:
         """Join word pieces back into text: "##" pieces glued on, then Hugging Face's space clean-up.
 
         Lower-casing, stripped accents and [UNK] cannot be undone, so this is not the input text.
-        skip_special_tokens drops all five special tokens, [UNK] and [MASK] included (as Hugging Face).
+        skip_special_tokens (False, as in `transformers`) drops all five special tokens, [UNK] and [MASK]
+        included. The clean-up ("don ' t" -> "don't") is the pure-Python BertTokenizer's; transformers
+        5's own BertTokenizer cleans up less by default.
         """
         tokens = [self._id_to_token[i] for i in self._check_ids(ids)
                   if not (skip_special_tokens and i in self._special_ids)]
@@ -252,9 +285,16 @@ class BertTokenizer:
             text = text.replace(spaced, joined)
         return text
 
-    def _check_ids(self, ids: Sequence[int] | torch.Tensor) -> list[int]:
-        if isinstance(ids, torch.Tensor):
-            if ids.dim() != 1:
+    def batch_decode(self, sequences: Sequence[Sequence[int]] | torch.Tensor | np.ndarray,
+                     skip_special_tokens: bool = False) -> list[str]:
+        """`decode` of each row of a batch ((B, T) tensor or array, or a list of lists of ids)."""
+        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in sequences]
+
+    def _check_ids(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray) -> list[int]:
+        if isinstance(ids, (int, np.integer)):
+            ids = [ids]
+        if isinstance(ids, (torch.Tensor, np.ndarray)):
+            if ids.ndim != 1:
                 raise ValueError(f"expected a 1-D tensor of ids, got shape {tuple(ids.shape)}")
             ids = ids.tolist()
         ids = [int(i) for i in ids]
@@ -265,7 +305,7 @@ class BertTokenizer:
 
     # ---------------------------------------------------------------- model inputs
 
-    def encode(
+    def encode_example(
         self,
         text: str,
         text_pair: str | None = None,
@@ -273,20 +313,23 @@ class BertTokenizer:
         max_length: int | None = None,
         truncation: str = "head",
         head_tokens: int = 128,
+        add_special_tokens: bool = True,
     ) -> Encoding:
         """Encode one text, or one pair, as "[CLS] A [SEP]" or "[CLS] A [SEP] B [SEP]".
 
         max_length counts the special tokens and defaults to `model_max_length` (512 for BERT);
-        truncation is one of TRUNCATION_STRATEGIES, head_tokens as in `head_tail_truncate`.
+        truncation is one of truncation.ALL_STRATEGIES, head_tokens as in `head_tail_truncate`.
+        add_special_tokens=False leaves out [CLS] and [SEP] (the segment ids stay 0 for A, 1 for B).
         """
         check_text(text, "text")
         if text_pair is not None:
             check_text(text_pair, "text_pair")
-        max_length = self._check_options(max_length, truncation, head_tokens, text_pair is not None)
+        max_length = self._check_options(max_length, truncation, head_tokens, text_pair is not None,
+                                         add_special_tokens)
         texts = [text] if text_pair is None else [text, text_pair]
         pieces = self._piece_ids(texts)
         return self._build(pieces[0], pieces[1] if text_pair is not None else None, max_length, truncation,
-                           head_tokens)
+                           head_tokens, add_special_tokens)
 
     def batch_encode(
         self,
@@ -298,6 +341,7 @@ class BertTokenizer:
         padding: str = "longest",
         return_tensors: bool = True,
         head_tokens: int = 128,
+        add_special_tokens: bool = True,
     ) -> BatchEncoding:
         """Encode a batch and pad it with [PAD] into (B, T) tensors (or lists, return_tensors=False).
 
@@ -312,17 +356,22 @@ class BertTokenizer:
                 raise ValueError(f"texts has {len(texts)} items but text_pairs has {len(text_pairs)}")
         if padding not in PADDING_STRATEGIES:
             raise ValueError(f"padding must be one of {PADDING_STRATEGIES}, got {padding!r}")
-        max_length = self._check_options(max_length, truncation, head_tokens, text_pairs is not None)
+        max_length = self._check_options(max_length, truncation, head_tokens, text_pairs is not None,
+                                         add_special_tokens)
         pieces = self._piece_ids(texts + (text_pairs or []))
         n = len(texts)
-        examples = [
-            self._build(pieces[i], pieces[n + i] if text_pairs is not None else None, max_length, truncation,
-                        head_tokens)
-            for i in range(n)
-        ]
+        examples = []
+        for i in range(n):
+            try:
+                examples.append(self._build(pieces[i], pieces[n + i] if text_pairs is not None else None,
+                                            max_length, truncation, head_tokens, add_special_tokens))
+            except ValueError as error:  # only_first / only_second on a pair they cannot fit
+                if n == 1:
+                    raise
+                raise ValueError(f"example {i} of the batch (from 0): {error}") from None
         longest = max((len(e.input_ids) for e in examples), default=0)
         width = max_length if padding == "max_length" else longest
-        input_ids = [e.input_ids + [self.pad_id] * (width - len(e.input_ids)) for e in examples]
+        input_ids = [e.input_ids + [self.pad_token_id] * (width - len(e.input_ids)) for e in examples]
         token_type_ids = [e.token_type_ids + [0] * (width - len(e.token_type_ids)) for e in examples]
         attention_mask = [e.attention_mask + [0] * (width - len(e.attention_mask)) for e in examples]
         if not return_tensors:
@@ -333,59 +382,99 @@ class BertTokenizer:
 
     def __call__(
         self,
-        texts: str | Sequence[str],
-        pairs: str | Sequence[str] | None = None,
+        text: str | Sequence[str] | Sequence[tuple[str, str]],
+        text_pair: str | Sequence[str] | None = None,
         *,
         padding: bool | str = True,
         truncation: bool | str = True,
         max_length: int | None = None,
         return_tensors: str | None = "pt",
+        add_special_tokens: bool = True,
+        return_token_type_ids: bool | None = True,
+        return_attention_mask: bool | None = True,
     ) -> ModelInputs:
-        """Encode a batch the way `transformers` users call a tokenizer: `model(**tokenizer(texts))`.
+        """Encode a batch the way `transformers` users call a tokenizer: `model(**tokenizer(text))`.
 
-        texts: a list of str, or one str. pairs: the second segments, one per text (a str for a str),
-            each example then being [CLS] text [SEP] pair [SEP] with segment ids 0, then 1.
-        padding: True or "longest" pads to the longest example; "max_length" pads to max_length; False
-            or "do_not_pad" leaves every example its own length, which only tensors of equal lengths
-            allow (else a ValueError: use return_tensors=None for ragged lists).
-        truncation: True keeps the first word pieces ("head"); any of TRUNCATION_STRATEGIES picks one;
-            False never cuts, and an example longer than max_length is a ValueError naming it (rather
-            than an input the model's position table cannot take).
-        max_length: counts the special tokens; default `model_max_length`.
-        return_tensors: "pt" gives (B, T) torch.long tensors; None gives lists of lists of ints.
+        text: one str, a list of str, or a list of (a, b) pairs (tuples or lists of two str).
+        text_pair: the second segments, one per text (a str for a str); each example is then
+            [CLS] a [SEP] b [SEP], with segment ids 0, then 1.
+        padding: True (the default here; `transformers`: False) or "longest" pads to the longest
+            example; "max_length" pads to max_length; False or "do_not_pad" leaves every example its own
+            length, which only tensors of equal lengths allow (else a ValueError: use
+            return_tensors=None for ragged lists).
+        truncation: True (the default here; `transformers`: no truncation) is "longest_first", as in
+            `transformers`: a pair loses pieces from its longer text first, a single text its last
+            pieces. "only_first" and "only_second" cut only that text of a pair, "head", "tail" and
+            "head+tail" pick which pieces a text keeps (truncation.py says how a pair shares its
+            budget then). False or "do_not_truncate" never cuts, and an example longer than max_length
+            is a ValueError naming it (rather than an input the model's position table cannot take).
+        max_length: counts the special tokens; default `model_max_length` (as in `transformers`).
+        return_tensors: "pt" (the default here; `transformers`: None) gives (B, T) torch.long tensors;
+            "np" numpy int64 arrays; None lists of lists of ints.
+        add_special_tokens: False leaves out [CLS] and [SEP] (segment ids stay 0 for text, 1 for
+            text_pair); max_length then counts word pieces only.
+        return_token_type_ids, return_attention_mask: False leaves that key out (None: True).
+
+        The defaults that differ from `transformers`' (padding=True, truncation=True, return_tensors="pt")
+        are on purpose: `model(**tokenizer(texts))` then runs as written, where a ragged batch cannot be
+        a tensor and an uncut text longer than the model's positions cannot run.
 
         Returns ModelInputs with input_ids, token_type_ids, attention_mask: batch_encode's values. One
-        str gives what `transformers` gives: with "pt" a batch of one, (1, T); with None, flat lists
-        (encode's values).
+        str gives what `transformers` gives: with "pt" or "np" a batch of one, (1, T); with None, flat
+        lists (encode_example's values).
         """
-        return call_tokenizer(self, texts, pairs, padding=padding, truncation=truncation,
-                              max_length=max_length, return_tensors=return_tensors)
+        return call_tokenizer(self, text, text_pair, padding=padding, truncation=truncation,
+                              max_length=max_length, return_tensors=return_tensors,
+                              add_special_tokens=add_special_tokens,
+                              return_token_type_ids=return_token_type_ids,
+                              return_attention_mask=return_attention_mask)
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        add_special_tokens: bool = True,
+        *,
+        truncation: bool | str = True,
+        max_length: int | None = None,
+    ) -> list[int]:
+        """The ids of one text or pair, as `transformers`' encode: `tokenizer(text, text_pair)["input_ids"]`.
+
+        truncation=True by default, as in __call__ (`transformers`' encode cuts nothing unless asked).
+        For the segment ids and mask too, use the call, or encode_example.
+        """
+        check_text(text, "text")
+        if text_pair is not None:
+            check_text(text_pair, "text_pair")
+        return self(text, text_pair, add_special_tokens=add_special_tokens, truncation=truncation,
+                    max_length=max_length, padding=False, return_tensors=None)["input_ids"]
 
     def _piece_ids(self, texts: list[str]) -> list[list[int]]:
         # encode_batch_fast skips computing character offsets, which we never use.
         return [e.ids for e in self._backend.encode_batch_fast(texts, add_special_tokens=False)]
 
     def _build(self, a: list[int], b: list[int] | None, max_length: int, truncation: str,
-               head_tokens: int) -> Encoding:
+               head_tokens: int, add_special_tokens: bool = True) -> Encoding:
         # BERT paper §3, Figure 2: [CLS] A [SEP] with segment 0, then B [SEP] with segment 1.
+        cls, sep = ([self.cls_token_id], [self.sep_token_id]) if add_special_tokens else ([], [])
         if b is None:
-            a = truncate(a, max_length - 2, truncation, head_tokens)
-            ids = [self.cls_id] + a + [self.sep_id]
+            a = truncate(a, max_length - len(cls + sep), truncation, head_tokens)
+            ids = cls + a + sep
             return Encoding(ids, [0] * len(ids), [1] * len(ids))
-        keep_a, keep_b = pair_budgets(len(a), len(b), max_length - 3)
-        a = truncate(a, keep_a, truncation, head_tokens)
-        b = truncate(b, keep_b, truncation, head_tokens)
-        ids = [self.cls_id] + a + [self.sep_id] + b + [self.sep_id]
-        token_type_ids = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        return Encoding(ids, token_type_ids, [1] * len(ids))
+        a, b = truncate_pair(a, b, max_length - len(cls + sep + sep), truncation, head_tokens)
+        first, second = cls + a + sep, b + sep
+        return Encoding(first + second, [0] * len(first) + [1] * len(second), [1] * len(first + second))
 
-    def _check_options(self, max_length: int | None, truncation: str, head_tokens: int, pair: bool) -> int:
+    def _check_options(self, max_length: int | None, truncation: str, head_tokens: int, pair: bool,
+                       add_special_tokens: bool = True) -> int:
         check_truncation(truncation)
         if max_length is None:
             max_length = self.model_max_length
-        specials = 3 if pair else 2
+        specials = (3 if pair else 2) if add_special_tokens else 0
         if not isinstance(max_length, int) or isinstance(max_length, bool):
             raise TypeError(f"max_length must be an int, got {type(max_length).__name__}")
+        if max_length < 0:
+            raise ValueError(f"max_length must be >= 0, got {max_length}")
         if max_length < specials:
             layout = "[CLS] A [SEP] B [SEP]" if pair else "[CLS] A [SEP]"
             raise ValueError(f"max_length={max_length} is too small: {layout} needs {specials} "

@@ -2,7 +2,7 @@
 
 Applied to word pieces; the special tokens ([CLS], [SEP]) are counted by the caller's budget.
 
-Strategies:
+What one segment keeps (TRUNCATION_STRATEGIES):
 
     head       keep the first pieces (BERT's and Hugging Face's default)
     tail       keep the last pieces
@@ -10,10 +10,22 @@ Strategies:
                Classification?" §5.3.1: the first 128 and last 382 of a 512-token window were best on
                IMDb). `head_tail_truncate` scales the head to other windows: see its docstring.
 
-A pair is cut like Hugging Face's "longest_first": one piece at a time from the longer segment (B on
-a tie), so both segments keep as much as they can; each segment is then cut with the chosen strategy.
-(That is the pure-Python tokenizer's rule. The `tokenizers`-backed one of transformers 5 differs when
-both segments are cut to an odd budget and B is at least as long as A: it gives the odd piece to B.)
+How a pair shares its budget (PAIR_STRATEGIES, `transformers`' names and rule):
+
+    longest_first  cut the longer segment first, at most down to the shorter one's length; if that is
+                   not enough, each keeps half the budget, the odd piece going to the longer one (to B
+                   on a tie)
+    only_first     cut only A; only_second: cut only B. As in `transformers`, the cut segment must keep
+                   at least one piece, else it is an error rather than a pair with an empty segment.
+
+The rule is the one of `tokenizers` (Rust), behind `transformers`' BertTokenizerFast and, from
+transformers 5, its BertTokenizer: the tokenizer users have today. (Hugging Face's older pure-Python
+tokenizer cuts one piece at a time and gives the odd piece to A when B is at least as long.)
+
+So a pair cut with head, tail or head+tail gets longest_first's budgets, then each segment is cut its
+way; the three PAIR_STRATEGIES keep each segment's head, as `transformers` does by default. A single
+text has no partner: longest_first and only_first cut its head, and only_second, having nothing to
+cut, is an error when the text does not fit, as in `transformers`.
 
 Read next: embeddings.py (ids to vectors).
 """
@@ -25,6 +37,8 @@ from typing import Sequence, TypeVar
 T = TypeVar("T")
 
 TRUNCATION_STRATEGIES = ("head", "tail", "head+tail")
+PAIR_STRATEGIES = ("longest_first", "only_first", "only_second")
+ALL_STRATEGIES = TRUNCATION_STRATEGIES + PAIR_STRATEGIES
 # The window Sun et al. (2019) split into 128 head + 382 tail pieces: 512 minus [CLS] and [SEP].
 SUN_ET_AL_BUDGET = 510
 
@@ -51,38 +65,63 @@ def head_tail_truncate(pieces: Sequence[T], budget: int, head_tokens: int = 128)
 
 
 def truncate(pieces: Sequence[T], budget: int, strategy: str = "head", head_tokens: int = 128) -> list[T]:
-    """Cut `pieces` to at most `budget` with one of TRUNCATION_STRATEGIES (head, tail, head+tail)."""
+    """Cut one segment to at most `budget` pieces with any of ALL_STRATEGIES (see the module docstring)."""
     check_truncation(strategy)
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
     if len(pieces) <= budget:
         return list(pieces)
-    if strategy == "head":
-        return list(pieces[:budget])
+    if strategy == "only_second" and budget > 0:  # budget 0 empties everything, as in `tokenizers`
+        raise ValueError("truncation='only_second' cuts the second text of a pair, and this text has none: "
+                         "use 'head' (or 'only_first') for single texts")
     if strategy == "tail":
         return list(pieces[len(pieces) - budget:])
-    return head_tail_truncate(pieces, budget, head_tokens)
+    if strategy == "head+tail":
+        return head_tail_truncate(pieces, budget, head_tokens)
+    return list(pieces[:budget])
 
 
-def pair_budgets(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
-    """How many pieces of A and of B survive "longest_first" truncation of the pair to `budget`.
+def truncate_pair(a: Sequence[T], b: Sequence[T], budget: int, strategy: str = "longest_first",
+                  head_tokens: int = 128) -> tuple[list[T], list[T]]:
+    """Cut a pair to at most `budget` pieces in all: `pair_budgets`, then each segment cut its way."""
+    check_truncation(strategy)
+    keep_a, keep_b = pair_budgets(len(a), len(b), budget, strategy)
+    if strategy in PAIR_STRATEGIES:
+        strategy = "head"
+    return truncate(a, keep_a, strategy, head_tokens), truncate(b, keep_b, strategy, head_tokens)
 
-    Equal to removing one piece at a time from the longer segment, B on a tie (Hugging Face's rule),
-    in closed form: first shorten the longer one to the other's length, then take alternately.
+
+def pair_budgets(len_a: int, len_b: int, budget: int, strategy: str = "longest_first") -> tuple[int, int]:
+    """How many pieces of A and of B survive truncation of the pair to `budget` (`tokenizers`' rule).
+
+    head, tail and head+tail share the budget as longest_first does. A pair that only_first or
+    only_second cannot fit (the cut segment would keep no piece) is a ValueError, as in `transformers`.
     """
+    check_truncation(strategy)
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
     excess = len_a + len_b - budget
     if excess <= 0:
         return len_a, len_b
-    cut = min(abs(len_a - len_b), excess)
-    if len_a > len_b:
-        len_a -= cut
+    if budget == 0:  # `tokenizers` empties both segments here, whatever the strategy
+        return 0, 0
+    if strategy in ("only_first", "only_second"):
+        cut = len_a if strategy == "only_first" else len_b
+        if cut <= excess:
+            segment = "first (A)" if strategy == "only_first" else "second (B)"
+            raise ValueError(f"truncation={strategy!r} must remove {excess} pieces from the {segment} "
+                             f"segment, which has {cut}; a pair of {len_a} + {len_b} pieces does not fit "
+                             f"{budget} that way ('longest_first' cuts both)")
+        return (len_a - excess, len_b) if strategy == "only_first" else (len_a, len_b - excess)
+    shorter = min(len_a, len_b)
+    if 2 * shorter <= budget:
+        keep_shorter, keep_longer = shorter, budget - shorter  # only the longer one is cut
     else:
-        len_b -= cut
-    excess -= cut
-    # Now the two are equal (or nothing is left to cut): B loses the odd piece because it goes first.
-    return len_a - excess // 2, len_b - (excess + 1) // 2
+        keep_shorter, keep_longer = budget // 2, budget - budget // 2  # both: the odd piece to the longer
+    # On a tie B counts as the longer one, so B gets the odd piece.
+    return (keep_longer, keep_shorter) if len_a > len_b else (keep_shorter, keep_longer)
 
 
 def check_truncation(strategy: str) -> None:
-    if strategy not in TRUNCATION_STRATEGIES:
-        raise ValueError(f"truncation must be one of {TRUNCATION_STRATEGIES}, got {strategy!r}")
+    if strategy not in ALL_STRATEGIES:
+        raise ValueError(f"truncation must be one of {ALL_STRATEGIES}, got {strategy!r}")

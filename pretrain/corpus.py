@@ -41,6 +41,7 @@ Document = list[str]  # sentences
 
 IS_NEXT, NOT_NEXT = 0, 1  # BERT's NSP labels (TF order: 0 = B follows A)
 NO_NSP_LABEL = -100  # single-segment examples: the NSP loss ignores them
+NSP_MIN_DOCUMENTS = 2  # a random B comes from another document than A's, in each set examples are made from
 
 # ----- sentences ------------------------------------------------------------------------------------
 
@@ -182,7 +183,7 @@ def create_examples(documents: Sequence[Sequence[list[int]]], max_seq_length: in
     stats = ExampleStats()
     usable = [i for i, d in enumerate(documents) if any(d)]
     stats.skipped_empty_documents = len(documents) - len(usable)
-    if nsp and len(usable) < 2:
+    if nsp and len(usable) < NSP_MIN_DOCUMENTS:
         raise ValueError("next-sentence prediction needs at least two non-empty documents (a random B "
                          f"comes from another document); this corpus has {len(usable)}")
     examples: list[PretrainingExample] = []
@@ -292,11 +293,12 @@ def tokenize_documents(documents: Sequence[Document], tokenizer) -> list[list[li
     return out
 
 
-def split_heldout(documents: Sequence, fraction: float, seed: int) -> tuple[list, list]:
-    """(training documents, held-out documents): a deterministic `fraction` of whole documents held out."""
+def split_heldout(documents: Sequence, fraction: float, seed: int, at_least: int = 1) -> tuple[list, list]:
+    """(training documents, held-out documents): a deterministic `fraction` of whole documents held out, and
+    at least `at_least` of them (NSP_MIN_DOCUMENTS when the held-out examples have next-sentence pairs)."""
     order = list(range(len(documents)))
     random.Random(f"heldout-{seed}").shuffle(order)
-    n_heldout = max(1, round(fraction * len(documents))) if fraction > 0 else 0
+    n_heldout = max(at_least, round(fraction * len(documents))) if fraction > 0 else 0
     heldout = set(order[:n_heldout])
     return ([d for i, d in enumerate(documents) if i not in heldout],
             [d for i, d in enumerate(documents) if i in heldout])

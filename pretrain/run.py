@@ -27,7 +27,6 @@ Read next: ../tasks/multitask.py (fine-tuning the result).
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
 from dataclasses import dataclass, replace
@@ -41,14 +40,14 @@ from minbert.checkpoint import save_model
 from minbert.heads import BertForPreTraining, masked_lm_loss, next_sentence_loss
 from minbert.hub import resolve_model
 from minbert.tokenizer import BertTokenizer
-from pretrain.corpus import (NO_NSP_LABEL, TEXT_FORMATS, Document, PretrainingExample, create_examples,
-                             newsgroups_documents, read_text_documents, split_heldout, task_documents,
-                             tokenize_documents)
+from pretrain.corpus import (NO_NSP_LABEL, NSP_MIN_DOCUMENTS, TEXT_FORMATS, Document, PretrainingExample,
+                             create_examples, newsgroups_documents, read_text_documents, split_heldout,
+                             task_documents, tokenize_documents)
 from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
-from tasks.data.sources import resolve_data_dir
+from tasks.data.sources import data_env, resolve_data_dir
 from tasks.training import distributed
 from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
                                      positive_int, real)
@@ -196,7 +195,7 @@ class PretrainingTask:
                                 self.max_predictions)
                   for e in examples]
         groups = bucketed_batches([len(e.input_ids) for e in examples], self.batch_size, seed, epoch)
-        return [collate([examples[i] for i in g], [masked[i] for i in g], self.tokenizer.pad_id)
+        return [collate([examples[i] for i in g], [masked[i] for i in g], self.tokenizer.pad_token_id)
                 for g in groups]
 
     def train_batches(self, epoch: int) -> list[Any]:
@@ -269,7 +268,7 @@ def read_corpus(settings: PretrainSettings) -> tuple[list[Document], str]:
                 documents += task_documents(task, examples)
                 parts.append(f"{task} {split} ({len(examples)} rows)")
     if "20newsgroups" in sources:
-        root = Path(settings.data_root or os.environ.get("MINBERT_DATA", "data"))
+        root = Path(settings.data_root) if settings.data_root else data_env() or Path("data")
         for split in settings.splits:
             if split == "dev":
                 continue  # 20 Newsgroups has train and test only
@@ -285,6 +284,22 @@ def read_corpus(settings: PretrainSettings) -> tuple[list[Document], str]:
         raise SystemExit("error: the corpus is empty: give --within, --in-domain, --cross-domain or --text "
                          "(and check that the files hold text)")
     return documents, "; ".join(parts)
+
+
+def check_enough_documents(total: int, train_documents: Sequence, heldout_documents: Sequence,
+                           need: int) -> None:
+    """Training and held-out examples are made from separate documents, `need` of them (with text) at least
+    in each: one, or two for next-sentence prediction. Too few is a one-line error, before the model loads."""
+    usable = [sum(1 for d in documents if any(d)) for documents in (train_documents, heldout_documents)]
+    if min(usable) >= need:
+        return
+    why = ("next-sentence prediction draws its random second segment from another document, so the "
+           f"documents to train on and the held-out ones (--heldout) need {need} each" if need > 1 else
+           "the documents to train on and the held-out ones (--heldout) need one each")
+    fix = f"give at least {2 * need} documents" if sum(usable) < 2 * need else "lower --heldout"
+    raise SystemExit(f"error: the corpus has {total} document(s) with {usable[0]} to train on and "
+                     f"{usable[1]} held out, too few: {why}; {fix}"
+                     + (", or train masked-LM alone with --no-nsp" if need > 1 else ""))
 
 
 # ----- the command ------------------------------------------------------------------------------
@@ -365,11 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         documents, description = read_corpus(settings)
         print(f"corpus: {description}: {len(documents)} documents", file=sys.stderr)
         tokenizer = BertTokenizer.from_pretrained(model_dir)
+        need = NSP_MIN_DOCUMENTS if settings.nsp else 1  # documents in each of the two sets
         train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
-                                                           settings.heldout, train.seed)
-        if not train_documents:
-            raise SystemExit(f"error: {len(documents)} document(s) leave nothing to train on after "
-                             f"holding out {len(heldout_documents)}; add text or lower --heldout")
+                                                           settings.heldout, train.seed, at_least=need)
+        check_enough_documents(len(documents), train_documents, heldout_documents, need)
         pretraining, report = BertForPreTraining.from_pretrained(model_dir, return_report=True)
         fresh_heads = any(k.startswith("cls.") for k in report.initialised)
         if fresh_heads:

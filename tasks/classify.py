@@ -90,7 +90,7 @@ class ClassifyTask:
                  label_loss_settings: LabelLossSettings | None = None, chunks: bool = False,
                  max_chunks: int = 0) -> None:
         self.name, self.spec = name, spec
-        self.tokenizer, self.pad_id = tokenizer, tokenizer.pad_id
+        self.tokenizer, self.pad_id = tokenizer, tokenizer.pad_token_id
         self.max_length, self.truncation = max_length, truncation
         self.chunks, self.max_chunks = chunks, max_chunks
         self.batch_size, self.seed = batch_size, seed
@@ -106,7 +106,7 @@ class ClassifyTask:
             return list(zip(*encode_examples(self.tokenizer, examples, self.max_length, self.truncation)))
         whole = encode_texts(self.tokenizer, [e.sentence for e in examples], max_length=10**9)  # nothing cut
         budget = self.max_length - 2
-        return [[[self.tokenizer.cls_id, *chunk, self.tokenizer.sep_id]
+        return [[[self.tokenizer.cls_token_id, *chunk, self.tokenizer.sep_token_id]
                  for chunk in chunk_pieces(ids[1:-1], budget, self.max_chunks)] for ids in whole]
 
     def length(self, item) -> int:

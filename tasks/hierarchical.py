@@ -84,7 +84,7 @@ class HierarchicalTask:
                  train: Sequence[LabelledDocument], dev: Sequence[LabelledDocument], batch_size: int,
                  seed: int, max_length: int, truncation: str) -> None:
         self.name, self.hierarchy = name, hierarchy
-        self.pad_id = tokenizer.pad_id
+        self.pad_id = tokenizer.pad_token_id
         self.tokenizer, self.max_length, self.truncation = tokenizer, max_length, truncation
         self.batch_size, self.seed = batch_size, seed
         self.train_ids = self.encode(train)

@@ -34,6 +34,7 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
+from minbert.sentence_files import SentenceSettings
 from minbert.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch
 from tasks.data.course import read_splits, write_predictions
@@ -214,7 +215,10 @@ def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig
         heads = {"job": "multitask", "model": str(model_dir), "data": source.description,
                  **{k: v for k, v in as_dict(settings, job).items()
                     if k in HEAD_SETTINGS + ("max_length", "attn_implementation")}}
-        state = train_and_reload_best(model, tasks, train, run, overall_score, tokenizer, heads, train.resume)
+        # The pair heads compare mean-pooled (--pair-pooling) vectors by cosine: best/ says so to SentenceEncoder.
+        sentence = SentenceSettings(settings.pair_pooling, normalize=True, max_seq_length=job.max_length)
+        state = train_and_reload_best(model, tasks, train, run, overall_score, tokenizer, heads, train.resume,
+                                      sentence)
         if state is None:  # a torchrun process other than rank 0: done
             return 0
         write_course_outputs(model, tasks, data, files, run.predictions)

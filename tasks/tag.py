@@ -137,7 +137,7 @@ class TaggingTask:
         return EncodedSentence(ids, word_ids, words, tags, spans, span_labels(spans, gold, self.types))
 
     def collate(self, items: Sequence[EncodedSentence]) -> TagBatch:
-        tokens = pad_batch([e.ids for e in items], pad_id=self.tokenizer.pad_id)
+        tokens = pad_batch([e.ids for e in items], pad_id=self.tokenizer.pad_token_id)
         length = tokens.input_ids.size(1)
         words = max(1, max(e.words for e in items))
         spans = max(1, max(len(e.spans) for e in items))

@@ -32,11 +32,6 @@ from minbert.hub import ModelNotFoundError
 from minbert.pooling import max_pool, mean_pool
 from minbert.model_inputs import ModelInputs
 
-try:  # transformers >= 5: the pure-Python tokenizer, renamed
-    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy as ReferenceTokenizer
-except ImportError:  # transformers 4: BertTokenizer is the pure-Python one
-    from transformers import BertTokenizer as ReferenceTokenizer
-
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("the a cat dog sat ran on mat today is was very happy sad . , ! ? and of to in it he she "
          "##s ##ed ##ing play").split()
@@ -105,9 +100,9 @@ def test_save_pretrained_then_from_pretrained_gives_equal_outputs_and_the_report
     ids = torch.randint(5, 99, (2, 7))
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
     first, second = ours(ids, mask), loaded(ids, mask)
-    for a, b in zip(first, second):
-        if isinstance(a, torch.Tensor):
-            assert torch.equal(a, b)
+    assert list(first) == list(second)  # the keys: an output iterates as a dict does (minbert/pretrained.py)
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
 
 
 def test_from_pretrained_warns_about_fresh_heads_at_the_callers_line_and_reports_them(tmp_path):
@@ -154,13 +149,14 @@ def test_tokenizer_save_pretrained_is_save(tmp_path, tok):
 
 @pytest.fixture(scope="module")
 def reference(tok, tmp_path_factory):
-    """`transformers`' pure-Python BertTokenizer (test_tokenizer.py's reference) on the same files.
+    """`transformers`' `tokenizers`-backed BertTokenizerFast (transformers 5's BertTokenizer), same files.
 
-    Not transformers 5's default `tokenizers`-backed one: when both segments of a pair are cut to an odd
-    budget and B is at least as long as A, its "longest_first" gives the odd piece to B, where the
-    pure-Python one (and ours) removes pieces one at a time from the longer, B on a tie.
+    The fast one, not the pure-Python one: a pair's "longest_first" is the `tokenizers` rule, which ours
+    follows (truncation.py); the pure-Python one gives the odd piece of an odd budget to A when B is at
+    least as long.
     """
-    return ReferenceTokenizer.from_pretrained(str(tok.save(tmp_path_factory.mktemp("vocab"))))
+    from transformers import BertTokenizerFast
+    return BertTokenizerFast.from_pretrained(str(tok.save(tmp_path_factory.mktemp("vocab"))))
 
 
 def assert_same_inputs(ours, theirs) -> None:
@@ -203,31 +199,32 @@ def test_tokenizer_call_padding_and_truncation_choices(tok):
     one = tok(["a dog", "the cat"], padding=False)  # equal lengths make a tensor without padding
     assert one.input_ids.shape == (2, 4)
     assert tok(["a dog", "the cat sat"], padding=False, return_tensors=None).input_ids == [
-        tok.encode("a dog").input_ids, tok.encode("the cat sat").input_ids]
-    assert tok("a dog", return_tensors=None) == dict(tok.encode("a dog")._asdict())
+        tok.encode("a dog"), tok.encode("the cat sat")]
+    assert tok("a dog", return_tensors=None) == dict(tok.encode_example("a dog")._asdict())
     assert tok(SENTENCES, truncation="tail", max_length=5).input_ids.tolist() == tok.batch_encode(
         SENTENCES, truncation="tail", max_length=5).input_ids.tolist()
-    assert tok(SENTENCES, truncation=False).input_ids.shape[1] == max(len(tok.encode(s).input_ids)
+    assert tok(SENTENCES, truncation=False).input_ids.shape[1] == max(len(tok.encode(s))
                                                                       for s in SENTENCES)
     assert tok([]).input_ids.shape == (0, 0)
 
 
 def test_tokenizer_call_errors_name_the_argument(tok):
     cases = [
-        (TypeError, r"texts\[1\] must be a str, got int", lambda: tok(["ok", 3])),
-        (TypeError, "texts must be a list of str, got int", lambda: tok(42)),
-        (ValueError, "pairs has 1 items but texts has 2", lambda: tok(["a", "b"], ["c"])),
-        (TypeError, r"pairs\[0\] must be a str, got NoneType", lambda: tok(["a"], [None])),
-        (TypeError, "pairs must be a str when texts is a str, got list", lambda: tok("a", ["b"])),
-        (TypeError, "pairs must be a list of str, one per text, got a single str", lambda: tok(["a"], "b")),
+        (TypeError, r"text\[1\] must be a str, got int", lambda: tok(["ok", 3])),
+        (TypeError, "text must be a list of str, got int", lambda: tok(42)),
+        (ValueError, "text_pair has 1 items but text has 2", lambda: tok(["a", "b"], ["c"])),
+        (TypeError, r"text_pair\[0\] must be a str, got NoneType", lambda: tok(["a"], [None])),
+        (TypeError, "text_pair must be a str when text is a str, got list", lambda: tok("a", ["b"])),
+        (TypeError, "text_pair must be a list of str, one per text, got a single str",
+         lambda: tok(["a"], "b")),
         (ValueError, "padding must be True, False, 'longest'", lambda: tok(["a"], padding="left")),
-        (ValueError, r"truncation must be True, False or one of .*'middle'",
+        (ValueError, r"truncation must be True, False, 'do_not_truncate' or one of .*'middle'",
          lambda: tok(["a"], truncation="middle")),
-        (ValueError, "return_tensors must be 'pt'", lambda: tok(["a"], return_tensors="np")),
+        (ValueError, "return_tensors must be 'pt'", lambda: tok(["a"], return_tensors="tf")),
         (TypeError, "max_length must be an int", lambda: tok(["a"], max_length=5.0)),
         (ValueError, "padding=False left examples of 3 to 4 tokens",
          lambda: tok(["a", "a dog"], padding=False)),
-        (ValueError, r"texts\[1\] with pairs\[1\] is 9 tokens, more than max_length=8",
+        (ValueError, r"text\[1\] with text_pair\[1\] is 9 tokens, more than max_length=8",
          lambda: tok(["a", "the cat sat"], ["b", "on the mat"], truncation=False, max_length=8)),
         (TypeError, "input_ids is a list, not a tensor", lambda: tok(["a"], return_tensors=None).to("cpu")),
         (AttributeError, "ModelInputs has no 'labels'", lambda: tok(["a"]).labels),
@@ -257,13 +254,16 @@ def test_encode_does_not_depend_on_the_batch_size(encoder):
         np.testing.assert_allclose(encoder.encode(SENTENCES, batch_size=batch_size), reference, **TOL)
 
 
-def test_normalize_gives_unit_vectors_and_the_call_can_override_it(model, tok):
+def test_normalize_gives_unit_vectors_and_normalize_embeddings_adds_it_as_sentence_transformers_does(model, tok):
     raw = SentenceEncoder(model, tok).encode(SENTENCES)
     unit = SentenceEncoder(model, tok, normalize=True).encode(SENTENCES)
     np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-6)
     np.testing.assert_allclose(unit, raw / np.linalg.norm(raw, axis=1, keepdims=True), **TOL)
     np.testing.assert_allclose(SentenceEncoder(model, tok).encode(SENTENCES, normalize_embeddings=True), unit,
                                **TOL)
+    # The Normalize module runs whatever the call says; normalize_embeddings=False adds nothing.
+    np.testing.assert_allclose(SentenceEncoder(model, tok, normalize=True).encode(
+        SENTENCES, normalize_embeddings=False), unit, **TOL)
     assert not np.allclose(np.linalg.norm(raw, axis=1), 1.0)
 
 
@@ -300,7 +300,7 @@ def test_output_types_and_a_single_string(encoder):
     assert encoder.encode("the cat", convert_to_tensor=True).shape == (32,)
     np.testing.assert_allclose(encoder.encode("the cat"), encoder.encode(["the cat"])[0], **TOL)
     assert encoder.encode([]).shape == (0, 32) and encoder.encode([], convert_to_tensor=True).shape == (0, 32)
-    assert encoder.embedding_dimension == 32
+    assert encoder.get_sentence_embedding_dimension() == 32
 
 
 def test_encode_leaves_the_training_mode_and_grads_alone(tok):
@@ -330,8 +330,12 @@ def test_sentence_encoder_errors_name_the_argument(model, tok):
         (ValueError, "batch_size must be a positive int", lambda: encoder.encode(["a"], batch_size=0)),
         (ValueError, "pooling must be one of .* got 'sum'",
          lambda: SentenceEncoder(model, tok, pooling="sum")),
-        (ValueError, r"max_length must be .* \(64\), got 65",
-         lambda: SentenceEncoder(model, tok, max_length=65)),
+        (ValueError, r"max_seq_length must be .* \(64\), got 65",
+         lambda: SentenceEncoder(model, tok, max_seq_length=65)),
+        (ValueError, "output_value must be one of", lambda: encoder.encode(["a"], output_value="all")),
+        (ValueError, "prompt_name 'query' is not one of the prompts", lambda: encoder.encode(["a"], prompt_name="query")),
+        (ValueError, "similarity_fn_name must be one of .* got 'l2'",
+         lambda: SentenceEncoder(model, tok, similarity_fn_name="l2")),
         (TypeError, "needs its tokenizer", lambda: SentenceEncoder(model)),
         (TypeError, "pass its encoder", lambda: SentenceEncoder(BertForPreTraining(BertConfig.tiny()), tok)),
     ]
@@ -362,7 +366,7 @@ def test_a_fine_tuned_best_directory_loads_with_plain_defaults(tmp_path, model, 
     model.save_pretrained(best, tokenizer=tok)
     heads_files(best)
     encoder = SentenceEncoder(best, device="cpu")
-    assert (encoder.pooling, encoder.normalize, encoder.max_length) == ("mean", False, 64)
+    assert (encoder.pooling, encoder.normalize, encoder.max_seq_length) == ("mean", False, 64)
     expected = SentenceEncoder(model, tok).encode(SENTENCES)
     np.testing.assert_allclose(encoder.encode(SENTENCES), expected, **TOL)
 
@@ -372,8 +376,8 @@ def test_sentence_transformers_settings_are_the_defaults(tmp_path, model, tok):
     write_sentence_transformers_files(tmp_path, {"pooling_mode_cls_token": True,
                                                  "pooling_mode_mean_tokens": False})
     encoder = SentenceEncoder(tmp_path)
-    assert (encoder.pooling, encoder.normalize, encoder.max_length) == ("cls", True, 16)
-    assert SentenceEncoder(tmp_path, pooling="max", normalize=False, max_length=20).pooling == "max"
+    assert (encoder.pooling, encoder.normalize, encoder.max_seq_length) == ("cls", True, 16)
+    assert SentenceEncoder(tmp_path, pooling="max", normalize=False, max_seq_length=20).pooling == "max"
     # Newer sentence-transformers: "pooling_mode" and the classes' new import paths.
     write_sentence_transformers_files(tmp_path, {"pooling_mode": "max"}, modules=("Pooling",),
                                       prefix="sentence_transformers.sentence_transformer.modules.pooling.")
@@ -401,7 +405,7 @@ def test_embeddings_equal_sentence_transformers_on_all_minilm(embedded_model_dir
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     theirs = sentence_transformers.SentenceTransformer(str(embedded_model_dir), device="cpu")
     ours = SentenceEncoder(device="cpu")
-    assert (ours.pooling, ours.normalize, ours.max_length) == ("mean", True, theirs.max_seq_length)
+    assert (ours.pooling, ours.normalize, ours.max_seq_length) == ("mean", True, theirs.max_seq_length)
     sentences = ["A man is playing a guitar.", "Someone plays an instrument!", "naïve café, Ünïcödé",
                  "x", "The long one: " + "many words repeat here " * 80]  # > 256 pieces: truncated alike
     pairs = [("A man is playing a guitar.", "Someone plays an instrument."), ("short", "pair " * 300)]

@@ -210,15 +210,39 @@ def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, d
 
 def test_a_corrupt_training_checkpoint_falls_back_to_the_previous_one(tiny_model_dir, data, tmp_path, capsys):
     out = tmp_path / "out"
-    assert run(tiny_model_dir, data, out, "--max-steps", "1") == 0
-    assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # now last.pt and last.prev.pt
+    two = ("--epochs", "2")  # 4 steps: the run is still going after step 2 (a finished one resumes nothing)
+    assert run(tiny_model_dir, data, out, *two, "--max-steps", "1") == 0
+    assert run(tiny_model_dir, data, out, *two, "--max-steps", "2", "--resume") == 0  # last.pt, last.prev.pt
     last = out / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:1000])  # a partial write
     capsys.readouterr()
-    assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0
+    assert run(tiny_model_dir, data, out, *two, "--max-steps", "2", "--resume") == 0
     err = capsys.readouterr().err
     assert f"checkpoint {last} is unreadable" in err and "resuming from" in err and "last.prev.pt" in err
     for path in (last, last.with_suffix(".prev.pt")):
         path.write_bytes(b"garbage")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "3", "--resume"),
+    fails_with(capsys, lambda: run(tiny_model_dir, data, out, *two, "--max-steps", "3", "--resume"),
                "no usable checkpoint to resume from")
+
+
+# ----- where the data is -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job", ["sentiment", "classify", "pretrain"])
+@pytest.mark.parametrize("what, said", [("nowhere", "does not exist"), ("a-file", "is not a folder")])
+def test_minbert_data_set_to_no_folder_is_an_error_not_the_demo_data(tiny_model_dir, tmp_path, monkeypatch,
+                                                                     capsys, job, what, said):
+    """MINBERT_DATA set explicitly is where the data must be: no quiet fall-back to the synthetic demo set
+    (which stays for when nothing was set)."""
+    from pretrain import run as pretrain_run
+
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("MINBERT_DATA", str(tmp_path / what))
+    out = tmp_path / "out"
+    common = ["--model", str(tiny_model_dir), "--out", str(out), "--epochs", "1"]
+    main = {"sentiment": lambda: sentiment.main(common),
+            "classify": lambda: classify.main([*common, "--task", "rte"]),
+            "pretrain": lambda: pretrain_run.main([*common, "--within", "sst"])}[job]
+    text = fails_with(capsys, main, f"error: MINBERT_DATA is set to {tmp_path / what}, which {said}; point "
+                                    "it at the shared datasets folder, or unset it")
+    assert "SYNTHETIC" not in text + capsys.readouterr().err and not out.exists()

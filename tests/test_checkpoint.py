@@ -31,7 +31,7 @@ from minbert.model import BertModel
 TOL = dict(atol=1e-5, rtol=1e-5)
 BASE_TOL = dict(atol=5e-5, rtol=1e-4)  # 12 layers of differently ordered float32 sums (logits ~ 5)
 HF_TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-               vocab_size=99, max_position_embeddings=64)
+               vocab_size=99, max_position_embeddings=64, type_vocab_size=2)
 HF_CLASSES = {BertModel: transformers.BertModel, BertForPreTraining: transformers.BertForPreTraining}
 
 

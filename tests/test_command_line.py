@@ -32,7 +32,7 @@ JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchi
         "pretrain.run",
         "experiments.study", "grading.handout", "grading.grade", "grading.autograder", "grading.mutations",
         "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
-        "bench.task_interference", "bench.busy_core"]
+        "bench.task_interference", "bench.busy_core", "bench.encode_speed"]
 
 
 def value_flags(module: str) -> list[argparse.Action]:
@@ -181,11 +181,18 @@ def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_cla
     assert from_dict(TrainConfig, saved) == resolved  # lists back to tuples: task_weights compares equal
 
 
+def trained(run) -> None:
+    """What a run leaves once it has trained a while: metrics and a checkpoint (claim_run reads neither)."""
+    run.metrics.write_text("{}\n")
+    run.checkpoints.mkdir()
+    (run.checkpoints / "last.pt").write_bytes(b"")
+
+
 def test_resume_refuses_settings_that_shape_the_run_and_allows_the_others(tmp_path):
     job, train = JobSettings(), TrainConfig(threads=1)
     with claim_run(tmp_path / "run", "sentiment", "tiny", settings=(job, train)) as run:
         run.write_config(job, train)
-        run.metrics.write_text("{}\n")
+        trained(run)
     changed = TrainConfig(threads=1, lr=1e-4, batch_size=8)
     with pytest.raises(SystemExit, match=r"was started with --lr 5e-05, --batch_size 32, but this command "
                                          r"asks for --lr 0.0001, --batch_size 8"):
@@ -220,7 +227,7 @@ def test_a_fresh_run_records_job_model_and_identity(tmp_path):
 
 def test_resume_on_another_jobs_run_says_whose_it_is(tmp_path):
     with claim_run(tmp_path / "run", "sentiment", "tiny", {"task": "sst"}) as run:
-        run.metrics.write_text("{}\n")
+        trained(run)
     with pytest.raises(SystemExit, match=r"holds a sentiment run .* with job 'sentiment', but this command "
                                          r"asks for job 'multitask'"):
         with claim_run(tmp_path / "run", "multitask", "tiny", resume=True):
@@ -237,7 +244,7 @@ def test_resume_on_another_jobs_run_says_whose_it_is(tmp_path):
 
 def test_a_run_folder_is_not_overwritten_without_resume(tmp_path):
     with claim_run(tmp_path / "run", "tag", "tiny", {"method": "bio"}) as run:
-        run.metrics.write_text("{}\n")
+        trained(run)
     with pytest.raises(SystemExit, match="already holds a tag run .*add --resume"):
         with claim_run(tmp_path / "run", "tag", "tiny", {"method": "bio"}):
             pass
@@ -260,6 +267,16 @@ def test_a_second_job_on_the_same_folder_is_refused_while_the_first_runs(tmp_pat
         with pytest.raises(SystemExit, match=f"another job \\(process {sleeper.pid}\\) is writing to"):
             with claim_run(folder, "multitask", "tiny", resume=True):
                 pass
+        # Without --resume, on a folder whose run the other job is writing: not "a stopped run, add --resume"
+        (folder / RUN_FILE).write_text(json.dumps({"job": "multitask", "model": "tiny"}))
+        (folder / "checkpoints").mkdir()
+        (folder / "checkpoints" / "last.pt").write_bytes(b"")
+        with pytest.raises(SystemExit) as caught:
+            with claim_run(folder, "multitask", "tiny"):
+                pass
+        assert str(caught.value.code).startswith(f"error: another job (process {sleeper.pid}) is writing to "
+                                                 f"{folder}; wait for it to finish")
+        assert "stopped" not in str(caught.value.code)
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -286,7 +303,7 @@ def test_failure_before_training_leaves_nothing(tmp_path):
 def test_failure_after_training_started_keeps_the_run_and_says_why(tmp_path):
     with pytest.raises(SystemExit):
         with claim_run(tmp_path / "run", "multitask", "tiny") as run:
-            run.checkpoints.mkdir()
+            trained(run)
             raise SystemExit("error: cannot write last.pt: No space left on device")
     failed = tmp_path / "run" / FAILED_FILE
     assert "No space left on device" in failed.read_text() and "--resume" in failed.read_text()
@@ -315,3 +332,36 @@ def test_model_forward_on_a_python_list_is_a_type_error(tiny_model_dir):
         model([[101, 2000, 102]])
     with pytest.raises(TypeError, match="attention_mask must be a torch.Tensor, got list"):
         model(torch.tensor([[101, 2000, 102]]), [[1, 1, 1]])
+
+
+def files_of(folder) -> dict:
+    """Every file under `folder`: its bytes and modification time (a rewrite with the same bytes shows)."""
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_refused_resume_names_the_setting_and_rewrites_nothing(tiny_multitask_run, tmp_path):
+    """--lr, --batch_size, --max-length and the pair heads' pooling shape the run: a --resume that changes
+    one is refused by name before anything is written, so config.json and best/heads.json keep agreeing."""
+    from tasks import multitask
+
+    out = tmp_path / "run"
+    assert multitask.main(tiny_multitask_run(out)) == 0  # 2 steps of 6: a stopped run, resumable
+    before = files_of(out)
+    for flags, said in [(["--lr", "1e-4"], "--lr 5e-05, but this command asks for --lr 0.0001"),
+                        (["--batch_size", "4"], "--batch_size 8, but this command asks for --batch_size 4"),
+                        (["--max-length", "48"],
+                         "--max-length 64, but this command asks for --max-length 48"),
+                        (["--pair-pooling", "max"],
+                         "--pair-pooling mean, but this command asks for --pair-pooling max")]:
+        with pytest.raises(SystemExit) as caught:
+            multitask.main(tiny_multitask_run(out, "--resume", *flags))
+        assert str(caught.value.code) == (f"error: --resume: {out} was started with {said}; resume with the "
+                                          "settings the run started with")
+        assert files_of(out) == before, flags  # not a file written, not even config.json
+    assert multitask.main(tiny_multitask_run(out, "--resume", "--max-steps", "3")) == 0  # the same settings
+    config = json.loads((out / CONFIG_FILE).read_text())
+    heads = json.loads((out / "best" / "heads.json").read_text())
+    shared = [k for k in heads if k in config and k != "model"]
+    assert {"pair_pooling", "max_length", "sentiment_pooling"} <= set(shared)
+    assert {k: heads[k] for k in shared} == {k: config[k] for k in shared}

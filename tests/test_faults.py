@@ -1,6 +1,8 @@
 """Faults under load: a job killed while it swaps in a new best/, and a disk that fills up while the main
-job writes its predictions or pre-training writes its checkpoint. Each leaves the last good files whole
-and says what happened in one line."""
+job writes its predictions, a job writes last.pt or best/, or pre-training writes its checkpoint. Each leaves
+the last good files whole and says what happened in one line. The full disks are real where a test can make
+one without root: /dev/full (ENOSPC) under torch.save, and a file size limit (RLIMIT_FSIZE: EFBIG) under
+torch.save and safetensors; elsewhere the exceptions are the ones those libraries raise."""
 
 from __future__ import annotations
 
@@ -137,6 +139,14 @@ def test_disk_full_while_writing_predictions_is_one_line_and_leaves_no_half_file
     assert files == sorted(written)  # the two written whole, nothing half-written, no temporary file
     assert (out / "best" / "model.safetensors").is_file()  # training's result is kept
     assert (out / "failed.txt").is_file() and "No space left" in (out / "failed.txt").read_text()
+    # Training finished, but the job did not: its checkpoints stay, and --resume writes the predictions.
+    assert "--resume" in (out / "failed.txt").read_text() and (out / "checkpoints" / "last.pt").is_file()
+    monkeypatch.undo()
+    assert multitask.main(["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out),
+                           "--limit", "16", "--batch_size", "8", "--epochs", "1", "--max-length", "32",
+                           "--resume"]) == 0
+    assert len(list((out / "predictions").iterdir())) == 6 and not (out / "failed.txt").exists()
+    assert "finished" in json.loads((out / "run.json").read_text()) and not (out / "checkpoints").exists()
 
 
 def test_disk_full_while_pretraining_saves_its_checkpoint(tiny_model_dir, tmp_path, monkeypatch, capsys):
@@ -158,3 +168,134 @@ def test_disk_full_while_pretraining_saves_its_checkpoint(tiny_model_dir, tmp_pa
     monkeypatch.undo()
     assert pretrain_run.main(common + ["--resume"]) == 0  # and the run goes on from it
     assert "resuming from" in capsys.readouterr().err
+
+
+def files_in(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def behind(error: BaseException) -> list[BaseException]:
+    """The exceptions an error was raised from or while handling, nearest first."""
+    chain, cause = [], error.__context__
+    while cause is not None:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def sentiment_args(model: Path, out: Path, *extra: str) -> list[str]:
+    return ["--model", str(model), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit", "16",
+            "--batch_size", "8", "--epochs", "1", "--max-length", "32", "--keep-checkpoints", *extra]
+
+
+def test_a_full_disk_under_torch_save_is_one_line_naming_last_pt(tiny_model_dir, tmp_path, monkeypatch):
+    """torch.save into /dev/full: the kernel's ENOSPC, wrapped by torch's zip writer in RuntimeError("[enforce
+    fail at inline_container.cc:...] ..."), becomes the one line, naming last.pt (not its temporary file)."""
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("no /dev/full")
+    from tasks import sentiment
+
+    out = tmp_path / "run"
+    assert sentiment.main(sentiment_args(tiny_model_dir, out, "--max-steps", "1")) == 0
+    before = {p.name: p.read_bytes() for p in (out / "checkpoints").iterdir()}
+    real_save = torch.save
+
+    def into_a_full_disk(obj, file, *args, **kwargs):
+        with open("/dev/full", "wb") as full:  # a character device: written to, never replaced
+            real_save(obj, full, *args, **kwargs)
+
+    monkeypatch.setattr(run_dir_module.torch, "save", into_a_full_disk)
+    with pytest.raises(SystemExit) as error:
+        sentiment.main(sentiment_args(tiny_model_dir, out, "--resume"))
+    assert str(error.value.code) == (f"error: cannot write {out / 'checkpoints' / 'last.pt'}: No space left "
+                                     "on device; files written before are intact (every write goes to a "
+                                     "temporary file first)")
+    assert any(isinstance(e, RuntimeError) and "inline_container.cc" in str(e)  # torch.save's own
+               for e in behind(error.value))
+    assert {p.name: p.read_bytes() for p in (out / "checkpoints").iterdir()} == before  # no half file either
+    monkeypatch.undo()
+    assert sentiment.main(sentiment_args(tiny_model_dir, out, "--resume")) == 0
+
+
+# Runs tasks.sentiment with the process's file size limit set to LIMIT bytes and SIGXFSZ ignored, so that the
+# kernel fails a write past the limit with EFBIG, as it fails one on a full disk with ENOSPC.
+FILE_SIZE_LIMIT = """
+import resource, signal, sys
+from tasks import sentiment
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+sys.exit(sentiment.main(sys.argv[2:]))
+"""
+
+
+def with_file_size_limit(limit: int, argv: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run([sys.executable, "-c", FILE_SIZE_LIMIT, str(limit), *argv], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_file_too_large_for_last_pt_or_best_is_one_line_naming_it(tiny_model_dir, tmp_path):
+    """The tiny model's best/model.safetensors is 4 MB, its last.pt 12 MB: at 8 MB torch.save fails, at 1 MB
+    safetensors does (SafetensorError "... I/O error: File too large (os error 27)")."""
+    from tasks import sentiment
+
+    out = tmp_path / "run"
+    assert sentiment.main(sentiment_args(tiny_model_dir, out, "--max-steps", "1")) == 0
+    before = {p.name: p.read_bytes() for p in (out / "checkpoints").iterdir()}
+    failed = with_file_size_limit(8 * 2**20, sentiment_args(tiny_model_dir, out, "--resume"))
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"error: cannot write {out / 'checkpoints' / 'last.pt'}: File too large; files written before are "
+        "intact (every write goes to a temporary file first)")
+    assert {p.name: p.read_bytes() for p in (out / "checkpoints").iterdir()} == before
+    assert sentiment.main(sentiment_args(tiny_model_dir, out, "--resume")) == 0  # and it goes on from there
+
+    fresh = tmp_path / "fresh"
+    failed = with_file_size_limit(2**20, sentiment_args(tiny_model_dir, fresh))
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"error: cannot write {fresh / 'best' / 'model.safetensors'}: File too large; files written before "
+        "are intact (every write goes to a temporary file first)")
+    left = sorted(p.name for p in fresh.iterdir())
+    assert left == ["config.json", "failed.txt", "metrics.jsonl", "run.json"]  # no best/, no .best.*.tmp
+    assert "no checkpoint to resume from" in (fresh / "failed.txt").read_text()  # it says so; not --resume
+
+
+def test_a_full_disk_while_best_is_written_keeps_the_previous_best(tiny_model_dir, tmp_path, monkeypatch):
+    """safetensors' own exception for a full disk, SafetensorError("Error while serializing: I/O error: No
+    space left on device (os error 28)"), while epoch 2's best/ is written: one line naming best/'s file, the
+    previous best/ whole, no half-written folder; --resume then finishes, each epoch once in metrics.jsonl."""
+    from safetensors import SafetensorError
+
+    from minbert import checkpoint
+
+    scores = iter([0.1, 0.2, 0.3])  # every epoch a new best
+    monkeypatch.setattr(multitask, "overall_score", lambda dev: next(scores))
+    real = checkpoint.save_safetensors
+    calls, kept = [], {}
+    out = tmp_path / "run"
+
+    def full_on_the_second(state, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            kept.update(files_in(out / "best"))
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+        return real(state, path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "save_safetensors", full_on_the_second)
+    argv = ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--out", str(out), "--limit", "16",
+            "--batch_size", "8", "--epochs", "2", "--max-length", "32"]
+    with pytest.raises(SystemExit) as error:
+        multitask.main(argv)
+    assert str(error.value.code) == (f"error: cannot write {out / 'best' / 'model.safetensors'}: No space "
+                                     "left on device; files written before are intact (every write goes to "
+                                     "a temporary file first)")
+    assert any(isinstance(e, SafetensorError) for e in behind(error.value))
+    assert kept and files_in(out / "best") == kept  # epoch 1's, whole
+    assert not list(out.glob(".best*"))
+    assert "--resume" in (out / "failed.txt").read_text()
+    monkeypatch.setattr(checkpoint, "save_safetensors", real)
+    assert multitask.main([*argv, "--resume"]) == 0
+    epochs = [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]  # epoch 2 was recorded before the failed save, and again after the resume: once

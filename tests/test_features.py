@@ -96,7 +96,7 @@ def test_classify_task_chunks_a_long_text_and_the_model_pools_its_windows(embedd
     pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(long_text))
     first = task.train_inputs[0]
     assert [p for chunk in first for p in chunk[1:-1]] == pieces  # every piece once, in order
-    assert all(chunk[0] == tokenizer.cls_id and chunk[-1] == tokenizer.sep_id and len(chunk) <= 16
+    assert all(chunk[0] == tokenizer.cls_token_id and chunk[-1] == tokenizer.sep_token_id and len(chunk) <= 16
                for chunk in first)
     batch = task.collate(task.train_inputs)
     assert isinstance(batch, ChunkBatch) and batch.chunk_mask.tolist() == [[True] * len(first),

@@ -60,11 +60,12 @@ def types_no_special_token(*texts: str) -> bool:
 def check_layout(tokenizer, encoding, max_length: int, pair: bool) -> None:
     ids, segments, mask = encoding.input_ids, encoding.token_type_ids, encoding.attention_mask
     assert len(ids) == len(segments) == len(mask) <= max_length
-    assert ids[0] == tokenizer.cls_id and ids[-1] == tokenizer.sep_id and all(m == 1 for m in mask)
-    assert ids.count(tokenizer.sep_id) == (2 if pair else 1)
+    assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+    assert all(m == 1 for m in mask)
+    assert ids.count(tokenizer.sep_token_id) == (2 if pair else 1)
     assert all(0 <= i < tokenizer.vocab_size for i in ids)
     if pair:
-        first_sep = ids.index(tokenizer.sep_id)
+        first_sep = ids.index(tokenizer.sep_token_id)
         assert segments == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
 
 
@@ -72,9 +73,9 @@ def check_layout(tokenizer, encoding, max_length: int, pair: bool) -> None:
 @given(text=unicode_text, max_length=st.integers(3, 64), truncation=st.sampled_from(TRUNCATION_STRATEGIES))
 def test_any_unicode_text_encodes_within_the_limit(tokenizer, text, max_length, truncation):
     assume(types_no_special_token(text))
-    check_layout(tokenizer, tokenizer.encode(text, max_length=max_length, truncation=truncation),
+    check_layout(tokenizer, tokenizer.encode_example(text, max_length=max_length, truncation=truncation),
                  max_length, False)
-    tokenizer.decode(tokenizer.encode(text).input_ids)  # and decodes without error
+    tokenizer.decode(tokenizer.encode(text))  # and decodes without error
 
 
 @FUZZ
@@ -82,7 +83,8 @@ def test_any_unicode_text_encodes_within_the_limit(tokenizer, text, max_length, 
        truncation=st.sampled_from(TRUNCATION_STRATEGIES))
 def test_any_unicode_pair_encodes_within_the_limit(tokenizer, first, second, max_length, truncation):
     assume(types_no_special_token(first, second))
-    check_layout(tokenizer, tokenizer.encode(first, second, max_length=max_length, truncation=truncation),
+    check_layout(tokenizer,
+                 tokenizer.encode_example(first, second, max_length=max_length, truncation=truncation),
                  max_length, True)
 
 
@@ -99,8 +101,8 @@ def test_batches_of_any_text_pad_to_one_width_within_the_limit(tokenizer, texts,
 def test_sentences_of_vocabulary_words_round_trip(tokenizer, vocabulary_words, data, n):
     words = data.draw(st.lists(st.sampled_from(vocabulary_words), min_size=n, max_size=n))
     sentence = " ".join(words)
-    ids = tokenizer.encode(sentence).input_ids
-    assert tokenizer.decode(ids) == sentence
+    ids = tokenizer.encode(sentence)
+    assert tokenizer.decode(ids, skip_special_tokens=True) == sentence
     assert len(ids) == len(words) + 2  # a vocabulary word is one piece
 
 

@@ -4,6 +4,7 @@ written, the predictions parse back in the course's format, and a stopped run re
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,61 @@ def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):
 def test_resume_without_checkpoint_says_so(tiny_model_dir, tmp_path):
     with pytest.raises(SystemExit, match="--resume given, but --out .* does not exist"):
         multitask.main(small_run(tiny_model_dir, tmp_path / "new", "--resume"))
+
+
+def files_of(folder: Path) -> dict:
+    """Every file and folder under `folder`, with its bytes and modification time (a rewrite shows)."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("keep", [[], ["--keep-checkpoints"]])
+def test_resume_on_a_finished_run_says_where_its_results_are_and_writes_nothing(tiny_model_dir, tmp_path,
+                                                                                capsys, keep):
+    out = tmp_path / "run"
+    assert sentiment.main(small_run(tiny_model_dir, out, *keep)) == 0
+    assert "finished" in json.loads((out / "run.json").read_text())
+    before = files_of(out)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        sentiment.main(small_run(tiny_model_dir, out, *keep, "--resume"))
+    assert caught.value.code == 0  # what --resume is for is done: not an error
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"nothing to resume: {out} holds a finished sentiment run (model {tiny_model_dir}); its "
+                   f"results are in {out}/best, {out}/predictions, {out}/metrics.jsonl")
+    assert files_of(out) == before  # no failed.txt, no config.json rewritten, nothing
+    with pytest.raises(SystemExit, match="already holds a finished sentiment run .*; choose a new folder$"):
+        sentiment.main(small_run(tiny_model_dir, out, *keep))  # and without --resume: not "add --resume"
+    assert files_of(out) == before
+
+
+def test_a_finished_run_from_before_run_json_said_so_is_still_finished(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert sentiment.main(small_run(tiny_model_dir, out)) == 0
+    record = json.loads((out / "run.json").read_text())
+    del record["finished"]  # as run.json was written before it recorded the end
+    (out / "run.json").write_text(json.dumps(record))
+    with pytest.raises(SystemExit) as caught:
+        sentiment.main(small_run(tiny_model_dir, out, "--resume"))
+    assert caught.value.code == 0 and "nothing to resume" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_first_checkpoint_is_not_sent_in_a_circle(tiny_model_dir, tmp_path):
+    """Without a checkpoint there is nothing to resume: neither message sends the user to the other flag."""
+    out = tmp_path / "run"
+    assert sentiment.main(small_run(tiny_model_dir, out, "--max-steps", "1", "--keep-checkpoints")) == 0
+    shutil.rmtree(out / "checkpoints")  # as a run killed (SIGKILL, power cut) before its first save leaves it
+    with pytest.raises(SystemExit) as without:
+        sentiment.main(small_run(tiny_model_dir, out))
+    with pytest.raises(SystemExit) as resumed:
+        sentiment.main(small_run(tiny_model_dir, out, "--resume"))
+    assert str(without.value.code) == (f"error: --out {out} already holds a sentiment run (model "
+                                       f"{tiny_model_dir}) that stopped before its first checkpoint (nothing "
+                                       f"to resume); delete {out} or choose a new folder")
+    assert str(resumed.value.code) == (f"error: --resume: {out} holds a sentiment run (model "
+                                       f"{tiny_model_dir}) that stopped before its first checkpoint, so "
+                                       f"there is nothing to continue; delete {out} (or choose another "
+                                       "--out) and run the command without --resume")
 
 
 def test_multitask_notebook_runs_on_a_finished_run(multitask_run, run_notebook):

@@ -8,6 +8,8 @@ torch's defaults.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import transformers
@@ -116,7 +118,7 @@ def test_config_json_round_trip_and_transformers_reads_it(tmp_path):
 
 def test_config_json_errors_name_the_file_and_field(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text('{"hidden_size": 32, "num_attention_heads": 5}')
+    path.write_text(json.dumps({**BertConfig.tiny().to_dict(), "num_attention_heads": 5}))
     with pytest.raises(ValueError, match=f"{path}.*divisible"):
         BertConfig.from_json_file(path)
     path.write_text('{"model_type": "gpt2"}')

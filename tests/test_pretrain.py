@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
+import shlex
+import subprocess
+import sys
 import tarfile
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -30,6 +35,8 @@ from pretrain.run import PretrainingBatch, PretrainingModel, collate
 from pretrain.span_boundary import SpanBoundaryHead, span_targets
 from tasks import multitask
 from tasks.data.sources import SAMPLE_DIR
+
+REPO = Path(__file__).resolve().parents[1]
 
 # The embedded and tiny checkpoints have no pre-training heads: from_pretrained warns, and the run says so
 # (checked below).
@@ -122,8 +129,8 @@ def sentence_ids(tokenizer, n: int = 300, seed: int = 0) -> list[list[int]]:
     rng = random.Random(seed)
     out = []
     for _ in range(n):
-        a = tokenizer.encode(" ".join(rng.choice(words) for _ in range(12)),
-                             " ".join(rng.choice(words) for _ in range(12)), max_length=128)
+        a = tokenizer.encode_example(" ".join(rng.choice(words) for _ in range(12)),
+                                     " ".join(rng.choice(words) for _ in range(12)), max_length=128)
         out.append(a.input_ids)
     return out
 
@@ -476,11 +483,77 @@ def test_contradictory_or_missing_flags_are_errors(tiny_model_dir, tmp_path, fla
     assert message in str(caught.value) + capsys.readouterr().err
 
 
-def test_corpus_of_one_document_is_a_clear_error(tiny_model_dir, tmp_path):
-    path = tmp_path / "one.txt"
-    path.write_text("Only one document. With two sentences.\n", encoding="utf-8")
-    with pytest.raises(SystemExit, match="nothing to train on"):
-        pretrain_run.main(["--model", str(tiny_model_dir), "--text", str(path), "--out", str(tmp_path / "r")])
+def documents_file(tmp_path, n: int) -> Path:
+    path = tmp_path / f"{n}.txt"
+    path.write_text("\n\n".join(f"Document {i} starts here. It has a second sentence." for i in range(n))
+                    + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_corpus_too_small_for_next_sentence_prediction_is_one_line_before_the_model_loads(
+        tiny_model_dir, tmp_path, monkeypatch, n):
+    """NSP draws its random B from another document, in the training documents and in the held-out ones,
+    so each needs two: four documents at least (the held-out split takes two when --heldout's 5% is fewer)."""
+    def not_loaded(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(pretrain_run.BertForPreTraining, "from_pretrained", not_loaded)
+    with pytest.raises(SystemExit) as caught:
+        pretrain_run.main(["--model", str(tiny_model_dir), "--text", str(documents_file(tmp_path, n)),
+                           "--out", str(tmp_path / "r")])
+    assert str(caught.value.code) == (
+        f"error: the corpus has {n} document(s) with {max(n - 2, 0)} to train on and {min(n, 2)} held out, "
+        "too few: next-sentence prediction draws its random second segment from another document, so the "
+        "documents to train on and the held-out ones (--heldout) need 2 each; give at least 4 documents, or "
+        "train masked-LM alone with --no-nsp")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("n, flags", [(4, []), (2, ["--no-nsp"])])
+def test_the_smallest_corpora_train(tiny_model_dir, tmp_path, n, flags):
+    assert pretrain_run.main(["--model", str(tiny_model_dir), "--text", str(documents_file(tmp_path, n)),
+                              "--out", str(tmp_path / "r"), "--max-steps", "1", *flags]) == 0
+    record = read_metrics(tmp_path / "r")[-1]["dev"]["pretrain"]
+    assert ("nsp_accuracy" in record) == (not flags)  # the two held-out documents make NSP pairs
+
+
+# Sends SIGTERM to its own process during the 3rd training step (the loop computes each loss through
+# distributed.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
+SIGTERM_AT_STEP_3 = """
+import os, runpy, signal, sys
+from tasks.training import distributed
+real, calls = distributed.TaskLosses.forward, []
+def forward(self, name, batch):
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(self, name, batch)
+distributed.TaskLosses.forward = forward
+sys.orig_argv = [sys.executable, "-m", "pretrain.run", *sys.argv[1:]]
+runpy.run_module("pretrain.run", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_sigterm_stops_pretraining_saved_and_resume_goes_on_exactly(tiny_model_dir, tmp_path):
+    common = ["--model", str(tiny_model_dir), "--within", "multitask", "--data-dir", str(SAMPLE_DIR),
+              "--limit", "20", "--epochs", "2", "--batch-size", "8", "--no-eval-first", "--keep-checkpoints"]
+    straight, stopped = tmp_path / "a", tmp_path / "b"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", SIGTERM_AT_STEP_3, *common, "--out", str(stopped)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 143 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    line = result.stderr.strip().splitlines()[-1]
+    command = shlex.join([sys.executable, "-m", "pretrain.run", *common, "--out", str(stopped), "--resume"])
+    assert line.startswith("interrupted by SIGTERM at step 3 of ") and line.endswith(
+        f": the run is saved in {stopped / 'checkpoints' / 'last.pt'}; continue it with: {command}")
+    saved = torch.load(stopped / "checkpoints" / "last.pt", weights_only=True)
+    assert saved["train_state"]["global_step"] == 3
+    assert pretrain_run.main(common + ["--out", str(stopped), "--resume"]) == 0
+    assert pretrain_run.main(common + ["--out", str(straight)]) == 0
+    a = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)["model"]
+    b = torch.load(stopped / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.data

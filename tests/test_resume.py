@@ -1,16 +1,20 @@
 """A run killed with SIGKILL in the middle of an epoch, restarted with --resume, ends exactly as a run that
 was never interrupted: the same weights, optimizer moments and schedule (compared with torch.equal: the
-resumed run replays the same arithmetic from the restored state, RNG included) and the same dev metrics."""
+resumed run replays the same arithmetic from the restored state, RNG included) and the same dev metrics.
+So does a run stopped by Ctrl-C or SIGTERM (a real signal, sent by the process to itself), which saves itself
+at the next step boundary and prints the command that continues it (tasks/training/interrupt.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tasks.data.sources import SAMPLE_DIR
@@ -54,14 +58,26 @@ def without_timing(path: Path) -> list[dict]:
             for line in path.read_text().splitlines()]
 
 
-def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tiny_model_dir, tmp_path):
-    straight, killed = tmp_path / "straight", tmp_path / "killed"
-    run(["-m", "tasks.sentiment", *job_args(tiny_model_dir, straight)])
+@pytest.fixture(scope="module")
+def straight(tiny_model_dir, tmp_path_factory) -> Path:
+    """The run that nothing interrupts."""
+    out = tmp_path_factory.mktemp("resume") / "straight"
+    run(["-m", "tasks.sentiment", *job_args(tiny_model_dir, out)])
+    return out
+
+
+def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(straight, tiny_model_dir, tmp_path):
+    killed = tmp_path / "killed"
     run(["-c", KILLER, *job_args(tiny_model_dir, killed)], expect=-signal.SIGKILL)
     state = torch.load(killed / "checkpoints" / "last.pt", weights_only=False)["train_state"]
     assert (state["epoch"], state["step_in_epoch"], state["global_step"]) == (1, 2, 8)  # mid-epoch 2
     resumed = run(["-m", "tasks.sentiment", *job_args(tiny_model_dir, killed), "--resume"])
     assert "resuming from" in resumed.stderr
+    assert_same_end(straight, killed)
+
+
+def assert_same_end(straight: Path, killed: Path) -> None:
+    """The two runs end with the same training state, metrics and predictions."""
     a = torch.load(straight / "checkpoints" / "last.pt", weights_only=False)
     b = torch.load(killed / "checkpoints" / "last.pt", weights_only=False)
     assert a["train_state"]["global_step"] == b["train_state"]["global_step"] == 12
@@ -73,3 +89,72 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(tiny_model_di
     assert without_timing(straight / "metrics.jsonl") == without_timing(killed / "metrics.jsonl")
     assert (straight / "predictions" / "sst-dev-output.csv").read_text() == \
         (killed / "predictions" / "sst-dev-output.csv").read_text()
+
+
+# Sends SIGNAL to its own process (a real signal, delivered by the kernel to the handler the job installed)
+# TIMES times when WHAT is called for the N-th time: the training loop's loss, the dev evaluation, or the
+# loading of the model (before training). Then it runs tasks.sentiment as `python -m tasks.sentiment ARGS`
+# would, so that the job prints the command that continues it.
+INTERRUPTER = """
+import os, runpy, signal, sys
+from tasks.models.sentiment_task import SentimentTask
+from tasks.training import job
+what, n, signum, times = sys.argv[1], int(sys.argv[2]), signal.Signals[sys.argv[3]], int(sys.argv[4])
+owner = job if what == "load_encoder" else SentimentTask
+real = getattr(owner, what)
+calls = []
+def hooked(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == n:
+        for _ in range(times):
+            os.kill(os.getpid(), signum)
+    return real(*args, **kwargs)
+setattr(owner, what, hooked)
+sys.argv = [sys.argv[0], *sys.argv[5:]]
+sys.orig_argv = [sys.executable, "-m", "tasks.sentiment", *sys.argv[1:]]
+runpy.run_module("tasks.sentiment", run_name="__main__", alter_sys=True)
+"""
+
+
+def interrupt(out: Path, model: Path, what: str, n: int, signal_name: str, times: int = 1,
+              expect: int = 143) -> tuple[str, str]:
+    """Run the job with INTERRUPTER; return its last line of stderr and the command that resumes it."""
+    result = run(["-c", INTERRUPTER, what, str(n), signal_name, str(times), *job_args(model, out)], expect)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    command = shlex.join([sys.executable, "-m", "tasks.sentiment", *job_args(model, out), "--resume"])
+    return result.stderr.strip().splitlines()[-1], command
+
+
+@pytest.mark.parametrize("what, n, signal_name, status, stopped_at", [
+    ("loss", 9, "SIGTERM", 143, (1, 3, 9)),  # during step 9, the third of epoch 2: step 9 ends, then it stops
+    ("evaluate", 1, "SIGINT", 130, (1, 0, 6)),  # during epoch 1's evaluation: it ends, the epoch is saved
+])
+def test_a_signal_stops_the_run_saved_and_the_printed_command_resumes_it_exactly(
+        straight, tiny_model_dir, tmp_path, what, n, signal_name, status, stopped_at):
+    out = tmp_path / "stopped"
+    line, command = interrupt(out, tiny_model_dir, what, n, signal_name, expect=status)
+    step = stopped_at[2]
+    assert line == (f"interrupted by {signal_name} at step {step} of 12: the run is saved in "
+                    f"{out / 'checkpoints' / 'last.pt'}; continue it with: {command}")
+    state = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["train_state"]
+    assert (state["epoch"], state["step_in_epoch"], state["global_step"]) == stopped_at
+    assert (out / "failed.txt").read_text() == line + "\n"
+    resumed = run(shlex.split(command)[1:])  # the command as printed (run() supplies the interpreter)
+    assert "resuming from" in resumed.stderr
+    assert_same_end(straight, out)
+
+
+def test_a_second_signal_stops_at_once_without_a_traceback(tiny_model_dir, tmp_path):
+    out = tmp_path / "stopped"
+    line, command = interrupt(out, tiny_model_dir, "loss", 9, "SIGTERM", times=2)
+    assert line == (f"stopped at once by SIGTERM; the last checkpoint is {out / 'checkpoints' / 'last.pt'}; "
+                    f"continue it with: {command}")
+    state = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["train_state"]
+    assert state["global_step"] == 8  # --checkpoint-every 2's save before step 9; step 9 was not finished
+
+
+def test_ctrl_c_before_training_leaves_nothing_and_no_traceback(tiny_model_dir, tmp_path):
+    out = tmp_path / "stopped"
+    line, _ = interrupt(out, tiny_model_dir, "load_encoder", 1, "SIGINT", expect=130)
+    assert line == f"interrupted by SIGINT before training began: nothing was saved ({out} is removed again)"
+    assert not out.exists()

@@ -83,7 +83,7 @@ def test_piece_labels_round_trip_to_word_tags_on_tricky_tokens(tokenizer):
     ids, word_ids = encode_words(tokenizer, TRICKY, 128)
     # every word has a piece
     assert sorted(set(w for w in word_ids if w is not None)) == list(range(len(TRICKY)))
-    assert ids[word_ids.index(8)] == tokenizer.unk_id  # the zero-width space gives no piece: [UNK]
+    assert ids[word_ids.index(8)] == tokenizer.unk_token_id  # the zero-width space gives no piece: [UNK]
     assert len([w for w in word_ids if w == 4]) > 2  # a word split into many pieces
     tags = [1, 2, 0, 3, 4, 0, 0, 0, 5, 6]
     for all_pieces in (True, False):

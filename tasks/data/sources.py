@@ -2,7 +2,8 @@
 
 `resolve_data_dir` tries, in order: `--data-dir`; `$MINBERT_DATA/cs224n`; `./data/cs224n`; a download of
 the course files into `./data/cs224n` (commit and checksums pinned); and, when even that fails, the
-synthetic demo set in `data/sample/`, announced loudly on stderr.
+synthetic demo set in `data/sample/`, announced loudly on stderr. A place the user named (--data-dir, or
+MINBERT_DATA set) that does not exist is an error (`data_env`), never a quiet fall-back to the demo set.
 
 Read next: batching.py (examples to padded batches).
 """
@@ -145,6 +146,19 @@ _SAMPLE_BANNER = """\
 !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"""
 
 
+def data_env(env: Mapping[str, str] | None = None) -> Path | None:
+    """$MINBERT_DATA, the shared datasets folder; None when it is not set (or empty). Set, it must be a
+    folder: a mistyped path is a FileNotFoundError naming the variable, not a fall-back to other data."""
+    value = (os.environ if env is None else env).get("MINBERT_DATA")
+    if not value:
+        return None
+    if not Path(value).is_dir():
+        what = "is not a folder" if Path(value).exists() else "does not exist"
+        raise FileNotFoundError(f"MINBERT_DATA is set to {value}, which {what}; point it at the shared "
+                                "datasets folder, or unset it")
+    return Path(value)
+
+
 def resolve_data_dir(data_dir: str | os.PathLike | None, required_files: Iterable[str], *,
                      env: Mapping[str, str] | None = None,
                      local_dir: str | os.PathLike = LOCAL_DATA_DIR,
@@ -178,8 +192,9 @@ def resolve_data_dir(data_dir: str | os.PathLike | None, required_files: Iterabl
                                 f"(looked in {given} and {given / 'cs224n'})")
 
     looked = []
-    if env.get("MINBERT_DATA"):
-        folder = Path(env["MINBERT_DATA"]) / "cs224n"
+    shared = data_env(env)  # set to no folder: an error
+    if shared is not None:
+        folder = shared / "cs224n"
         if not missing(folder):
             return DataSource("env", folder, f"course data from $MINBERT_DATA/cs224n ({folder})")
         looked.append(f"$MINBERT_DATA/cs224n = {folder}")

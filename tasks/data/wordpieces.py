@@ -35,14 +35,14 @@ def encode_words(tokenizer: BertTokenizer, words: Sequence[str],
 
     Words that do not fit in max_length - 2 pieces are left out (whole words only).
     """
-    ids, word_ids = [tokenizer.cls_id], [None]
+    ids, word_ids = [tokenizer.cls_token_id], [None]
     for index, word in enumerate(words):
-        pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_id]
+        pieces = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word)) or [tokenizer.unk_token_id]
         if len(ids) + len(pieces) > max_length - 1:
             break
         ids.extend(pieces)
         word_ids.extend([index] * len(pieces))
-    return ids + [tokenizer.sep_id], word_ids + [None]
+    return ids + [tokenizer.sep_token_id], word_ids + [None]
 
 
 def piece_labels(word_tags: Sequence[int], word_ids: Sequence[int | None],

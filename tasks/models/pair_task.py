@@ -64,7 +64,7 @@ class PairTask:
 
     def collate(self, inputs: Sequence) -> TokenBatch:
         # First sentences on top, second ones below, padded together: (2B, T).
-        return pad_batch([a for a, _ in inputs] + [b for _, b in inputs], pad_id=self.tokenizer.pad_id)
+        return pad_batch([a for a, _ in inputs] + [b for _, b in inputs], pad_id=self.tokenizer.pad_token_id)
 
     def lengths(self, inputs: Sequence) -> list[int]:
         return [max(len(a), len(b)) for a, b in inputs]

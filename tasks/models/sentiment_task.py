@@ -34,7 +34,7 @@ class SentimentTask:
     def __init__(self, name: str, tokenizer: BertTokenizer, train: Sequence, dev: Sequence, batch_size: int,
                  seed: int, max_length: int, r_drop: float = 0.0) -> None:
         self.name = name
-        self.tokenizer, self.pad_id, self.max_length = tokenizer, tokenizer.pad_id, max_length
+        self.tokenizer, self.pad_id, self.max_length = tokenizer, tokenizer.pad_token_id, max_length
         self.batch_size, self.seed = batch_size, seed
         self.r_drop = r_drop
         self.train_ids = encode_texts(tokenizer, [e.sentence for e in train], max_length)

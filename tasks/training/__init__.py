@@ -9,6 +9,7 @@
     progress.py     plain progress lines where no progress bar can be drawn (logs)
     optimizer.py    our AdamW over encoder and heads, the learning-rate schedule
     run_dir.py      the run directory, its config.json, and the resumable training state
+    interrupt.py    Ctrl-C and SIGTERM: stop at the next step boundary, saved, and say how to continue
     job.py          around the loop: the course's file flags, the encoder, one-line errors
     best_model.py   head checkpoints: best/ saved and loaded back, a run's saved head settings
     seeds.py        several seeds of one run (--seeds), mean and standard deviation

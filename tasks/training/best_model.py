@@ -2,7 +2,9 @@
 
 best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
 `transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
-heads.json (the job's name first among them). The loop saves it at every best epoch
+heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
+heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
+`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it at every best epoch
 (`train_and_reload_best`); a job's outputs, its `--predict` and the notebooks load it back.
 
 Read next: ../sentiment.py (the smallest job).
@@ -22,6 +24,7 @@ from torch import nn
 from minbert.atomic import atomic_write, atomic_write_text, readable_directory
 from minbert.checkpoint import save_model
 from minbert.model import BertModel
+from minbert.sentence_files import SentenceSettings, write_settings
 from minbert.tokenizer import BertTokenizer
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
@@ -38,9 +41,13 @@ def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
             if not k.startswith("bert.")}
 
 
-def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, settings: dict) -> None:
-    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them."""
+def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, settings: dict,
+                    sentence: SentenceSettings | None = None) -> None:
+    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
+    sentence-transformers files, when `sentence` says how the job pooled)."""
     save_model(model.bert, directory, tokenizer=tokenizer)
+    if sentence is not None:
+        write_settings(directory, sentence, model.bert.config.hidden_size)
     atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
     atomic_write_text(directory / HEADS_SETTINGS, json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
@@ -85,12 +92,13 @@ def read_run_settings(run_dir: str, job: str, keys: Sequence[str]) -> tuple[Path
 
 
 def train_and_reload_best(model: nn.Module, tasks: Sequence, config: TrainConfig, run: RunDir, overall_score,
-                          tokenizer: BertTokenizer, settings: dict, resume: bool) -> TrainState | None:
+                          tokenizer: BertTokenizer, settings: dict, resume: bool,
+                          sentence: SentenceSettings | None = None) -> TrainState | None:
     """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`,
     in eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the
     outputs."""
     state = train(model, tasks, config, run, overall_score,
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings), resume=resume)
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, settings, sentence), resume=resume)
     if distributed.process_rank() != 0:
         return None
     if not config.keep_checkpoints:

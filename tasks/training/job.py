@@ -4,7 +4,8 @@
   config.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
-  the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it).
+  the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
+  and SIGTERM (interrupt.py: the line says how to continue; exit status 130 or 143).
 
 Read next: best_model.py (what a job saves and loads back).
 """
@@ -15,6 +16,7 @@ import contextlib
 import datetime
 import errno
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +30,10 @@ from minbert.tokenizer import BertTokenizer
 from minbert.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
-from tasks.data.sources import DownloadError
+from tasks.data.sources import DownloadError, data_env
+from tasks.training import interrupt
 from tasks.training.arguments import existing_file, output_file
+from tasks.training.distributed import process_rank
 from tasks.training.settings import flag
 
 
@@ -70,8 +74,9 @@ class CourseFiles:
 # checkpoint).
 USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileNotFoundError,
                FloatingPointError)
-# Writing failed for a reason outside the program.
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM)
+# Writing failed for a reason outside the program (EFBIG: the file outgrew the file system's or the process's
+# size limit).
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EROFS, errno.EPERM)
 
 
 @contextlib.contextmanager
@@ -79,10 +84,21 @@ def user_errors():
     """Run a job's body; an error the user can fix becomes one line on stderr ("error: ...") and exit 1.
 
     Every file is written atomically (minbert/atomic.py), so a failed write leaves the previous version
-    intact; the message says so. Set MINBERT_TRACEBACK=1 to get the traceback instead.
+    intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
+    (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. Set MINBERT_TRACEBACK=1 to
+    get the traceback instead.
     """
     try:
-        yield
+        with interrupt.signals_stop_the_job():
+            yield
+    except KeyboardInterrupt as error:
+        if os.environ.get("MINBERT_TRACEBACK"):
+            raise
+        stop = error if isinstance(error, interrupt.Interrupted) else interrupt.Interrupted(signal.SIGINT)
+        if process_rank() == 0:  # under torchrun, every process got the signal; one says so
+            print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
+                  "to save", file=sys.stderr)
+        raise SystemExit(stop.exit_status) from None
     except USER_ERRORS as error:
         if os.environ.get("MINBERT_TRACEBACK"):
             raise
@@ -110,16 +126,16 @@ def default_run_dir(job: str) -> Path:
 
 
 def data_root(data_dir: str | None) -> Path:
-    """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA, else
-    ../shared/data beside the checkout (this file is tasks/training/job.py inside the checkout). (The
-    course jobs find their CSV files with tasks.data.sources.resolve_data_dir.)"""
-    candidates = [data_dir] if data_dir else [os.environ.get("MINBERT_DATA"),
-                                               str(Path(__file__).resolve().parents[3] / "shared" / "data")]
-    for candidate in filter(None, candidates):
-        if Path(candidate).is_dir():
-            return Path(candidate)
-    raise SystemExit(f"error: no data folder found (tried {', '.join(filter(None, candidates))}); point "
-                     "--data-dir or MINBERT_DATA at the shared datasets folder")
+    """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA (set, it
+    must exist: tasks.data.sources.data_env), else ../shared/data beside the checkout (this file is
+    tasks/training/job.py inside the checkout). (The course jobs find their CSV files with
+    tasks.data.sources.resolve_data_dir.)"""
+    beside = Path(__file__).resolve().parents[3] / "shared" / "data"
+    candidate = Path(data_dir) if data_dir else data_env() or beside
+    if candidate.is_dir():
+        return candidate
+    raise SystemExit(f"error: no data folder found (tried {candidate}); point --data-dir or MINBERT_DATA at "
+                     "the shared datasets folder")
 
 
 def load_encoder(name_or_path: str,

@@ -13,6 +13,8 @@ This loop does the rest, the same way for every job:
   are config.py's TrainConfig;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
+- Ctrl-C or SIGTERM: the run stops at the next step boundary, saved, and says how to continue
+  (interrupt.py);
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
   batch, DDP averages the gradients, rank 0 evaluates and writes.
 
@@ -22,6 +24,7 @@ Read next: ../multitask.py (the main job, built on this loop).
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.atomic import atomic_directory
-from tasks.training import distributed
+from tasks.training import distributed, interrupt
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.progress import ProgressLines
@@ -109,89 +112,104 @@ def train(
     untrainable: set[str] = set()
     started = time.perf_counter()
 
-    if config.eval_first and state.global_step == 0 and not state.history:
-        record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
-                                     epoch_complete=True, world=world)
-        if world.is_main:
-            print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
+    def save() -> None:
+        save_training_state(last, model, optimizer, scheduler, state, world)
 
-    while state.epoch < config.epochs:
-        steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
-                           config.seed, state.epoch)
-        if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
-            state.epoch_losses = {t.name: [] for t in tasks}
-        losses: dict[str, list[float]] = state.epoch_losses
-        model.train()
-        desc = f"epoch {state.epoch + 1}/{config.epochs}"
-        bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=desc,
-                   file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
-        # Where tqdm draws nothing (stderr is not a terminal), plain lines say the same every 30 s.
-        lines = ProgressLines(len(steps), desc, enabled=world.is_main and bar.disable,
-                              initial=state.step_in_epoch)
-        epoch_started = time.perf_counter()
-        for step in steps[state.step_in_epoch:]:
+    def where() -> str:
+        return f"at step {state.global_step} of {total_steps}"
+
+    # A first Ctrl-C or SIGTERM stops the run at the next step boundary (or when the evaluation in
+    # progress ends), saved; a second one stops it at once (interrupt.py).
+    with interrupt.deferred():
+        if config.eval_first and state.global_step == 0 and not state.history:
+            record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
+                                         epoch_complete=True, world=world)
+            if world.is_main:
+                print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
+            _stop_if_asked(world, where(), save)
+
+        while state.epoch < config.epochs:
+            steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
+                               config.seed, state.epoch)
+            if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
+                state.epoch_losses = {t.name: [] for t in tasks}
+            losses: dict[str, list[float]] = state.epoch_losses
+            model.train()
+            desc = f"epoch {state.epoch + 1}/{config.epochs}"
+            bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=desc,
+                       file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
+            # Where tqdm draws nothing (stderr is not a terminal), plain lines say the same every 30 s.
+            lines = ProgressLines(len(steps), desc, enabled=world.is_main and bar.disable,
+                                  initial=state.step_in_epoch)
+            epoch_started = time.perf_counter()
+            for step in steps[state.step_in_epoch:]:
+                if _done(state, config):
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                total = 0.0
+                examples = 0
+                for name, batch in step:
+                    examples += distributed.batch_rows(batch)
+                    rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
+                    bf16 = config.precision == "bf16"
+                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                        loss = task_loss(name, rows) * weight
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(
+                            f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
+                            f"{state.epoch + 1}); the last good checkpoint is {last}")
+                    if loss.requires_grad:
+                        (loss * task_weight.get(name, 1.0)).backward()
+                    elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
+                        untrainable.add(name)
+                        print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
+                              "parameter-free head); it is reported but trains nothing", file=sys.stderr)
+                    losses[name].append(loss.item() / world.world_size)  # summed over processes below
+                    total += loss.item()
+                if config.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                state.step_in_epoch += 1
+                state.global_step += 1
+                bar.update(1)
+                bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+                lines.update(examples, total)
+                saved = bool(config.checkpoint_every) and state.global_step % config.checkpoint_every == 0
+                if saved:
+                    save()
+                _stop_if_asked(world, where(), None if saved else save, bar)
+            bar.close()
+            train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
+
+            losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
+            record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
+                                         epoch=state.epoch + 1,
+                                         epoch_complete=state.step_in_epoch == len(steps), world=world,
+                                         train_s=train_s)
+            if record["overall"] > state.best_score:
+                state.best_score, state.best_epoch = record["overall"], record["epoch"]
+                if world.is_main:  # written whole beside the old best/, then swapped in
+                    with atomic_directory(run.best) as new_best:
+                        save_best(model, new_best)
+                record["best"] = True
+                if world.is_main:
+                    run.rewrite_metrics(state.history)
+            if world.is_main:
+                print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
+                    f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
+                    for metric, value in metrics.items())
+                    + (" (best so far, saved)" if record["best"] else ""), file=sys.stderr)
+            if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
+                state.epoch += 1
+                state.step_in_epoch = 0
+            save()
+            if world.is_main:
+                plot_history(state.history, run.plot)
+            _stop_if_asked(world, where(), None)  # saved just above
             if _done(state, config):
                 break
-            optimizer.zero_grad(set_to_none=True)
-            total = 0.0
-            examples = 0
-            for name, batch in step:
-                examples += distributed.batch_rows(batch)
-                rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.precision == "bf16"):
-                    loss = task_loss(name, rows) * weight
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
-                        f"{state.epoch + 1}); the last good checkpoint is {last}")
-                if loss.requires_grad:
-                    (loss * task_weight.get(name, 1.0)).backward()
-                elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
-                    untrainable.add(name)
-                    print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
-                          "parameter-free head); it is reported but trains nothing", file=sys.stderr)
-                losses[name].append(loss.item() / world.world_size)  # summed over processes below
-                total += loss.item()
-            if config.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            state.step_in_epoch += 1
-            state.global_step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            lines.update(examples, total)
-            if config.checkpoint_every and state.global_step % config.checkpoint_every == 0:
-                save_training_state(last, model, optimizer, scheduler, state, world)
-        bar.close()
-        train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
-
-        losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
-        record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
-                                     epoch=state.epoch + 1,
-                                     epoch_complete=state.step_in_epoch == len(steps), world=world,
-                                     train_s=train_s)
-        if record["overall"] > state.best_score:
-            state.best_score, state.best_epoch = record["overall"], record["epoch"]
-            if world.is_main:  # written whole beside the old best/, then swapped in
-                with atomic_directory(run.best) as new_best:
-                    save_best(model, new_best)
-            record["best"] = True
-            if world.is_main:
-                run.rewrite_metrics(state.history)
-        if world.is_main:
-            print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
-                f"{task}.{metric}={value:.4f}" for task, metrics in record["dev"].items()
-                for metric, value in metrics.items()) + (" (best so far, saved)" if record["best"] else ""),
-                file=sys.stderr)
-        if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
-            state.epoch += 1
-            state.step_in_epoch = 0
-        save_training_state(last, model, optimizer, scheduler, state, world)
-        if world.is_main:
-            plot_history(state.history, run.plot)
-        if _done(state, config):
-            break
+    run.training_finished = state.epoch >= config.epochs  # claim_run then marks the run finished
     distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
 
@@ -200,7 +218,7 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
                         run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
                         epoch_complete: bool, world: distributed.Distributed = distributed.Distributed(),
                         train_s: float | None = None) -> dict:
-    """Dev metrics of every task, appended to the history and to metrics.jsonl.
+    """Dev metrics of every task, appended to the history, which metrics.jsonl then holds.
 
     Distributed, rank 0 evaluates and writes, and every process gets its record (the same history everywhere).
     """
@@ -217,10 +235,28 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
                   "elapsed_s": round(time.perf_counter() - started, 1),
                   # this epoch's training time alone (a resumed epoch: since the resume); None before training
                   "train_s": None if train_s is None else round(train_s, 1)}
-        run.append_metrics(record)
     record = distributed.broadcast(record, world)
     state.history.append(record)
+    if world.is_main:  # the whole history: a run resumed from an older checkpoint lists no epoch twice
+        run.rewrite_metrics(state.history)
     return record
+
+
+def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
+                   bar: Any = None) -> None:
+    """After a first Ctrl-C or SIGTERM (interrupt.py): save the run (`save`; None when it was just saved) and
+    stop with Interrupted, which the job turns into one line saying how to continue."""
+    signum = interrupt.requested()
+    if world.enabled:  # DDP needs every process in every step: all stop where any one was asked to
+        asked = distributed.sum_across([1.0 if signum else 0.0], world)[0] > 0
+        signum = signum or (signal.SIGTERM if asked else None)
+    if not signum:
+        return
+    if bar is not None:
+        bar.close()
+    if save is not None:
+        save()
+    raise interrupt.Interrupted(signum, where)
 
 
 def _done(state: TrainState, config: TrainConfig) -> bool:

@@ -3,9 +3,10 @@
 A run directory holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
 loss_and_dev.png, checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
-best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what
-(`claim_run` reads it and config.json back before a --resume, and refuses a folder that belongs to another
-run or a command that would change the run's settings).
+best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what, and
+when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
+belongs to another run or a command that would change the run's settings; a finished run has nothing to
+resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is).
 
 Read next: loop.py (which writes all of this).
 """
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 
 from minbert.atomic import atomic_path, atomic_write_text
-from tasks.training import distributed
+from tasks.training import distributed, interrupt
 from tasks.training.settings import as_dict, flag_fields, flag_names, frozen
 
 
@@ -51,6 +52,8 @@ class RunDir:
         self.metrics = self.path / "metrics.jsonl"
         self.plot = self.path / "loss_and_dev.png"
         self.predictions = self.path / "predictions"
+        self.training_finished = False  # the loop sets it once every epoch is trained
+        self.drop_when_done = False  # drop_checkpoints asked; claim_run does it when the job ends well
 
     def write_config(self, *settings: Any, **facts: Any) -> None:
         """config.json: the settings instances the run uses (resolved), and `facts` (where the data was)."""
@@ -59,14 +62,15 @@ class RunDir:
         text = json.dumps({**as_dict(*settings), **facts}, indent=2, sort_keys=True, default=str)
         atomic_write_text(self.path / CONFIG_FILE, text + "\n")
 
-    def append_metrics(self, record: dict) -> None:
-        lines = self.metrics.read_text(encoding="utf-8") if self.metrics.exists() else ""
-        atomic_write_text(self.metrics, lines + json.dumps(record, sort_keys=True) + "\n")
-
     def drop_checkpoints(self, state: "TrainState", epochs: int) -> None:
         """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
-        model) serve nothing any more: delete them so a laptop's disk does not fill. best/ stays."""
-        if state.epoch >= epochs and self.checkpoints.is_dir():
+        model) serve nothing once the job has written its outputs: they are deleted then (claim_run, when
+        the job ends well), so that a job that fails after training, writing its predictions, can still
+        --resume to write them. best/ stays."""
+        self.drop_when_done = state.epoch >= epochs
+
+    def _drop_checkpoints_now(self) -> None:
+        if self.drop_when_done and self.checkpoints.is_dir():
             shutil.rmtree(self.checkpoints)
             print(f"dropped the finished run's resume checkpoints ({self.checkpoints}; --keep-checkpoints "
                   "keeps them)", file=sys.stderr)
@@ -81,8 +85,44 @@ LOCK_FILE = ".lock"  # "<pid> <host>" of the process writing the folder now
 FAILED_FILE = "failed.txt"  # why a run that had started training stopped
 
 
-def _describe(record: dict) -> str:
-    return f"a {record.get('job', '?')} run (model {record.get('model', '?')})"
+def _describe(record: dict, state: str = "") -> str:
+    return f"a {state}{' ' if state else ''}{record.get('job', '?')} run (model {record.get('model', '?')})"
+
+
+def _has_checkpoint(path: Path) -> bool:
+    """Whether a --resume could continue the run in `path` (load_training_state reads these two)."""
+    return any((path / "checkpoints" / name).is_file() for name in ("last.pt", "last.prev.pt"))
+
+
+def _finished(path: Path, record: dict) -> bool:
+    """Whether the run in `path` finished: run.json says so (claim_run records it when a job that trained
+    every epoch ended well). A folder from before that record: its checkpoints are gone (a finished run
+    drops them), there is no failed.txt, and metrics.jsonl's last line completed the last epoch."""
+    if "finished" in record:
+        return True
+    if (path / "checkpoints").exists() or (path / FAILED_FILE).exists():
+        return False
+    try:
+        epochs = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))["epochs"]
+        last = json.loads((path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return False
+    return last.get("epoch") == epochs and bool(last.get("epoch_complete"))
+
+
+def _results(path: Path) -> str:
+    """Where a finished run's results are."""
+    places = [path / name for name in ("best", "predictions", "result.json", "metrics.jsonl")]
+    return ", ".join(str(p) for p in places if p.exists()) or str(path)
+
+
+def _continue_with(path: Path) -> str:
+    """How a stopped run goes on: the command with --resume while it has a checkpoint, else from scratch."""
+    if not _has_checkpoint(path):
+        return (f"it has no checkpoint to resume from: delete {path} and run the command again without "
+                "--resume")
+    command = interrupt.resume_command()
+    return f"continue it with: {command}" if command else "continue it with the same command and --resume"
 
 
 def _read_record(record_file: Path) -> dict:
@@ -113,9 +153,13 @@ def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
 
 def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                  settings: Sequence[Any] = ()) -> None:
-    """Refuse an --out that is not ours to write: a file, another run, or another job's or model's run."""
+    """Refuse an --out that is not ours to write: a file, a folder another job is writing now, another run,
+    or another job's or model's run; say what a run that cannot be resumed holds instead of trying."""
     if path.exists() and not path.is_dir():
         raise SystemExit(f"error: --out {path} is a file, not a folder")
+    writer = _live_lock_holder(path)
+    if writer is not None:
+        raise SystemExit(_busy(path, writer))
     record_file = path / RUN_FILE
     if resume:
         if not path.is_dir():
@@ -131,12 +175,45 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
             raise SystemExit(f"error: --resume: {path} holds {_describe(record)} with {said}, but this "
                              f"command asks for {asked}; resume it with the same job and settings, or "
                              "choose another --out")
+        if _finished(path, record):  # not an error: what --resume is for is done (nothing is written)
+            print(f"nothing to resume: {path} holds {_describe(record, 'finished')}; its results are in "
+                  f"{_results(path)}", file=sys.stderr)
+            raise SystemExit(0)
+        if not _has_checkpoint(path):
+            raise SystemExit(f"error: --resume: {path} holds {_describe(record)} that stopped before its "
+                             f"first checkpoint, so there is nothing to continue; delete {path} (or choose "
+                             "another --out) and run the command without --resume")
         _check_same_settings(path, settings)
         return
     if path.is_dir() and any(path.iterdir()):
-        what = _describe(_read_record(record_file)) if record_file.exists() else "files"
-        raise SystemExit(f"error: --out {path} already holds {what}; add --resume to continue a stopped "
-                         "run of the same job, or choose a new folder")
+        if not record_file.exists():
+            raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
+                             "run of the same job, or choose a new folder")
+        record = _read_record(record_file)
+        if _finished(path, record):
+            raise SystemExit(f"error: --out {path} already holds {_describe(record, 'finished')} (its "
+                             f"results are in {_results(path)}); choose a new folder")
+        if not _has_checkpoint(path):
+            raise SystemExit(f"error: --out {path} already holds {_describe(record)} that stopped before "
+                             f"its first checkpoint (nothing to resume); delete {path} or choose a new "
+                             "folder")
+        raise SystemExit(f"error: --out {path} already holds {_describe(record)}; add --resume to continue "
+                         "a stopped run of the same job, or choose a new folder")
+
+
+def _busy(path: Path, pid: int) -> str:
+    return (f"error: another job (process {pid}) is writing to {path}; wait for it to finish or choose "
+            f"another --out (if no such job runs, delete {path / LOCK_FILE})")
+
+
+def _live_lock_holder(path: Path) -> int | None:
+    """The process named in path/.lock ("<pid> <host>") when it is alive on this machine, else None."""
+    try:
+        pid_text, _, host = (path / LOCK_FILE).read_text(encoding="utf-8").partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    return pid if host == socket.gethostname() and pid > 0 and _alive(pid) else None
 
 
 def _take_lock(path: Path) -> Path:
@@ -149,15 +226,9 @@ def _take_lock(path: Path) -> Path:
                 f.write(mine)
             return lock
         except FileExistsError:
-            try:
-                pid_text, _, host = lock.read_text(encoding="utf-8").partition(" ")
-                pid = int(pid_text)
-            except (OSError, ValueError):
-                pid, host = -1, ""
-            if host == socket.gethostname() and pid > 0 and _alive(pid):
-                raise SystemExit(f"error: another job (process {pid}) is writing to {path}; wait for it "
-                                 f"to finish or choose another --out (if no such job runs, delete {lock})"
-                                 ) from None
+            writer = _live_lock_holder(path)
+            if writer is not None:
+                raise SystemExit(_busy(path, writer)) from None
             lock.unlink(missing_ok=True)  # stale: its process is gone (or ran on another machine)
     raise SystemExit(f"error: could not lock {path}: {lock} keeps reappearing")
 
@@ -181,9 +252,10 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     --resume, another job's run, one made with another model or `identity` (e.g. the task), or one whose
     config.json holds other `settings` (the instances the job parsed). Then a
     lock file keeps a second job off the folder until this one ends (a crashed job's lock is stale and
-    taken over). run.json records job, model and identity. If the job fails before training wrote
-    anything, the folder goes again if this call created it; if it fails later, failed.txt says why
-    and the run stays, resumable.
+    taken over). run.json records job, model and identity, and `finished` when the job ends well after
+    training every epoch. If the job fails before training wrote anything, the folder goes again if this
+    call created it; if it fails later, failed.txt says why and how the run goes on. A job stopped by
+    Ctrl-C or SIGTERM gets the line that says so (`Interrupted.message`, interrupt.py).
     """
     path = Path(path)
     identity = identity or {}
@@ -201,6 +273,11 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
                  "started": datetime.datetime.now().isoformat(timespec="seconds")}, indent=2) + "\n")
         (path / FAILED_FILE).unlink(missing_ok=True)
         yield run
+        if run.training_finished:  # and the job's outputs are written: nothing is left for a --resume
+            record = _read_record(path / RUN_FILE)
+            record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+            atomic_write_text(path / RUN_FILE, json.dumps(record, indent=2) + "\n")
+        run._drop_checkpoints_now()
     except BaseException as error:
         started = run.checkpoints.exists() or run.metrics.exists() or run.best.exists()
         if not started and created:
@@ -209,16 +286,32 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
             for item in path.iterdir():
                 if item != lock:
                     shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
-        elif started:
-            reason = ("interrupted" if isinstance(error, KeyboardInterrupt)
-                      else str(error) if isinstance(error,
-                                                    SystemExit) else f"{type(error).__name__}: {error}")
+        if isinstance(error, interrupt.Interrupted):
+            error.message = _stopped(path, error, started)
+        if started:
+            why = (error.message if isinstance(error, interrupt.Interrupted)
+                   else f"interrupted; {_continue_with(path)}" if isinstance(error, KeyboardInterrupt)
+                   else f"{error}; {_continue_with(path)}" if isinstance(error, SystemExit)
+                   else f"{type(error).__name__}: {error}; {_continue_with(path)}")
             with contextlib.suppress(OSError):
-                atomic_write_text(path / FAILED_FILE,
-                                  f"{reason}\nresume with the same command and --resume\n")
+                atomic_write_text(path / FAILED_FILE, why + "\n")
         raise
     finally:
         lock.unlink(missing_ok=True)
+
+
+def _stopped(path: Path, stop: interrupt.Interrupted, started: bool) -> str:
+    """The line for a job that Ctrl-C or SIGTERM stopped, from what its run folder holds now."""
+    if stop.where:  # the loop saved the run where it stopped
+        return (f"interrupted by {stop.name} {stop.where}: the run is saved in "
+                f"{path / 'checkpoints' / 'last.pt'}; {_continue_with(path)}")
+    if _has_checkpoint(path):
+        return (f"stopped at once by {stop.name}; the last checkpoint is {path / 'checkpoints' / 'last.pt'}; "
+                f"{_continue_with(path)}")
+    if started:
+        return f"stopped at once by {stop.name}; {_continue_with(path)}"
+    gone = "removed again" if not path.exists() else "as it was"
+    return f"interrupted by {stop.name} before training began: nothing was saved ({path} is {gone})"
 
 
 @dataclass
@@ -253,7 +346,8 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
     }
     previous = path.with_suffix(".prev.pt")
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as file:  # through a file object, a full disk's error keeps its errno
+            torch.save(payload, file)
         # The new one is completely written (a full disk fails before this line, leaving last.pt as it
         # was); the last good one becomes the fall-back in case the new one later proves unreadable.
         if path.exists():

@@ -1,0 +1,155 @@
+"""What minbert's models share with `transformers`' models, so that a `transformers` user's habits work.
+
+Two small pieces, both named as in `transformers`:
+
+- `ModelOutput`, the type of what a model returns: read `out.last_hidden_state`, `out["last_hidden_state"]`,
+  `out[0]`, `out.keys()`, `"pooler_output" in out` or `out.to_tuple()`. The keys are the fields that are not
+  None, so hidden states nobody asked for are no key and `out[i]` counts only what is there. Like a dict,
+  iterating gives the keys: `a, b = out` unpacks two names, not two tensors (read by name, or unpack
+  `out.to_tuple()`).
+- `BertPreTrainedModel`, the base class of BertModel (model.py) and BertForPreTraining (heads.py), as
+  `transformers`' PreTrainedModel is: `from_pretrained` (all loading: hub.py says which directory a name
+  means, checkpoint.py copies the weights in), `save_pretrained`, and `dtype`, `device`, `num_parameters()`,
+  `get_input_embeddings()`. It holds no layer and no step of the model; model.py holds those.
+
+Read next: model.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+from minbert.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
+from minbert.config import BertConfig
+from minbert.hub import resolve_model
+
+
+class ModelOutput(Mapping):
+    """A read-only mapping of a dataclass's fields that are not None, in field order (transformers'
+    ModelOutput). Subclasses are dataclasses; see the module docstring for the ways to read one."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # DistributedDataParallel finds an output's tensors through torch's pytree, which sees inside tuples
+        # and dicts but not inside a class it has not been told about; unseen, an output left out of the
+        # loss (find_unused_parameters=True) fails the next step. transformers registers its outputs too.
+        pytree.register_pytree_node(cls, _flatten, functools.partial(_unflatten, cls),
+                                    serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+
+    def __iter__(self) -> Iterator[str]:
+        return (f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return key in iter(self)  # Mapping's own would try self[key], which for an int is an index
+
+    def __getitem__(self, key: str | int | slice):
+        """out["name"] by key; out[0], out[-1], out[1:] over the values that are there."""
+        if not isinstance(key, str):
+            return self.to_tuple()[key]
+        if key not in self:
+            raise KeyError(f"{key!r} is not a key of this {type(self).__name__}: its keys are {list(self)} "
+                           "(a field that is None, such as hidden_states nobody asked for, is no key)")
+        return getattr(self, key)
+
+    def to_tuple(self) -> tuple:
+        """The values that are not None, in field order."""
+        return tuple(getattr(self, key) for key in self)
+
+
+def _flatten(output: ModelOutput) -> tuple[list, list[str]]:
+    names = [f.name for f in dataclasses.fields(output)]
+    return [getattr(output, name) for name in names], names
+
+
+def _unflatten(cls: type[ModelOutput], values, names: list[str]) -> ModelOutput:
+    return cls(**dict(zip(names, values)))
+
+
+class BertPreTrainedModel(nn.Module):
+    """Loading, saving and the questions a `transformers` user asks of a model (dtype, device, size)."""
+
+    base_model_prefix = "bert"  # where a model with heads keeps its encoder (checkpoint.load_weights)
+    load_report: LoadReport | None = None  # what from_pretrained's loading did; None for a model built here
+    name_or_path: str = ""  # the folder from_pretrained read (transformers' name); "" for a model built here
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main",
+                        return_report: bool = False, dtype: torch.dtype | str | None = None,
+                        torch_dtype: torch.dtype | str | None = None, **model_kwargs):
+        """Load a Hugging Face-format checkpoint, in eval mode.
+
+        name_or_path: a directory (config.json and the weights), a name in the local Hugging Face cache
+        (at `revision`), or None for the embedded all-MiniLM-L6-v2; hub.py says where it looks (it never
+        downloads). What loading did (fix-ups, fresh heads, ignored keys) is the LoadReport kept at
+        `model.load_report`; return_report=True returns (model, report) instead. Freshly initialised
+        weights are warned about, and anything else that does not fit is a CheckpointError naming the key.
+
+        dtype (torch_dtype is its older name): torch.bfloat16, "bfloat16", ... or "auto", the dtype the
+        checkpoint was saved in (config.json's dtype / torch_dtype, else its weights'). The default is
+        float32 whatever the checkpoint holds, as in transformers 4 (transformers 5 defaults to "auto").
+        model_kwargs go to the class, as in transformers: attn_implementation="eager",
+        add_pooling_layer=False (BertModel without its pooler; the checkpoint's pooler is then reported as
+        ignored).
+        """
+        if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
+            raise ValueError(f"from_pretrained got dtype={dtype!r} and torch_dtype={torch_dtype!r}: give "
+                             "one (torch_dtype is dtype's older name)")
+        dtype = torch_dtype if dtype is None else dtype
+        model_dir = resolve_model(name_or_path, revision)
+        model = cls(BertConfig.from_json_file(model_dir), **model_kwargs)
+        if dtype is not None:
+            # Cast before the copy, so that the report says what the checkpoint's tensors were converted to.
+            model.to(saved_dtype(model_dir) if dtype == "auto" else
+                     as_dtype(dtype, "from_pretrained's dtype", hint=", or 'auto' for the checkpoint's own"))
+        model.load_report = load_weights(model, model_dir)
+        model.name_or_path = str(model_dir)  # SentenceEncoder(model, tokenizer) reads its settings there
+        model.eval()
+        return (model, model.load_report) if return_report else model
+
+    def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
+        """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
+        in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
+        return save_model(self, directory, tokenizer=tokenizer)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the floating-point parameters (of the first, as in transformers)."""
+        return next(p.dtype for p in self.parameters() if p.is_floating_point())
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the parameters (of the first, as in transformers)."""
+        return next(self.parameters()).device
+
+    def num_parameters(self, only_trainable: bool = False, exclude_embeddings: bool = False) -> int:
+        """How many numbers the model learns; a parameter shared by two modules counts once.
+
+        only_trainable: only those with requires_grad. exclude_embeddings: without the embedding tables
+        (word, position, segment), as transformers counts "non-embedding" parameters.
+        """
+        tables = {f"{name}.weight" for name, m in self.named_modules() if isinstance(m, nn.Embedding)}
+        return sum(p.numel() for name, p in self.named_parameters()
+                   if (p.requires_grad or not only_trainable) and not (exclude_embeddings and name in tables))
+
+    @property
+    def base_model(self) -> nn.Module:
+        """The encoder: the model itself for BertModel, its `.bert` for a model with heads."""
+        return getattr(self, self.base_model_prefix, self)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The word embedding table (V, C); the masked-LM decoder is tied to it (heads.py)."""
+        return self.base_model.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.base_model.embeddings.word_embeddings = value

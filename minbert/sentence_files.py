@@ -1,0 +1,142 @@
+"""sentence-transformers' folder layout: how a sentence encoder's settings travel with its weights.
+
+A sentence-transformers model is a Hugging Face checkpoint (config.json, the weights, the tokenizer's
+files) plus files that say what is done with the token vectors:
+
+    modules.json                      the modules in order: Transformer (the checkpoint at the top of the
+                                      folder), Pooling (in 1_Pooling/), Normalize (when the vectors are
+                                      scaled to unit length)
+    sentence_bert_config.json         max_seq_length, do_lower_case (newer versions leave the length to
+                                      tokenizer_config.json's model_max_length)
+    1_Pooling/config.json             the pooling mode
+    config_sentence_transformers.json the similarity function and the prompts
+
+`read_settings` reads them into `SentenceSettings`; `write_settings` writes them in the layout every
+sentence-transformers version from 2 to 6 reads, so `SentenceTransformer(folder)` loads what minbert
+saves, and minbert loads what sentence-transformers saves.
+
+Read next: sentence_encoder.py (the encoder these settings describe).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minbert.atomic import atomic_write_text
+
+# modules.json names a module by its class's import path, which sentence-transformers has moved between
+# versions ("sentence_transformers.models.Pooling", "....sentence_transformer.modules.pooling.Pooling").
+_LIBRARY = "sentence_transformers."
+_WRITTEN_TYPE = "sentence_transformers.models."  # the oldest paths, which every version still reads
+# The Pooling config's flags (sentence-transformers before v5; later ones write "pooling_mode").
+_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                  "pooling_mode_max_tokens": "max",
+                  "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                  "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+# sentence-transformers' SimilarityFunction names.
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+
+
+@dataclass(frozen=True)
+class SentenceSettings:
+    """What turns token vectors into sentence vectors, and how sentences are compared.
+
+    The defaults are sentence-transformers' for a plain Hugging Face checkpoint: mean pooling, no
+    normalisation, the tokenizer's length, cosine similarity, no prompts.
+    """
+
+    pooling: str = "mean"
+    normalize: bool = False
+    max_seq_length: int | None = None  # None: the tokenizer's model_max_length
+    lowercase: bool = False  # sentence_bert_config.json's do_lower_case: lower-case before tokenizing
+    similarity_fn_name: str = "cosine"
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    include_prompt: bool = True  # False: a prompt's tokens are left out of the pooling
+    source: Path | None = None  # the file the pooling came from, for error messages
+
+
+def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
+    """The settings a sentence-transformers folder states; None for a folder without modules.json (a plain
+    Hugging Face checkpoint). A module we cannot run (Dense, a second Transformer, ...) is a ValueError:
+    its vectors would not be this model's."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "modules.json").is_file():
+        return None
+    values: dict = {"normalize": False}
+    for module in _read_json(model_dir / "modules.json"):
+        kind, path = str(module.get("type", "")), str(module.get("path", ""))
+        name = kind.rsplit(".", 1)[-1] if kind.startswith(_LIBRARY) else kind
+        if name == "Transformer" and path in ("", "."):
+            config = model_dir / "sentence_bert_config.json"
+            transformer = _read_json(config) if config.is_file() else {}
+            if transformer.get("max_seq_length"):
+                values["max_seq_length"] = int(transformer["max_seq_length"])
+            values["lowercase"] = bool(transformer.get("do_lower_case", False))
+        elif name == "Pooling":
+            values["source"] = model_dir / path / "config.json"
+            pooling = _read_json(values["source"])
+            modes = pooling.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items()
+                                                    if pooling.get(flag)]
+            values["pooling"] = modes if isinstance(modes, str) else "+".join(modes)  # several: concatenated
+            values["include_prompt"] = bool(pooling.get("include_prompt", True))
+        elif name == "Normalize":
+            values["normalize"] = True
+        else:
+            where = f"in {path}/" if path else "at the top of the directory"
+            raise ValueError(f"{model_dir / 'modules.json'}: module {kind!r} {where} is not one "
+                             "SentenceEncoder runs (it has a BERT Transformer at the top, Pooling and "
+                             "Normalize), so its vectors would not be this model's")
+    top = model_dir / "config_sentence_transformers.json"
+    if top.is_file():
+        config = _read_json(top)
+        for key in ("similarity_fn_name", "prompts", "default_prompt_name"):
+            if config.get(key) is not None:
+                values[key] = config[key]
+    return SentenceSettings(**values)
+
+
+def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hidden_size: int) -> None:
+    """Write modules.json, sentence_bert_config.json, 1_Pooling/config.json and
+    config_sentence_transformers.json beside a checkpoint already in `directory`."""
+    if settings.pooling not in ("cls", "mean", "max"):
+        raise ValueError(f"pooling {settings.pooling!r} has no sentence-transformers Pooling mode; "
+                         "save with cls, mean or max")
+    directory = Path(directory)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": _WRITTEN_TYPE + "Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": _WRITTEN_TYPE + "Pooling"}]
+    if settings.normalize:  # a module without weights or settings: no folder of its own is needed
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": _WRITTEN_TYPE + "Normalize"})
+    pooling = {"word_embedding_dimension": hidden_size,
+               **{flag: settings.pooling == mode for flag, mode in _POOLING_FLAGS.items()},
+               "include_prompt": settings.include_prompt}
+    _write_json(directory / "1_Pooling" / "config.json", pooling)
+    _write_json(directory / "sentence_bert_config.json",
+                {"max_seq_length": settings.max_seq_length, "do_lower_case": settings.lowercase})
+    _write_json(directory / "config_sentence_transformers.json",
+                {"model_type": "SentenceTransformer", "prompts": settings.prompts,
+                 "default_prompt_name": settings.default_prompt_name,
+                 "similarity_fn_name": settings.similarity_fn_name})
+    # modules.json last: a folder with it is a sentence-transformers model, so it comes when the rest is there.
+    _write_json(directory / "modules.json", modules)
+
+
+def replace(settings: SentenceSettings, **changes) -> SentenceSettings:
+    """A copy with the given fields changed (None values left as they were)."""
+    return dataclasses.replace(settings, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: cannot read it as JSON: {error}") from None
+
+
+def _write_json(path: Path, values) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(values, indent=2) + "\n")

@@ -1,0 +1,83 @@
+"""Reading a tokenizer.json: the file `transformers` 5 and sentence-transformers 3+ save instead of vocab.txt.
+
+A tokenizer.json is the `tokenizers` library's whole pipeline as JSON. For BERT it names a WordPiece model
+(with the vocabulary as a token -> id map), a BertNormalizer (lowercase, strip_accents,
+handle_chinese_chars), a BertPreTokenizer, and the [CLS]/[SEP] template. BertTokenizer needs only the
+vocabulary and the normalizer's three settings; from them it builds the same pipeline a vocab.txt gives,
+so both files give the same ids. Anything that is not this BERT pipeline (a BPE or Unigram model, another
+normalizer, added tokens outside the vocabulary) is a ValueError naming the file and what it holds.
+
+Read next: model_inputs.py (the batches the tokenizer returns).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+
+class TokenizerJson(NamedTuple):
+    """What BertTokenizer takes from a BERT tokenizer.json."""
+
+    vocab: list[str]  # index = id
+    lowercase: bool
+    strip_accents: bool | None  # None: follow lowercase, as BERT does
+    tokenize_chinese_chars: bool
+    max_input_chars_per_word: int
+
+
+def read_tokenizer_json(path: str | Path) -> TokenizerJson:
+    """The vocabulary and normalizer settings of a BERT WordPiece tokenizer.json; ValueError for any other."""
+    path = Path(path)
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path} holds a JSON {type(saved).__name__}, not a tokenizer (an object)")
+    model, normalizer, pre_tokenizer = (saved.get(key) or {}
+                                        for key in ("model", "normalizer", "pre_tokenizer"))
+    wanted = [("model", model, "WordPiece"), ("normalizer", normalizer, "BertNormalizer"),
+              ("pre_tokenizer", pre_tokenizer, "BertPreTokenizer")]
+    for key, part, expected in wanted:
+        found = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if found != expected:
+            raise ValueError(f"{path}: {key} is {found!r}, not {expected!r}; BertTokenizer reads only a BERT "
+                             "WordPiece tokenizer (a vocab.txt, or a tokenizer.json saved from one)")
+    if model.get("continuing_subword_prefix", "##") != "##" or model.get("unk_token", "[UNK]") != "[UNK]":
+        prefix, unk = model.get("continuing_subword_prefix"), model.get("unk_token")
+        raise ValueError(f"{path}: the WordPiece model uses continuing_subword_prefix={prefix!r} and "
+                         f"unk_token={unk!r}; BERT's are '##' and '[UNK]'")
+    vocab = _vocab_list(path, model.get("vocab"))
+    for token in saved.get("added_tokens") or []:
+        # BERT's special tokens are vocabulary entries; a token added on top would need a bigger embedding.
+        token_id, content = token.get("id"), token.get("content")
+        if not (isinstance(token_id, int) and 0 <= token_id < len(vocab) and vocab[token_id] == content):
+            raise ValueError(f"{path}: added token {content!r} (id {token_id}) is not the vocabulary's own "
+                             "entry; BertTokenizer supports no tokens added beyond the WordPiece vocabulary")
+    strip_accents = normalizer.get("strip_accents")
+    if strip_accents is not None and not isinstance(strip_accents, bool):
+        raise ValueError(f"{path}: normalizer.strip_accents is {strip_accents!r}; expected true, false or "
+                         "null")
+    return TokenizerJson(
+        vocab=vocab,
+        lowercase=bool(normalizer.get("lowercase", True)),
+        strip_accents=strip_accents,
+        tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
+        max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
+    )
+
+
+def _vocab_list(path: Path, vocab: object) -> list[str]:
+    """The token -> id map as a list indexed by id; the ids must be 0..n-1, each once (as vocab.txt's)."""
+    if not isinstance(vocab, dict) or not vocab:
+        raise ValueError(f"{path}: model.vocab must be a non-empty map of token to id, got "
+                         f"{type(vocab).__name__}")
+    tokens: list[str | None] = [None] * len(vocab)
+    for token, token_id in vocab.items():
+        if not isinstance(token_id, int) or not 0 <= token_id < len(vocab) or tokens[token_id] is not None:
+            raise ValueError(f"{path}: model.vocab gives {token!r} the id {token_id!r}; the ids must be "
+                             f"0..{len(vocab) - 1}, each used once")
+        tokens[token_id] = token
+    return tokens

@@ -1,0 +1,161 @@
+"""SentenceEncoder against sentence-transformers, both ways, on the same folders.
+
+The reference is the installed sentence-transformers (and transformers for a plain checkpoint): what we save
+it loads, what it saves we load, and the vectors, similarities, token embeddings, truncated and prompted
+vectors agree to 1e-6 (float32). The tiny model has the real vocabulary (tiny_model_dir), so these run
+without the embedded checkpoint's weights; the embedded all-MiniLM-L6-v2 is used where its own files matter.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from minbert import BertModel, BertTokenizer, SentenceEncoder
+
+sentence_transformers = pytest.importorskip("sentence_transformers")
+
+SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument!", "naïve café, Ünïcödé", "x",
+             "The long one: " + "many words repeat here " * 20]
+ATOL = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def st_model(path) -> "sentence_transformers.SentenceTransformer":
+    return sentence_transformers.SentenceTransformer(str(path), device="cpu")
+
+
+def assert_same_vectors(ours: SentenceEncoder, theirs, sentences=SENTENCES, **kwargs) -> None:
+    got = ours.encode(sentences, batch_size=2, **kwargs)
+    expected = theirs.encode(sentences, batch_size=2, convert_to_numpy=True, **kwargs)
+    assert got.shape == expected.shape
+    assert np.abs(got - expected).max() < ATOL
+
+
+@pytest.mark.parametrize("pooling, normalize", [("mean", True), ("cls", False), ("max", True)])
+def test_what_we_save_sentence_transformers_loads_with_the_same_settings(tmp_path, tiny_model_dir, pooling,
+                                                                         normalize):
+    ours = SentenceEncoder(tiny_model_dir, pooling=pooling, normalize=normalize, max_seq_length=20,
+                           similarity_fn_name="dot", device="cpu")
+    ours.save(tmp_path)
+    theirs = st_model(tmp_path)
+    assert theirs.max_seq_length == 20 and theirs.similarity_fn_name == "dot"
+    assert_same_vectors(ours, theirs)
+    again = SentenceEncoder(tmp_path, device="cpu")  # and we load it back with every setting
+    assert (again.pooling, again.normalize, again.max_seq_length, again.similarity_fn_name) == (
+        pooling, normalize, 20, "dot")
+
+
+@pytest.mark.checkpoint
+def test_what_sentence_transformers_saves_we_load(tmp_path, embedded_model_dir):
+    theirs = st_model(embedded_model_dir)
+    theirs.save(str(tmp_path))  # sentence-transformers 6's layout: tokenizer.json, no vocab.txt
+    ours = SentenceEncoder(tmp_path, device="cpu")
+    assert (ours.pooling, ours.normalize, ours.max_seq_length) == ("mean", True, theirs.max_seq_length)
+    assert_same_vectors(ours, theirs)
+
+
+def test_a_sentence_transformers_model_built_from_modules_loads_with_its_modules(tmp_path, tiny_model_dir):
+    modules = sentence_transformers.models
+    transformer = modules.Transformer(str(tiny_model_dir), max_seq_length=24)
+    pooling = modules.Pooling(transformer.get_embedding_dimension(), pooling_mode="cls")
+    theirs = sentence_transformers.SentenceTransformer(modules=[transformer, pooling], device="cpu",
+                                                       similarity_fn_name="manhattan")
+    theirs.save(str(tmp_path))
+    ours = SentenceEncoder(tmp_path, device="cpu")
+    assert (ours.pooling, ours.normalize, ours.max_seq_length, ours.similarity_fn_name) == (
+        "cls", False, 24, "manhattan")
+    assert_same_vectors(ours, theirs)
+
+
+def test_a_transformers_folder_gives_sentence_transformers_plain_defaults(tmp_path, tiny_model_dir):
+    transformers = pytest.importorskip("transformers")
+    transformers.AutoModel.from_pretrained(tiny_model_dir).save_pretrained(tmp_path)
+    transformers.AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(tmp_path)
+    ours = SentenceEncoder(tmp_path, device="cpu")
+    theirs = st_model(tmp_path)  # a plain checkpoint: sentence-transformers adds mean pooling
+    assert (ours.pooling, ours.normalize) == ("mean", False)
+    assert_same_vectors(ours, theirs)
+
+
+def test_the_settings_travel_with_the_model_whatever_it_is_built_from(tmp_path, tiny_model_dir):
+    saved = SentenceEncoder(tiny_model_dir, pooling="max", normalize=True, max_seq_length=16, device="cpu")
+    saved.save(tmp_path)
+    expected = saved.encode(SENTENCES)
+    built = [SentenceEncoder(tmp_path, device="cpu"),
+             SentenceEncoder(BertModel.from_pretrained(tmp_path), BertTokenizer.from_pretrained(tmp_path))]
+    for encoder in built:
+        assert (encoder.pooling, encoder.normalize, encoder.max_seq_length) == ("max", True, 16)
+        assert np.abs(encoder.encode(SENTENCES) - expected).max() < ATOL
+    # A model built in memory has no folder: sentence-transformers' plain defaults, as documented.
+    fresh = SentenceEncoder(BertModel(saved.model.config), saved.tokenizer)
+    assert (fresh.pooling, fresh.normalize) == ("mean", False)
+
+
+def test_similarity_token_embeddings_truncation_and_prompts_equal_sentence_transformers(tmp_path,
+                                                                                       tiny_model_dir):
+    ours = SentenceEncoder(tiny_model_dir, normalize=True, device="cpu",
+                           prompts={"query": "query: ", "document": ""}, default_prompt_name="query")
+    ours.save(tmp_path)
+    theirs = st_model(tmp_path)
+    assert theirs.prompts == {"query": "query: ", "document": ""} and theirs.default_prompt_name == "query"
+    assert_same_vectors(ours, theirs)  # the default prompt, on both sides
+    assert_same_vectors(ours, theirs, prompt_name="document")
+    assert_same_vectors(ours, theirs, prompt="passage: ", truncate_dim=8)
+    assert_same_vectors(ours, theirs, truncate_dim=8, normalize_embeddings=True)
+
+    a, b = ours.encode(SENTENCES[:3]), ours.encode(SENTENCES[2:])
+    for name in ("cosine", "dot", "euclidean", "manhattan"):
+        ours.similarity_fn_name = theirs.similarity_fn_name = name
+        torch.testing.assert_close(ours.similarity(a, b), theirs.similarity(a, b), atol=ATOL, rtol=1e-5)
+    assert ours.similarity(a[0], b).shape == (1, 3)
+
+    got = ours.encode(SENTENCES, output_value="token_embeddings", prompt_name="document")
+    expected = theirs.encode(SENTENCES, output_value="token_embeddings", prompt_name="document")
+    assert [g.shape for g in got] == [e.shape for e in expected]
+    assert max((g - e).abs().max().item() for g, e in zip(got, expected)) < ATOL
+    assert ours.get_sentence_embedding_dimension() == theirs.get_embedding_dimension() == 32
+
+
+def test_a_prompt_left_out_of_the_pooling_as_the_pooling_config_says(tmp_path, tiny_model_dir):
+    SentenceEncoder(tiny_model_dir, device="cpu").save(tmp_path)
+    pooling_file = tmp_path / "1_Pooling" / "config.json"
+    pooling_file.write_text(json.dumps({**json.loads(pooling_file.read_text()), "include_prompt": False}))
+    ours, theirs = SentenceEncoder(tmp_path, device="cpu"), st_model(tmp_path)
+    assert_same_vectors(ours, theirs, prompt="query: ")
+    assert np.abs(ours.encode(SENTENCES, prompt="query: ") - ours.encode(SENTENCES)).max() > 1e-3
+
+
+def test_it_is_a_module_that_moves_and_changes_precision(tiny_model_dir):
+    encoder = SentenceEncoder(tiny_model_dir, device="cpu")
+    assert isinstance(encoder, torch.nn.Module) and encoder.device == torch.device("cpu")
+    assert sum(p.numel() for p in encoder.parameters()) == sum(p.numel() for p in encoder.model.parameters())
+    full = encoder.encode(SENTENCES)
+    encoder.to(torch.float64).eval()
+    assert encoder.model.embeddings.word_embeddings.weight.dtype == torch.float64
+    assert np.abs(encoder.encode(SENTENCES) - full).max() < 1e-5
+    features = encoder.tokenize(SENTENCES[:2])
+    out = encoder(features)  # sentence-transformers' forward: the features plus the two outputs
+    assert out["sentence_embedding"].shape == (2, 32)
+    assert out["token_embeddings"].shape == (*features["input_ids"].shape, 32)
+    encoder.max_seq_length = 8
+    assert encoder.tokenize(SENTENCES)["input_ids"].shape[1] == 8
+    with pytest.raises(ValueError, match="max_seq_length must be"):
+        encoder.max_seq_length = 1000
+
+
+def test_a_main_job_runs_best_folder_says_how_the_job_pooled(tmp_path, tiny_multitask_run):
+    from tasks import multitask
+
+    out = tmp_path / "run"
+    assert multitask.main(tiny_multitask_run(out, "--max-steps", "0", "--pair-pooling", "max")) == 0
+    ours = SentenceEncoder(out / "best", device="cpu")  # the README's `SentenceEncoder(f"{run}/best")`
+    assert (ours.pooling, ours.normalize, ours.max_seq_length) == ("max", True, 64)
+    assert_same_vectors(ours, st_model(out / "best"))
