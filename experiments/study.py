@@ -8,7 +8,7 @@
 
 Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
 A classification run is done when its summary.json covers the requested seeds (a pre-training run: when its
-best/ exists); the runner skips those and continues the others with --resume (finished seeds are reused), so a
+run.json says it finished); the runner skips those and continues the others with --resume (finished seeds are reused), so a
 half-finished study resumes where it stopped and asking for more seeds runs only the new ones. A finished
 seed's resume checkpoints are dropped (--keep-checkpoints keeps them). At the end it writes
 <out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states whether our best
@@ -51,6 +51,7 @@ from typing import Callable, Sequence
 from minbert.atomic import atomic_path, atomic_write_text
 from tasks.training.arguments import non_negative_int, nonempty, output_dir, positive_int
 from tasks.training.job import user_errors
+from tasks.training.run_dir import is_finished
 
 SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
 SST2_BUDGET = ("--epochs", "3", "--max-length", "64")
@@ -173,7 +174,15 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
               file=sys.stderr)
         if done or dry_run:
             continue
-        code = runner(run.module, argv)
+        try:
+            code = runner(run.module, argv)
+        except SystemExit as stop:
+            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (interrupt.py): the job's own error
+                raise
+            # The job saved itself and said "... --resume": in a study, the study's command adds that.
+            print(f"the study stopped in {study.name}/{run.name}; run the same study command again to "
+                  "continue it (it resumes the stopped run)", file=sys.stderr)
+            raise
         if code:
             raise SystemExit(f"error: {study.name}/{run.name} failed (exit {code}); "
                              "rerun the study to continue")
@@ -181,10 +190,11 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
 
 
 def is_done(run: Run, directory: Path, seeds: Sequence[int] = ()) -> bool:
-    """Pre-training: its best checkpoint exists. Classification: its summary.json exists and covers `seeds`
-    (so that asking for more seeds than an earlier call runs the new ones)."""
+    """Pre-training: the run finished (run.json says so; a best/ alone may come from an interrupted run).
+    Classification: its summary.json exists and covers `seeds` (so that asking for more seeds than an
+    earlier call runs the new ones)."""
     if run.module == "pretrain.run":
-        return (directory / "best" / "model.safetensors").is_file()
+        return is_finished(directory)
     summary = directory / "summary.json"
     return summary.is_file() and set(seeds) <= set(json.loads(summary.read_text())["seeds"])
 

@@ -329,7 +329,7 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
         atomic_write(directory / name,
                      lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
     else:
-        atomic_write(directory / name, lambda tmp: torch.save(state, tmp))
+        atomic_write(directory / name, lambda tmp: _torch_save(state, tmp))
     for stale in WEIGHTS_FILES + INDEX_FILES:
         if stale != name and (directory / stale).exists():
             (directory / stale).unlink()
@@ -344,6 +344,11 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
             raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
         tokenizer.save(directory)
     return directory
+
+
+def _torch_save(state: dict, path: Path) -> None:
+    with open(path, "wb") as file:  # through a file object, a full disk's error keeps its errno
+        torch.save(state, file)
 
 
 def _refuse_shared(state: dict[str, torch.Tensor]) -> None:

@@ -195,3 +195,23 @@ def test_multitask_then_single_task_starts_classify_from_the_multitask_encoder(t
                           "--max-length", "32", "--lr", "2e-5"]) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == str(mt / "best") and config["lr"] == 2e-5
+
+
+def test_an_interrupted_run_stops_the_study_with_how_to_continue_and_is_not_done(tmp_path, capsys):
+    pretraining = study.Study("p", "one pre-training run", "", (study.Run("pre", "pretrain.run", (), seeded=False),),
+                              paper_best="")
+
+    def interrupted(module, argv):  # what a job does on SIGTERM: best/ of an earlier epoch, saved, exit 143
+        out = Path(argv[argv.index("--out") + 1])
+        (out / "best").mkdir(parents=True)
+        (out / "best" / "model.safetensors").write_bytes(b"")
+        (out / "run.json").write_text(json.dumps({"job": "pretrain"}))
+        raise SystemExit(143)
+
+    with pytest.raises(SystemExit) as stop:
+        study.run_study(pretraining, tmp_path, seeds=[1], runner=interrupted)
+    assert stop.value.code == 143
+    assert "run the same study command again to continue" in capsys.readouterr().err
+    assert not study.is_done(pretraining.runs[0], tmp_path / "p" / "pre")  # best/ alone is not finished
+    (tmp_path / "p" / "pre" / "run.json").write_text(json.dumps({"job": "pretrain", "finished": "now"}))
+    assert study.is_done(pretraining.runs[0], tmp_path / "p" / "pre")

@@ -94,6 +94,11 @@ def _has_checkpoint(path: Path) -> bool:
     return any((path / "checkpoints" / name).is_file() for name in ("last.pt", "last.prev.pt"))
 
 
+def is_finished(path: Path) -> bool:
+    """Whether `path` holds a run that trained every epoch and ended well (a study's runner asks)."""
+    return (path / RUN_FILE).is_file() and _finished(path, _read_record(path / RUN_FILE))
+
+
 def _finished(path: Path, record: dict) -> bool:
     """Whether the run in `path` finished: run.json says so (claim_run records it when a job that trained
     every epoch ended well). A folder from before that record: its checkpoints are gone (a finished run
