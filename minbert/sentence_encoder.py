@@ -246,6 +246,8 @@ class SentenceEncoder(nn.Module):
         if device is not None:
             self.to(device)
         dimension = truncate_dim or self.truncate_dim
+        # The prompt's tokens ([CLS] included, its [SEP] not), left out of the pooling where include_prompt=false.
+        prompt_length = len(self.tokenize([prompt])["input_ids"][0]) - 1 if prompt and not self.include_prompt else 0
 
         # Longest first (characters stand in for tokens, as in sentence-transformers): batches of similar
         # lengths waste little on padding, and running out of memory shows in the first batch.
@@ -260,8 +262,8 @@ class SentenceEncoder(nn.Module):
                 for start in tqdm(starts, desc="encode", unit="batch", leave=False, disable=hide):
                     features = self.tokenize([items[i] for i in order[start:start + batch_size]])
                     features = features.to(self.device)
-                    if prompt and not self.include_prompt:
-                        features["prompt_length"] = len(self.tokenize([prompt])["input_ids"][0]) - 1
+                    if prompt_length:
+                        features["prompt_length"] = prompt_length
                     out = self(features)
                     if output_value == "token_embeddings":
                         lengths = features["attention_mask"].sum(dim=1).tolist()
