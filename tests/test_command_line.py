@@ -32,7 +32,7 @@ JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchi
         "pretrain.run",
         "experiments.study", "grading.handout", "grading.grade", "grading.autograder", "grading.mutations",
         "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
-        "bench.task_interference", "bench.busy_core", "bench.encode_speed"]
+        "bench.task_interference", "bench.busy_core", "bench.encode_speed", "bench.step_profile"]
 
 
 def value_flags(module: str) -> list[argparse.Action]:
