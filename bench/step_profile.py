@@ -37,11 +37,11 @@ from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
 from tasks.data.course import read_splits
 from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_data
-from tasks.multitask import MultitaskBERT, build_parser, course_task
+from tasks.multitask import build_model
+from tasks.multitask import build_parser as job_parser
 from tasks.training.config import resolve, resolve_job
-from tasks.training.job import load_encoder
-from tasks.training.loop import interleave
 from tasks.training.arguments import non_negative_int, positive_int
+from tasks.training.loop import interleave
 from tasks.training.optimizer import build_optimizer, make_schedule
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
@@ -52,7 +52,7 @@ SOFTMAX = ("aten::_softmax", "aten::_softmax_backward_data")
 
 def build_job(argv: list[str]):
     """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
-    settings, job, train, files = build_parser().parse(argv)
+    settings, job, train, files = job_parser().parse(argv)
     train = resolve(replace(train, task_weights=settings.task_weights))
     job = resolve_job(job, train)
     torch.manual_seed(train.seed)
@@ -61,12 +61,10 @@ def build_job(argv: list[str]):
     data = {prefix: read_splits(source, dataset, job.strict, job.limit, splits=("train", "dev"),
                                 files=paths[prefix])
             for prefix, dataset in COURSE_TASKS.items()}
-    bert, tokenizer, _ = load_encoder(job.model, job.attn_implementation)
-    model = MultitaskBERT(bert, job.hidden_dropout_prob, settings.sentiment_pooling, settings.pair_pooling)
-    tasks = {name: course_task(name, data[name], tokenizer, train, job.max_length, settings.similarity_loss,
-                               settings.paraphrase_loss, settings.r_drop) for name in COURSE_TASKS}
+    model, task_list, _, _ = build_model(settings, job, train, data)
+    tasks = {t.name: t for t in task_list}
     optimizer = build_optimizer(model, train)
-    steps = interleave({t.name: t.train_batches(0) for t in tasks.values()}, train.sampling, train.seed, 0)
+    steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)
     scheduler = make_schedule(optimizer, train, len(steps) * train.epochs, len(steps))
     return model, tasks, optimizer, scheduler, steps, train, job, settings.r_drop
 
@@ -82,12 +80,19 @@ def step_flops(config, step, r_drop: float, unpadded: bool) -> int:
     return total
 
 
-def region_of(event) -> str | None:
-    while event is not None:
-        if event.name in REGIONS:
-            return event.name
-        event = event.cpu_parent
-    return None
+def regions_of(events) -> dict[int, str | None]:
+    """id(event) -> the REGIONS name it runs inside (None: outside them); each chain of parents is walked
+    once."""
+    found: dict[int, str | None] = {}
+    for event in events:
+        chain = []
+        while event is not None and id(event) not in found and event.name not in REGIONS:
+            chain.append(event)
+            event = event.cpu_parent
+        region = None if event is None else found.get(id(event), event.name)
+        for child in chain:
+            found[id(child)] = region
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,13 +138,15 @@ def main(argv: list[str] | None = None) -> None:
         wall = time.perf_counter() - started
 
     rows: dict[str, float] = defaultdict(float)  # seconds
-    for event in prof.events():
-        seconds = event.self_cpu_time_total / 1e6
-        region = region_of(event)
+    events = prof.events()
+    region_of = regions_of(events)
+    for event in events:
         if event.name in REGIONS:
             continue  # a region's own time is Python inside it: counted with the rest of the wall time
+        seconds = event.self_cpu_time_total / 1e6
+        region = region_of[id(event)]
         if region in ("clip", "optimizer"):
-            rows[f"{region}"] += seconds
+            rows[region] += seconds
         elif event.name in MATMULS:
             rows[MATMULS[event.name]] += seconds
         elif event.name in SOFTMAX:

@@ -196,6 +196,20 @@ def write_course_outputs(model: nn.Module, tasks: Sequence, examples: dict, file
     return written
 
 
+def build_model(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+                data: dict) -> tuple[MultitaskBERT, list, BertTokenizer, Path]:
+    """The run's model (the loaded encoder and three fresh heads), its training tasks from `data` (prefix ->
+    split -> examples), the tokenizer and the encoder's folder."""
+    bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
+    check_max_length(job.max_length, bert.config, pairs=True)
+    model = MultitaskBERT(bert, job.hidden_dropout_prob, settings.sentiment_pooling, settings.pair_pooling)
+    if job.freeze_encoder:
+        freeze(model.bert)
+    tasks = [course_task(name, data[name], tokenizer, train, job.max_length, settings.similarity_loss,
+                         settings.paraphrase_loss, settings.r_drop) for name in COURSE_TASKS]
+    return model, tasks, tokenizer, model_dir
+
+
 def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig, files: CourseFiles) -> int:
     out = job.out or default_run_dir("multitask")
     with claim_run(out, "multitask", job.model, resume=train.resume,
@@ -207,14 +221,7 @@ def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig
         data = {prefix: read_splits(source, dataset, job.strict, job.limit, files=paths[prefix])
                 for prefix, dataset in COURSE_TASKS.items()}
 
-        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-        check_max_length(job.max_length, bert.config, pairs=True)
-        model = MultitaskBERT(bert, job.hidden_dropout_prob, settings.sentiment_pooling,
-                              settings.pair_pooling)
-        if job.freeze_encoder:
-            freeze(model.bert)
-        tasks = [course_task(name, data[name], tokenizer, train, job.max_length, settings.similarity_loss,
-                             settings.paraphrase_loss, settings.r_drop) for name in COURSE_TASKS]
+        model, tasks, tokenizer, model_dir = build_model(settings, job, train, data)
         # --predict rebuilds the heads from these, and reads the run's inputs as the run did
         heads = {"job": "multitask", "model": str(model_dir), "data": source.description,
                  **{k: v for k, v in as_dict(settings, job).items()
