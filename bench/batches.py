@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from minbert.config import BertConfig
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 
 # The course's training files and the text columns of each (pairs are encoded as one sequence).
 COURSE_FILES = {"ids-sst-train.csv": ("sentence",), "quora-train.csv": ("sentence1", "sentence2"),

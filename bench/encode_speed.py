@@ -26,7 +26,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from bench.batches import default_data_dir
-from minbert.hub import resolve_model
+from minbert.loading.hub import resolve_model
 from minbert.sentence_encoder import SentenceEncoder
 from tasks.training.arguments import existing_dir, nonempty, positive_int
 

@@ -8,7 +8,7 @@ attention mask. Two kinds of batch (--lengths), each with a fixed seed:
   ([CLS] A [SEP] B [SEP]) tokenized with our tokenizer and the embedded checkpoint's vocabulary, cut at
   128 ($MINBERT_DATA/cs224n, or --data-dir). Mostly short, so most of a padded batch is padding.
 The runners: transformers' BertModel with SDPA attention (the reference) and with eager attention, and
-ours with the padded sdpa kernel and with unpadded execution (minbert/unpadded.py). With --precision
+ours with the padded sdpa kernel and with unpadded execution (minbert/fast/unpadded.py). With --precision
 bf16 each also runs under torch.autocast to bfloat16; with --compile, ours unpadded also runs with its
 layers compiled by torch.compile. Two modes:
 - forward: eval mode under torch.no_grad();
@@ -34,7 +34,7 @@ shows how noisy the run was. This is a benchmark, not a test: on a busy machine 
     python -m bench.model_speed --sizes minilm --lengths data --repeats 9 --compile
     python -m bench.model_speed --device cuda --precision fp32,bf16
 
-Read next: minbert/unpadded.py (the unpadded path measured here).
+Read next: minbert/fast/unpadded.py (the unpadded path measured here).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from tqdm import tqdm
 from bench.batches import Batch, course_lengths, default_data_dir, describe, make_batch, matmul_flops
 from minbert.config import BertConfig
 from minbert.model import BertModel
-from minbert.unpadded import UnpaddedBertModel
+from minbert.fast.unpadded import UnpaddedBertModel
 from tasks.training.arguments import (choice_list, existing_dir, integer, non_negative_int, nonempty,
                                       positive_int)
 

@@ -65,6 +65,7 @@ from tqdm.auto import tqdm
 
 import tasks.training.loop
 from optim.schedules import linear_warmup_decay
+from minbert.fast.dropout import use_fast_dropout
 from tasks.data.batching import TokenBatch
 from tasks.data.course import read_split, task_files
 from tasks.data.sources import resolve_data_dir
@@ -225,6 +226,7 @@ def run_plain(model: MultitaskBERT, datasets: dict[str, TensorDataset], config: 
     total = steps_per_epoch * config.epochs
     scheduler = linear_warmup_decay(optimizer, int(config.warmup * total), total)
     examples = steps = 0
+    use_fast_dropout(model)  # as the job's loop does
     model.train()
     for epoch in range(config.epochs):
         schedule = interleave({name: list(loader) for name, loader in loaders.items()}, "round-robin",

@@ -35,6 +35,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
+from minbert.fast.dropout import use_fast_dropout
 from tasks.data.course import read_splits
 from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_data
 from tasks.multitask import build_model
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = dict(train.task_weights)
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
+    use_fast_dropout(model)  # as the job's loop does
     model.train()
 
     def run(step) -> None:  # one step of tasks/training/loop.py, one process

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from minbert.atomic import atomic_path, atomic_write_text
+from minbert.loading.atomic import atomic_path, atomic_write_text
 from tasks.training.arguments import non_negative_int, nonempty, output_dir, positive_int
 from tasks.training.job import user_errors
 from tasks.training.run_dir import is_finished

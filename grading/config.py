@@ -50,7 +50,7 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "cosine": ("tasks/models/heads.py::cosine_similarity",),
     "mlm_masking": ("pretrain/masking.py::maskable_units", "pretrain/masking.py::choose_replacement",
                     "pretrain/masking.py::mask_tokens", "pretrain/masking.py::span_mask"),
-    "label_attention": ("minbert/label_attention.py::merge_label_scores",),
+    "label_attention": ("minbert/extras/label_attention.py::merge_label_scores",),
     "r_precision": ("tasks/evaluation/metrics.py::top_labels", "tasks/evaluation/metrics.py::r_precision"),
 }
 

@@ -98,8 +98,9 @@ MUTATIONS: tuple[Mutation, ...] = (
              "the additive mask multiplied into the scores", "add the mask to the scores"),
     Mutation("attention-probs-after-dropout", "attention", "minbert/attention.py",
              "    probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys\n"
-             "    context = dropout(probs, dropout_p) @ value  # (B, H, T, D)",
-             "    probs = dropout(scores.softmax(dim=-1), dropout_p)\n    context = probs @ value",
+             "    context = (probs if dropout is None else dropout(probs)) @ value  # (B, H, T, D)",
+             "    probs = scores.softmax(dim=-1) if dropout is None else dropout(scores.softmax(dim=-1))\n"
+             "    context = probs @ value",
              "the probabilities returned are the dropped ones (the docstring: before dropout)",
              "return them before dropout",
              whole_model=False),
@@ -241,13 +242,13 @@ MUTATIONS: tuple[Mutation, ...] = (
              "    rng.shuffle(units)\n", "    random.shuffle(units)\n",
              "the shuffle draws from the module `random`, not the rng it is given",
              "never from the module `random`"),
-    Mutation("label-scores-replace-cls-to-cls", "label_attention", "minbert/label_attention.py",
+    Mutation("label-scores-replace-cls-to-cls", "label_attention", "minbert/extras/label_attention.py",
              "new_cls_row = torch.cat([scores[:, :, :1, :1], best], dim=-1)  # (B, H, 1, T)",
              "new_cls_row = torch.cat([label_scores[:, :, :1, :1].max(dim=2, keepdim=True).values.maximum("
              "scores[:, :, :1, :1]), best], dim=-1)",
              "the [CLS] -> [CLS] score takes the label max too (the paper leaves it alone)",
              "the [CLS] -> [CLS] score changed"),
-    Mutation("label-scores-summed", "label_attention", "minbert/label_attention.py",
+    Mutation("label-scores-summed", "label_attention", "minbert/extras/label_attention.py",
              ".max(dim=2, keepdim=True).values  # (B, H, 1, T-1)",
              ".sum(dim=2, keepdim=True)  # (B, H, 1, T-1)",
              "the [CLS] row and the label scores are summed instead of maxed", "the scores were summed"),

@@ -8,8 +8,8 @@ Interchangeable kernels compute the same thing, looked up by name in ATTENTION_K
 - `eager_attention`: the formula written out on `attention_scores` (the exercise; it can also return the
   probabilities);
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
-(The fast path for padded batches, unpadded.py, adds a third, for its UnpaddedBertModel, which packs a
-batch's real tokens into one row before the embeddings.)
+(The fast path for padded batches, minbert/fast/unpadded.py, adds a third, for its UnpaddedBertModel,
+which packs a batch's real tokens into one row before the embeddings.)
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
 
@@ -26,14 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.dropout import dropout
 
 
 def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """S = Q K^T / sqrt(D): how well each query matches each key (Vaswani et al. eq. 1, inside the softmax).
 
     query: (B, H, T_q, D), key: (B, H, T_k, D). Returns (B, H, T_q, T_k). Label attention
-    (label_attention.py) scores its label queries with it too.
+    (extras/label_attention.py) scores its label queries with it too.
     """
     # Hint: without the 1/sqrt(D) the dot products grow with D and the softmax saturates (paper §3.2.1).
     # BEGIN SOLUTION
@@ -43,31 +42,32 @@ def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
 
 def eager_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor,
-    dropout_p: float = 0.0, return_probs: bool = False,
+    dropout: nn.Module | None = None, return_probs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Scaled dot-product attention written out.
 
     query, key, value: (B, H, T, D). attention_mask: additive, broadcastable to (B, H, T, T):
     0 where a key may be attended, a very large negative number where it is padding.
-    dropout_p: dropout on the attention probabilities (BERT applies it there, as the TF code does).
+    dropout: the layer's nn.Dropout, applied to the attention probabilities (BERT applies it there, as
+    the TF code does; in eval mode it does nothing); None: no dropout.
     Returns the context (B, H, T, D) and, if asked, the probabilities (B, H, T, T) before dropout.
     """
     # Hints: 1. the scores S (`attention_scores`, above)
     #        2. add the mask, so padding gets (almost) zero probability after the softmax
-    #        3. softmax over the keys (the last axis), dropout (`dropout`, imported above), then mix
-    #           the values
+    #        3. softmax over the keys (the last axis), then `dropout` (when there is one) on the
+    #           probabilities, then mix the values
     # BEGIN SOLUTION
     scores = attention_scores(query, key)  # (B, H, T, T)
     scores = scores + attention_mask
     probs = scores.softmax(dim=-1)  # each query's row sums to 1 over the keys
-    context = dropout(probs, dropout_p) @ value  # (B, H, T, D)
+    context = (probs if dropout is None else dropout(probs)) @ value  # (B, H, T, D)
     # END SOLUTION
     return context, (probs if return_probs else None)
 
 
 def sdpa_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | None,
-    dropout_p: float = 0.0, return_probs: bool = False,
+    dropout: nn.Module | None = None, return_probs: bool = False,
 ) -> tuple[torch.Tensor, None]:
     """The same computation with PyTorch's fused kernel (it never materialises the probabilities).
 
@@ -82,19 +82,21 @@ def sdpa_attention(
     # finfo.min (forward, MiniLM size, batch 32, 2 threads), ~2% of a whole forward pass; this is what
     # put us level with transformers, which also passes a boolean mask (bench/model_speed.py). It also
     # needs no cast under bf16 autocast. Our masks hold only 0 and finfo.min, so `== 0` loses nothing.
+    dropout_p = dropout.p if dropout is not None and dropout.training else 0.0
     if dropout_p > 0.0 and query.device.type == "cpu":
         # PyTorch's CPU fused kernels take no dropout: given some, they fall back to this same computation
-        # written out, with the slower random mask of F.dropout (dropout.py). So training on a CPU runs
-        # the eager kernel; evaluation, and every GPU, keep the fused one.
+        # written out, with F.dropout's random mask. So training on a CPU runs the eager kernel, with the
+        # layer's own dropout module (minbert/fast/dropout.py swaps in a cheaper one); evaluation, and
+        # every GPU, keep the fused one.
         return eager_attention(query, key, value, 0.0 if attention_mask is None else attention_mask,
-                               dropout_p)
+                               dropout)
     keep = attention_mask == 0 if attention_mask is not None else None  # (B, 1, 1, T), broadcast like it
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p)
     return context, None
 
 
 # The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face ("unpadded",
-# registered by unpadded.py, is UnpaddedBertModel's).
+# registered by minbert/fast/unpadded.py, is UnpaddedBertModel's).
 ATTENTION_KERNELS: dict[str, Callable] = {"eager": eager_attention, "sdpa": sdpa_attention}
 
 
@@ -113,7 +115,7 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
-        self.dropout_prob = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)  # on the probabilities (TF code)
         self.attn_implementation = check_kernel_name(attn_implementation)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor,
@@ -130,12 +132,12 @@ class BertSelfAttention(nn.Module):
                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """This layer's kernel on (B, H, T, D) heads: context (B, H, T, D) and maybe probabilities.
 
-        A variant that attends differently overrides this method (label_attention.py's LabelSelfAttention).
+        A variant that attends differently overrides this method (LabelSelfAttention, in
+        extras/label_attention.py).
         """
         # Only the eager kernel can hand back the probabilities, so asking for them selects it.
         kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]
-        dropout_p = self.dropout_prob if self.training else 0.0
-        return kernel(query, key, value, attention_mask, dropout_p, output_attentions)
+        return kernel(query, key, value, attention_mask, self.dropout, output_attentions)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, C) -> (B, H, T, D): head h of token t holds x[b, t, h*D:(h+1)*D]."""

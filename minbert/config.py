@@ -6,21 +6,17 @@ frozen: a model's shape never changes after it is built, so nothing may edit it 
 A config.json must state the sizes (REQUIRED_KEYS) rather than take bert-base's: a checkpoint whose
 config.json omits one almost surely is not bert-base-sized, and its number of heads would not even show
 as a shape mismatch, only as wrong outputs. `BertConfig.from_pretrained(name_or_path)` reads the
-config.json of a directory or of a model name as hub.py resolves it.
+config.json of a directory or of a model name (minbert/loading/pretrained.py).
 
-Read next: tokenizer.py (text to ids), then embeddings.py (ids to vectors).
+Read next: embeddings.py (token ids to vectors).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
-from minbert.atomic import atomic_write_text
-from minbert.hub import check_name_or_path, resolve_model
+from minbert.loading.pretrained import ConfigError, PretrainedConfig
 
 # Keys that Hugging Face writes into config.json but that do not change the model we build.
 _IGNORED_KEYS = {
@@ -38,13 +34,12 @@ REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
                  "max_position_embeddings", "type_vocab_size")
 
 
-class ConfigError(ValueError):
-    """A config.json that does not describe a BERT we can build; the message names the file."""
-
-
 @dataclass(frozen=True)
-class BertConfig:
-    """Sizes and regularisation of a BERT encoder (names as in Hugging Face's config.json)."""
+class BertConfig(PretrainedConfig):
+    """Sizes and regularisation of a BERT encoder (names as in Hugging Face's config.json).
+
+    config.json in and out (`from_json_file`, `from_pretrained`, `to_json_file`) come from the base class,
+    as transformers' BertConfig gets them from PretrainedConfig (minbert/loading/pretrained.py)."""
 
     vocab_size: int = 30522
     hidden_size: int = 768
@@ -136,38 +131,3 @@ class BertConfig:
             return cls(**kwargs)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: {error}") from None
-
-    @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        """Read a Hugging Face config.json (a file, or a directory holding one)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "config.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"no config.json at {path}")
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ConfigError(f"{path}: not valid JSON ({error})") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
-        return cls.from_dict(values, source=str(path))
-
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *,
-                        revision: str = "main") -> "BertConfig":
-        """The config of a checkpoint: a directory holding config.json (or the file itself), a name in the
-        local Hugging Face cache, or None for the embedded all-MiniLM-L6-v2, as the models'
-        from_pretrained find them (hub.py)."""
-        check_name_or_path(name_or_path)
-        if name_or_path is not None and Path(name_or_path).expanduser().exists():
-            return cls.from_json_file(Path(name_or_path).expanduser())  # config.json alone is enough here
-        return cls.from_json_file(resolve_model(name_or_path, revision))
-
-    def to_json_file(self, path: str | os.PathLike) -> Path:
-        """Write config.json atomically (a file path, or a directory to write config.json into)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "config.json"
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-        return path

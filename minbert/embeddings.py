@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.dropout import Dropout
 
 
 class BertEmbeddings(nn.Module):
@@ -29,7 +28,7 @@ class BertEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         # The capital L is the checkpoint's name (TF's "LayerNorm" scope); keeping it makes loading a copy.
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(
         self,
@@ -44,7 +43,7 @@ class BertEmbeddings(nn.Module):
         gradients with respect to the input, e.g. saliency maps).
         token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
         position_ids: (B, T) or (1, T) index of each token in the position table; default 0, 1, ..., T - 1
-        (Hugging Face's argument; the unpadded model, unpadded.py, gives each token of a packed row the
+        (Hugging Face's argument; the unpadded model, fast/unpadded.py, gives each token of a packed row the
         position it has in its padded row).
         Returns (B, T, C).
         """
@@ -67,7 +66,7 @@ class BertEmbeddings(nn.Module):
                 )
             position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
         else:
-            # Checked by value, as the ids are: a packed row (unpadded.py) may hold more tokens than the
+            # Checked by value, as the ids are: a packed row (fast/unpadded.py) may hold more tokens than the
             # table has positions, since only each token's own position must lie in the table.
             check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
                       "max_position_embeddings")

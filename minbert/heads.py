@@ -10,7 +10,7 @@ cls.seq_relationship.*.
 
 Shape legend: B batch, T tokens, C hidden size, V vocabulary size.
 
-Read next: checkpoint.py.
+Read next: pooling.py.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 from minbert.model import BertModel, init_bert_weights
-from minbert.pretrained import BertPreTrainedModel, ModelOutput
 
 IGNORE_INDEX = -100  # label of positions that are not predicted (PyTorch's cross_entropy default)
 
@@ -117,6 +117,8 @@ class BertForPreTraining(BertPreTrainedModel):
 
     Its checkpoint keys are the encoder's under bert. (base_model_prefix) and the heads' under cls.
     """
+
+    config_class = BertConfig
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa") -> None:
         super().__init__()

@@ -21,7 +21,6 @@ from torch import nn
 
 from minbert.attention import BertSelfAttention
 from minbert.config import BertConfig
-from minbert.dropout import Dropout
 
 
 class AddNorm(nn.Module):
@@ -31,7 +30,7 @@ class AddNorm(nn.Module):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """hidden_states: (B, T, in_features), the sub-layer's output; residual: (B, T, C), its input."""

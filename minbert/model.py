@@ -5,13 +5,13 @@ The model knows nothing about tasks: it maps token ids to one contextual vector 
 BERT's next-sentence head). Task heads live in tasks/, pre-training heads in heads.py.
 
 Loading and saving (`BertModel.from_pretrained`, `save_pretrained`) and the rest of what a `transformers`
-user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class in pretrained.py; the
+user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class in loading/pretrained.py; the
 output reads as an attribute (`out.last_hidden_state`), a key (`out["last_hidden_state"]`) or an index
 (`out[0]`), as in `transformers`.
 
 Shape legend: B batch, T tokens, C hidden size, H heads, L layers.
 
-Read next: unpadded.py (the same model on a padded batch's real tokens only), then heads.py.
+Read next: heads.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from minbert.attention import check_kernel_name
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.encoder import BertEncoder
-from minbert.pretrained import BertPreTrainedModel, ModelOutput
+from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 
 
 @dataclass
@@ -73,9 +73,11 @@ class BertModel(BertPreTrainedModel):
     """The BERT encoder: BertEmbeddings -> BertEncoder (L x BertLayer) -> BertPooler.
 
     attn_implementation: "sdpa" (the default) or "eager" (the kernel students write). The fast path for
-    padded batches, which runs on their real tokens only, is a subclass: UnpaddedBertModel (unpadded.py).
+    padded batches, which runs on their real tokens only, is a subclass: UnpaddedBertModel (fast/unpadded.py).
     add_pooling_layer=False leaves the pooler out (pooler_output is then None), as in transformers.
     """
+
+    config_class = BertConfig  # what from_pretrained reads config.json into
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:

@@ -7,7 +7,7 @@ sorts them by length so that each batch carries little padding, runs the batches
 torch.inference_mode, and puts the vectors back in the input's order.
 
 The settings (pooling, normalisation, max_seq_length, similarity function, prompts) travel with the
-weights in sentence-transformers' own files (sentence_files.py), so an encoder gives the same vectors
+weights in sentence-transformers' own files (loading/sentence_files.py), so an encoder gives the same vectors
 whatever it was built from: a folder sentence-transformers saved, a folder `save` wrote, a main-job run's
 best/, or a BertModel loaded from one of those. A folder without those files (a plain Hugging Face
 checkpoint) gets sentence-transformers' defaults for one: mean pooling, no normalisation, the tokenizer's
@@ -34,12 +34,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from minbert.hub import resolve_model
+from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
-from minbert.sentence_files import SIMILARITY_FUNCTIONS, SentenceSettings, read_settings, replace, write_settings
-from minbert.tokenizer import BertTokenizer
-from minbert.unpadded import model_class
+from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, read_settings, replace,
+                                            write_settings)
+from minbert.text.tokenizer import BertTokenizer
+from minbert.fast.unpadded import model_class
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -64,7 +65,7 @@ class SentenceEncoder(nn.Module):
         revision: str = "main",
         attn_implementation: str = "sdpa",
     ) -> None:
-        """model: a checkpoint directory or a model name as minbert.hub resolves it (None: the embedded
+        """model: a checkpoint directory or a model name as loading/hub.py resolves it (None: the embedded
         all-MiniLM-L6-v2), or a BertModel already built, given with its tokenizer (its settings then come
         from the folder it was loaded from, if any).
 
@@ -76,7 +77,7 @@ class SentenceEncoder(nn.Module):
         folder's setting (see the module docstring).
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
         attn_implementation: the attention kernel of a model loaded here; "unpadded" loads an
-        UnpaddedBertModel (unpadded.py).
+        UnpaddedBertModel (fast/unpadded.py).
         """
         super().__init__()
         if isinstance(model, BertModel):

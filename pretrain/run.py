@@ -36,10 +36,10 @@ from typing import Any, NamedTuple, Sequence
 import torch
 from torch import nn
 
-from minbert.checkpoint import save_model
+from minbert.loading.checkpoint import save_model
 from minbert.heads import BertForPreTraining, masked_lm_loss, next_sentence_loss
-from minbert.hub import resolve_model
-from minbert.tokenizer import BertTokenizer
+from minbert.loading.hub import resolve_model
+from minbert.text.tokenizer import BertTokenizer
 from pretrain.corpus import (NO_NSP_LABEL, NSP_MIN_DOCUMENTS, TEXT_FORMATS, Document, PretrainingExample,
                              create_examples, newsgroups_documents, read_text_documents, split_heldout,
                              task_documents, tokenize_documents)

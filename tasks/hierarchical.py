@@ -15,11 +15,11 @@ best/):
 
     rprecision.md          the per-level R-Precision table (dev and test), with documents counted per level
     result.json            the same numbers, plus the layer map
-    analysis.json          the layer analysis of the best checkpoint on dev (minbert/analysis.py), unless
-                           --no-analysis; notebooks/structured_layers.ipynb draws it
+    analysis.json          the layer analysis of the best checkpoint on dev (minbert/extras/analysis.py),
+                           unless --no-analysis; notebooks/structured_layers.ipynb draws it
     predictions/test-output.jsonl   per test document: gold labels and the top-R labels of each level
 
-Read next: ../minbert/analysis.py.
+Read next: ../minbert/extras/analysis.py.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from minbert.analysis import LayerStatistics
-from minbert.atomic import atomic_write_text
+from minbert.extras.analysis import LayerStatistics
+from minbert.loading.atomic import atomic_write_text
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
-from minbert.truncation import TRUNCATION_STRATEGIES
+from minbert.text.tokenizer import BertTokenizer
+from minbert.text.truncation import TRUNCATION_STRATEGIES
 from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order,
                                  sorted_batches)
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
@@ -161,7 +161,7 @@ def write_test_predictions(task: HierarchicalTask, model: HierarchicalModel,
 
 
 def analyse(model: HierarchicalModel, task: HierarchicalTask) -> dict:
-    """minbert.analysis's layer measures on the dev set (eager attention, to get the probabilities)."""
+    """minbert.extras.analysis's layer measures on the dev set (eager attention, to get the probabilities)."""
     statistics = LayerStatistics()
     for group in sorted_batches([len(x) for x in task.dev_ids], 8):
         tokens = pad_batch([task.dev_ids[i] for i in group], pad_id=task.pad_id).to(device_of(model))

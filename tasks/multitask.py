@@ -34,8 +34,8 @@ from torch import nn
 
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
-from minbert.sentence_files import SentenceSettings
-from minbert.tokenizer import BertTokenizer
+from minbert.loading.sentence_files import SentenceSettings
+from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch
 from tasks.data.course import read_splits, write_predictions
 from tasks.data.course_files import (COURSE_TASKS, OUTPUT_SPLITS, SPLITS, course_files, find_data,

@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
 from tasks.data.examples import DataFileError

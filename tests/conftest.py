@@ -48,10 +48,10 @@ def embedded_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, embedded_model_dir) -> Path:
     """A randomly initialised tiny BERT with the real bert-base-uncased vocabulary, in HF format."""
-    from minbert.checkpoint import save_model
+    from minbert.loading.checkpoint import save_model
     from minbert.config import BertConfig
     from minbert.model import BertModel
-    from minbert.tokenizer import BertTokenizer
+    from minbert.text.tokenizer import BertTokenizer
 
     directory = tmp_path_factory.mktemp("tiny-bert")
     torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""The layer measures (minbert/analysis.py): angular distance, entropy and KL divergence by hand,
+"""The layer measures (minbert/extras/analysis.py): angular distance, entropy and KL divergence by hand,
 pairwise_kl against kl_divergence, and LayerStatistics on hand-made hidden states and attentions (uniform
 attention, padding invariance, the angular-distance matrix against a direct computation).
 
@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from minbert.analysis import LayerStatistics, angular_distance, entropy, kl_divergence, pairwise_kl
+from minbert.extras.analysis import LayerStatistics, angular_distance, entropy, kl_divergence, pairwise_kl
 
 TOL = dict(atol=1e-6, rtol=1e-6)
 F64 = dict(atol=1e-10, rtol=1e-10)

@@ -11,6 +11,7 @@ unit norms) on a tiny random model with a 34-token vocabulary, so those tests ne
 from __future__ import annotations
 
 import contextlib
+import ast
 import io
 import json
 import re
@@ -27,10 +28,10 @@ from safetensors.torch import save_file
 import minbert
 from minbert import (BertConfig, BertForPreTraining, BertModel, BertTokenizer, SentenceEncoder,
                      UnpaddedBertModel)
-from minbert.checkpoint import CheckpointError, LoadReport
-from minbert.hub import ModelNotFoundError
+from minbert.loading.checkpoint import CheckpointError, LoadReport
+from minbert.loading.hub import ModelNotFoundError
 from minbert.pooling import max_pool, mean_pool
-from minbert.model_inputs import ModelInputs
+from minbert.text.inputs import ModelInputs
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = ("the a cat dog sat ran on mat today is was very happy sad . , ! ? and of to in it he she "
@@ -62,7 +63,10 @@ def heads_files(directory: Path) -> None:
 
 
 def test_public_names_come_from_the_package_root():
-    from minbert import checkpoint, config, heads, model, sentence_encoder, tokenizer, unpadded
+    from minbert import config, heads, model, sentence_encoder
+    from minbert.fast import unpadded
+    from minbert.loading import checkpoint
+    from minbert.text import tokenizer
 
     assert sorted(minbert.__all__) == sorted(["BertConfig", "BertTokenizer", "BertModel", "UnpaddedBertModel",
                                               "BertForPreTraining", "SentenceEncoder"])
@@ -70,6 +74,23 @@ def test_public_names_come_from_the_package_root():
         config.BertConfig, tokenizer.BertTokenizer, model.BertModel, unpadded.UnpaddedBertModel,
         heads.BertForPreTraining, sentence_encoder.SentenceEncoder)
     assert checkpoint.LoadReport is LoadReport
+    with pytest.raises(AttributeError, match="no attribute 'BertModle'"):
+        minbert.BertModle
+
+
+@pytest.mark.slow
+def test_importing_minbert_loads_only_what_is_asked_for():
+    """`import minbert` runs no model file; `from minbert import BertModel` runs the lesson and loading, not
+    the tokenizer, the fast paths or sentence-transformers' files."""
+    code = ("import sys, minbert; print(sorted(m for m in sys.modules if m.startswith('minbert')));"
+            "from minbert import BertModel; print(sorted(m for m in sys.modules if m.startswith('minbert')))")
+    lines = subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True,
+                           text=True).stdout.splitlines()
+    assert lines[0] == "['minbert']"
+    loaded = set(ast.literal_eval(lines[1]))
+    assert {"minbert.model", "minbert.attention", "minbert.loading.pretrained"} <= loaded
+    assert not loaded & {"minbert.text.tokenizer", "minbert.fast.unpadded", "minbert.fast.dropout",
+                         "minbert.sentence_encoder", "minbert.loading.sentence_files", "minbert.heads"}
 
 
 @pytest.mark.slow
@@ -100,7 +121,8 @@ def test_save_pretrained_then_from_pretrained_gives_equal_outputs_and_the_report
     ids = torch.randint(5, 99, (2, 7))
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
     first, second = ours(ids, mask), loaded(ids, mask)
-    assert list(first) == list(second)  # the keys: an output iterates as a dict does (minbert/pretrained.py)
+    # the keys: an output iterates as a dict does (minbert/loading/pretrained.py)
+    assert list(first) == list(second)
     for key in first:
         assert torch.equal(first[key], second[key]), key
 

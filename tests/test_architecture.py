@@ -3,13 +3,16 @@
 Imports are read with `ast` from every file (function-level imports included), so a new import that
 points up fails here with the file, the line and the rule it breaks. Between packages the layers of the
 doc decide; inside a package no two modules may import each other, even through others or from inside a
-function; inside minbert/ the doc's file table is the order, each file importing only files above it.
+function; inside minbert/ the lesson files import only the lesson files before them and the one loading
+base class, and every file of minbert/ is in the doc's tables.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,11 +118,18 @@ def find_cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
     return None
 
 
-def minbert_order() -> list[str]:
-    """The files of docs/architecture.md's minbert/ table, in the table's order."""
+# The lesson, in the order a student reads it (each file's "Read next" names the next one).
+LESSON = ("config", "embeddings", "attention", "layer", "encoder", "model", "heads", "pooling")
+# The one module outside the lesson that its files may import: the base classes that load and save
+# (as transformers' models inherit PreTrainedModel).
+LESSON_BASE = "minbert.loading.pretrained"
+
+
+def minbert_tables() -> list[str]:
+    """The files that docs/architecture.md's minbert/ tables list, as paths below minbert/."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("\n## minbert/", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| `(\w+\.py)` \|", section, flags=re.MULTILINE)
+    return re.findall(r"^\| `([\w/]+\.py)` \|", section, flags=re.MULTILINE)
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -191,18 +201,35 @@ def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return ["minbert" if node.level else node.module or ""]  # a relative import inside minbert is ours
 
 
-def test_minbert_files_import_only_files_above_them_in_the_docs_table():
-    order = minbert_order()
-    files = sorted(path.name for path in (ROOT / "minbert").glob("*.py"))
-    assert sorted(order) == files, ("docs/architecture.md's minbert/ table and the folder differ: only in "
-                                    f"the table {sorted(set(order) - set(files))}, only in the folder "
-                                    f"{sorted(set(files) - set(order))}")
-    rank = {f"minbert.{name[:-3]}" if name != "__init__.py" else "minbert": i for i, name in enumerate(order)}
-    graph = import_graph("minbert")
-    wrong = [f"minbert/{order[rank[module]]}:{line} imports {target}, which the table lists below it"
-             for module, targets in graph.items() for target, line in targets.items()
-             if rank[target] > rank[module]]
-    assert not wrong, "\n".join(wrong)
+def test_the_lesson_files_import_only_earlier_lesson_files_and_the_loading_base_class():
+    wrong = []
+    for i, name in enumerate(LESSON):
+        earlier = {f"minbert.{other}" for other in LESSON[:i]} | {LESSON_BASE}
+        for line, imported in imports(ROOT / "minbert" / f"{name}.py"):
+            if imported.split(".")[0] == "minbert" and not {imported, imported.rsplit(".", 1)[0]} & earlier:
+                wrong.append(f"minbert/{name}.py:{line} imports {imported}")
+    assert not wrong, ("a lesson file imports only the lesson files before it and minbert/loading/pretrained.py "
+                       "(a fast path swaps itself in from outside):\n" + "\n".join(wrong))
+
+
+def test_the_lesson_reads_as_one_chain():
+    for name, following in zip(LESSON, LESSON[1:]):
+        text = (ROOT / "minbert" / f"{name}.py").read_text(encoding="utf-8")
+        read_next = re.search(r"^Read next: (\S+)", text, flags=re.MULTILINE)
+        assert read_next and read_next.group(1).startswith(f"{following}.py"), (
+            f"minbert/{name}.py's 'Read next' should name {following}.py, the next lesson file")
+
+
+def test_every_minbert_file_is_in_the_docs_tables_and_minbert_holds_only_the_lesson_at_its_top():
+    listed = minbert_tables()
+    files = sorted(str(path.relative_to(ROOT / "minbert")) for path in files_of("minbert"))
+    assert sorted(listed) == files, ("docs/architecture.md's minbert/ tables and the folder differ: only in "
+                                     f"the tables {sorted(set(listed) - set(files))}, only in the folder "
+                                     f"{sorted(set(files) - set(listed))}")
+    top = sorted(path.stem for path in (ROOT / "minbert").glob("*.py"))
+    assert top == sorted([*LESSON, "__init__", "sentence_encoder"]), (
+        "minbert/'s own files are the lesson (and the package's front door, sentence_encoder.py aside); "
+        f"put the others in a subpackage: {sorted(set(top) - {*LESSON, '__init__', 'sentence_encoder'})}")
 
 
 def test_the_shared_data_folder_beside_the_checkout_is_found_without_minbert_data(monkeypatch):
@@ -228,26 +255,25 @@ def test_no_job_imports_another_job():
     assert not wrong, "jobs never import each other:\n" + "\n".join(wrong)
 
 
-def files_run_by(module: str) -> set[str]:
-    """Every file of ours that importing `module` runs (its imports, theirs, ...), package __init__s aside."""
-    modules = {module_name(p): p for package in ALLOWED for p in files_of(package)}
-    seen, todo = set(), [module]
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        todo += [target for _, name in imports(modules[current])
-                 if (target := own_module(name, set(modules))) is not None]
-    return {str(modules[m].relative_to(ROOT)) for m in seen if modules[m].name != "__init__.py"}
+def files_loaded_by(module: str) -> set[str]:
+    """Every file of ours that `python -m <module>` loads before it starts work: sys.modules after the
+    import, package __init__s included (a fresh process, so nothing else is loaded)."""
+    code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+            "print('\\n'.join(getattr(m, '__file__', None) or '' for m in list(sys.modules.values())))")
+    listed = subprocess.run([sys.executable, "-c", code, module], check=True, cwd=ROOT, capture_output=True,
+                            text=True).stdout.splitlines()
+    ours = [Path(f).resolve() for f in listed if f]
+    return {str(p.relative_to(ROOT)) for p in ours
+            if p.is_relative_to(ROOT) and p.relative_to(ROOT).parts[0] in ALLOWED}
 
 
-def test_the_main_jobs_way_in_the_docs_is_every_file_it_runs():
-    """docs/architecture.md's hop list names exactly the files `python -m tasks.multitask` imports."""
+@pytest.mark.slow
+def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads():
+    """docs/architecture.md's hop list names exactly the files `python -m tasks.multitask` loads."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("\n## The main job's way", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`((?:minbert|optim|tasks|pretrain)/[\w/]+\.py)`", section))
-    run = files_run_by("tasks.multitask")
+    run = files_loaded_by("tasks.multitask")
     assert not run - listed, f"docs/architecture.md's main-job list lacks {sorted(run - listed)}"
-    assert not listed - run, f"docs/architecture.md's main-job list names files the job does not run: " \
+    assert not listed - run, f"docs/architecture.md's main-job list names files the job does not load: " \
                              f"{sorted(listed - run)}"

@@ -21,11 +21,11 @@ import torch
 import transformers
 from safetensors.torch import save_file
 
-from minbert.checkpoint import (CheckpointError, LoadReport, find_weights_file, normalise_keys, read_weights,
+from minbert.loading.checkpoint import (CheckpointError, LoadReport, find_weights_file, normalise_keys, read_weights,
                                 save_model)
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
-from minbert.hub import ModelNotFoundError
+from minbert.loading.hub import ModelNotFoundError
 from minbert.model import BertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -348,7 +348,7 @@ def test_real_embedded_checkpoint_matches_transformers_and_round_trips(tmp_path,
 def tokenize(model_dir: Path, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T) ids and mask from our tokenizer, else transformers' (the tokenizer is not the subject here)."""
     try:
-        from minbert.tokenizer import BertTokenizer
+        from minbert.text.tokenizer import BertTokenizer
     except ImportError:
         encoded = transformers.AutoTokenizer.from_pretrained(model_dir)(
             sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from minbert.config import BertConfig
-from minbert.label_attention import label_loss
+from minbert.extras.label_attention import label_loss
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from tasks import classify
 from tasks.classify import ClassifyTask, LabelLossSettings, main_score, score
 from tasks.data import classify_sets

@@ -1,4 +1,4 @@
-"""minbert/dropout.py against what torch.nn.Dropout promises: drop rate, scaling, eval, gradients."""
+"""minbert/fast/dropout.py against what torch.nn.Dropout promises: drop rate, scaling, eval, gradients."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from minbert.dropout import Dropout, dropout, keep_mask
+from minbert.fast.dropout import Dropout, dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

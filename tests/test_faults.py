@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from minbert.atomic import atomic_directory, readable_directory
+from minbert.loading.atomic import atomic_directory, readable_directory
 from pretrain import run as pretrain_run
 from tasks import multitask
 from tasks.data.sources import SAMPLE_DIR
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 KILL_DURING_SECOND_BEST = """
 import os, signal, sys
 from pathlib import Path
-from minbert import checkpoint
+from minbert.loading import checkpoint
 from tasks import multitask
 scores = []
 def rising(dev):
@@ -268,7 +268,7 @@ def test_a_full_disk_while_best_is_written_keeps_the_previous_best(tiny_model_di
     previous best/ whole, no half-written folder; --resume then finishes, each epoch once in metrics.jsonl."""
     from safetensors import SafetensorError
 
-    from minbert import checkpoint
+    from minbert.loading import checkpoint
 
     scores = iter([0.1, 0.2, 0.3])  # every epoch a new best
     monkeypatch.setattr(multitask, "overall_score", lambda dev: next(scores))

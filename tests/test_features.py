@@ -83,7 +83,7 @@ def test_chunk_pooling_ignores_padding_chunks():
 
 
 def test_classify_task_chunks_a_long_text_and_the_model_pools_its_windows(embedded_model_dir):
-    from minbert.tokenizer import BertTokenizer
+    from minbert.text.tokenizer import BertTokenizer
 
     tokenizer = BertTokenizer.from_pretrained(embedded_model_dir)
     torch.manual_seed(0)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from minbert.tokenizer import BertTokenizer
-from minbert.truncation import TRUNCATION_STRATEGIES
+from minbert.text.tokenizer import BertTokenizer
+from minbert.text.truncation import TRUNCATION_STRATEGIES
 from pretrain.corpus import read_text_documents
 from tasks.data.course import read_split, task_files
 from tasks.data.examples import DataFileError

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from minbert import hub
-from minbert.checkpoint import CheckpointError, save_model
+from minbert.loading import hub
+from minbert.loading.checkpoint import CheckpointError, save_model
 from minbert.config import BertConfig
-from minbert.hub import (EMBEDDED_SHA256, ChecksumError, ModelNotFoundError, hf_cache_dir, resolve_model,
+from minbert.loading.hub import (EMBEDDED_SHA256, ChecksumError, ModelNotFoundError, hf_cache_dir, resolve_model,
                          sha256_file, verify_sha256)
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 
 COMMIT_OLD = "a" * 40
 COMMIT_MAIN = "b" * 40

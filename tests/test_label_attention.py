@@ -13,15 +13,15 @@ import math
 import pytest
 import torch
 
-from minbert import label_attention as la
+from minbert.extras import label_attention as la
 from minbert.attention import BertSelfAttention
 from minbert.config import BertConfig
-from minbert.label_attention import (LabelAttentionBert, LabelSelfAttention, add_label_attention,
+from minbert.extras.label_attention import (LabelAttentionBert, LabelSelfAttention, add_label_attention,
                                      init_from_class_means, init_from_keywords, label_loss,
                                      merge_label_scores, parse_label_layers)
 from minbert.model import BertModel, extended_attention_mask
-from minbert.tokenizer import BertTokenizer
-from minbert.unpadded import UnpaddedBertModel
+from minbert.text.tokenizer import BertTokenizer
+from minbert.fast.unpadded import UnpaddedBertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

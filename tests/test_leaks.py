@@ -176,7 +176,7 @@ def test_a_renamed_copy_planted_in_the_real_packages_is_found():
     for number, name in enumerate(sorted(variables - set(dir(builtins)))):
         body = re.sub(rf"(?<![.\w]){name}\b", f"renamed_{number}", body)
     body = re.sub(r"#.*", "# a comment of its own", body).replace(" @ ", "@").replace(" / ", "  /  ")
-    target = "minbert/analysis.py"
+    target = "minbert/extras/analysis.py"
     original = sources[target].rstrip("\n") + "\n"
     planted = original + "\n\ndef planted():\n    x = 1\n" + textwrap.indent(body, "    ") + "\n"
     first = len(original.splitlines()) + 5

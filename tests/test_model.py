@@ -21,7 +21,7 @@ from minbert.embeddings import BertEmbeddings
 from minbert.heads import BertForPreTraining
 from minbert.layer import BertLayer
 from minbert.model import BertModel, extended_attention_mask
-from minbert.unpadded import model_class
+from minbert.fast.unpadded import model_class
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

@@ -25,7 +25,7 @@ import transformers
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from pretrain import run as pretrain_run
 from pretrain.corpus import (IS_NEXT, NO_NSP_LABEL, NOT_NEXT, create_examples, newsgroups_documents,
                              read_text_documents, split_heldout, split_sentences, truncate_pair)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from tasks import tag
 from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
 from tasks.data.examples import DataFileError

@@ -17,9 +17,9 @@ import shutil
 import pytest
 import torch
 
-from minbert.model_inputs import BatchEncoding, Encoding
-from minbert.tokenizer import BertTokenizer
-from minbert.truncation import (TRUNCATION_STRATEGIES, head_tail_truncate, pair_budgets, truncate,
+from minbert.text.inputs import BatchEncoding, Encoding
+from minbert.text.tokenizer import BertTokenizer
+from minbert.text.truncation import (TRUNCATION_STRATEGIES, head_tail_truncate, pair_budgets, truncate,
                                 truncate_pair)
 
 try:  # transformers >= 5: the pure-Python tokenizer, renamed

@@ -23,8 +23,8 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from minbert.tokenizer import BertTokenizer
-from minbert.truncation import PAIR_STRATEGIES, pair_budgets
+from minbert.text.tokenizer import BertTokenizer
+from minbert.text.truncation import PAIR_STRATEGIES, pair_budgets
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,4 +1,4 @@
-"""The habits a `transformers` user brings to minbert's models (minbert/pretrained.py), each held to
+"""The habits a `transformers` user brings to minbert's models (minbert/loading/pretrained.py), each held to
 `transformers` on the same folder and weights.
 
 Outputs read by attribute, key and index, with the same keys as `transformers`' (fields that are None are

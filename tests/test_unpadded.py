@@ -1,4 +1,4 @@
-"""Unpadded execution (minbert/unpadded.py's UnpaddedBertModel) against the padded path, on models with the
+"""Unpadded execution (minbert/fast/unpadded.py's UnpaddedBertModel) against the padded path, on models with the
 same weights.
 
 The padded path with the eager kernel is the reference (the lesson, itself held to transformers in
@@ -21,7 +21,7 @@ from minbert.embeddings import check_ids
 from minbert.encoder import BertEncoder
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel, extended_attention_mask
-from minbert.unpadded import Packing, UnpaddedBertModel, model_class, unpadded_attention
+from minbert.fast.unpadded import Packing, UnpaddedBertModel, model_class, unpadded_attention
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

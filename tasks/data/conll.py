@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from minbert.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text
 from tasks.data.examples import DataFileError, decode_data_file
 
 WNUT17_TYPES = ("corporation", "creative-work", "group", "location", "person", "product")

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
-from minbert.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text
 from tasks.data.examples import (DataFileError, Example, MalformedRowError, PairExample, ReadResult,
                                  SentenceExample, SkippedRow, decode_data_file)
 from tasks.data.sources import DataSource

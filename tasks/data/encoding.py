@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 
 
 def encode_texts(tokenizer: BertTokenizer, texts: Sequence[str], max_length: int,
                  truncation: str = "head") -> list[list[int]]:
     """[CLS] text [SEP] ids for each text, unpadded (batches are padded later, to their own longest).
 
-    truncation: what a text longer than max_length keeps (minbert.tokenizer.TRUNCATION_STRATEGIES).
+    truncation: what a text longer than max_length keeps (minbert.text.tokenizer.TRUNCATION_STRATEGIES).
     """
     encoded = tokenizer.batch_encode(list(texts), max_length=max_length, truncation=truncation,
                                      return_tensors=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
-from minbert.atomic import atomic_write_bytes
+from minbert.loading.atomic import atomic_write_bytes
 
 # ----------------------------------------------------------------------------------------------------
 # Where the data comes from: given, environment, local, downloaded, or the synthetic sample

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import torch
 
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 
 IGNORE = -100  # cross-entropy's ignore_index
 

@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.dropout import Dropout
 from minbert.model import BertModelOutput
 from minbert.pooling import POOLINGS, pool
 
@@ -39,7 +38,7 @@ class SentenceClassifier(nn.Module):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling = pooling
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:

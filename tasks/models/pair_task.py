@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.encoding import encode_texts
 from tasks.evaluation.metrics import course_metrics

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from minbert.tokenizer import BertTokenizer
+from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.course import write_predictions
 from tasks.data.encoding import encode_texts

@@ -26,7 +26,6 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from minbert.dropout import Dropout
 
 NULL = 0  # span class "not an entity"; entity type k is class k + 1
 POOLINGS = ("mean", "attention")
@@ -54,8 +53,8 @@ class SpanClassifier(nn.Module):
             raise ValueError(f"span pooling must be one of {POOLINGS}, got {pooling!r}")
         self.pooling = pooling
         self.attention = nn.Linear(hidden_size, 1) if pooling == "attention" else None
-        self.classifier = nn.Sequential(Dropout(dropout), nn.Linear(3 * hidden_size, hidden_size),
-                                        nn.GELU(), Dropout(dropout), nn.Linear(hidden_size, num_types + 1))
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(3 * hidden_size, hidden_size),
+                                        nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_size, num_types + 1))
 
     def forward(self, words: torch.Tensor, spans: torch.Tensor) -> torch.Tensor:
         """words: (B, W, C); spans: (B, S, 2) long (start, end), padding spans (0, 1). Returns logits

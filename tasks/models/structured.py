@@ -45,7 +45,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minbert.dropout import Dropout
 from tasks.evaluation import metrics
 
 VARIANTS = ("flat", "last-six", "one-by-one", "in-pairs", "hybrid")
@@ -124,7 +123,7 @@ class StructuredClassifier(nn.Module):
         if len(level_sizes) != len(layers):
             raise ValueError(f"{len(level_sizes)} levels but a layer map for {len(layers)}")
         self.layers = layers
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.classifiers = nn.ModuleList(nn.Linear(len(group) * hidden_size, size)
                                          for group, size in zip(layers, level_sizes))
 

@@ -21,11 +21,11 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.atomic import atomic_write, atomic_write_text, readable_directory
-from minbert.checkpoint import save_model
+from minbert.loading.atomic import atomic_write, atomic_write_text, readable_directory
+from minbert.loading.checkpoint import save_model
 from minbert.model import BertModel
-from minbert.sentence_files import SentenceSettings, write_settings
-from minbert.tokenizer import BertTokenizer
+from minbert.loading.sentence_files import SentenceSettings, write_settings
+from minbert.text.tokenizer import BertTokenizer
 from tasks.training import distributed
 from tasks.training.config import TrainConfig
 from tasks.training.loop import train

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minbert.checkpoint import CheckpointError
+from minbert.loading.checkpoint import CheckpointError
 from minbert.config import BertConfig, ConfigError
-from minbert.hub import resolve_model
+from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
-from minbert.tokenizer import BertTokenizer
-from minbert.unpadded import model_class
+from minbert.text.tokenizer import BertTokenizer
+from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DownloadError, data_env
@@ -83,8 +83,8 @@ WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.ERO
 def user_errors():
     """Run a job's body; an error the user can fix becomes one line on stderr ("error: ...") and exit 1.
 
-    Every file is written atomically (minbert/atomic.py), so a failed write leaves the previous version
-    intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
+    Every file is written atomically (minbert/loading/atomic.py), so a failed write leaves the previous
+    version intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
     (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. Set MINBERT_TRACEBACK=1 to
     get the traceback instead.
     """

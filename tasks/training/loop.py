@@ -34,7 +34,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from minbert.atomic import atomic_directory
+from minbert.fast.dropout import use_fast_dropout
+from minbert.loading.atomic import atomic_directory
 from tasks.training import distributed, interrupt
 from tasks.training.config import TrainConfig
 from tasks.training.optimizer import build_optimizer, make_schedule
@@ -96,6 +97,7 @@ def train(
     world = distributed.setup(config.device)
     device = distributed.device_for(config.device, world)
     model.to(device)
+    use_fast_dropout(model)  # the same dropout with a cheaper random mask on a CPU (minbert/fast/dropout.py)
     by_name = {t.name: t for t in tasks}
     task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
     optimizer = build_optimizer(model, config)

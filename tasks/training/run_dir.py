@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import nn
 
-from minbert.atomic import atomic_path, atomic_write_text
+from minbert.loading.atomic import atomic_path, atomic_write_text
 from tasks.training import distributed, interrupt
 from tasks.training.settings import as_dict, flag_fields, flag_names, frozen
 

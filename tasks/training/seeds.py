@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from minbert.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text
 from tasks.training.arguments import non_negative_int
 from tasks.training.settings import flag
 

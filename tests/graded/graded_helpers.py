@@ -99,7 +99,7 @@ def _self_attention_through_torch(self, hidden_states: torch.Tensor, attention_m
     x = hidden_states.transpose(0, 1)  # (T, B, C): torch's functional attention is sequence-first
     biases = torch.cat([self.query.bias, self.key.bias, self.value.bias])
     context, probs = F.multi_head_attention_forward(
-        x, x, x, C, self.num_heads, None, biases, None, None, False, self.dropout_prob,
+        x, x, x, C, self.num_heads, None, biases, None, None, False, self.dropout.p,
         torch.eye(C, dtype=x.dtype), None,  # identity output projection: ours stops before it (layer.py)
         training=self.training, key_padding_mask=attention_mask.reshape(B, T), need_weights=output_attentions,
         use_separate_proj_weight=True, q_proj_weight=self.query.weight, k_proj_weight=self.key.weight,

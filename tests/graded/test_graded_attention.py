@@ -20,7 +20,6 @@ from graded_helpers import TOL, additive, check_close, fail
 from torch import nn
 
 from minbert.attention import attention_scores, eager_attention
-from minbert.dropout import dropout
 
 pytestmark = [pytest.mark.component("attention"), pytest.mark.todo("eager_attention")]
 
@@ -164,19 +163,16 @@ def test_padding_keys_do_not_change_real_queries():
 def test_dropout_drops_the_mixed_probabilities_and_returns_them_undropped():
     q, k, v = qkv()
     everything = torch.ones(3, 7)
+    dropout = nn.Dropout(0.5)  # in training mode, as a fresh module is
     torch.manual_seed(1)
-    dropped, returned = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), dropout_p=0.5, return_probs=True)
-    check_probabilities(returned, everything, (3, 2, 7, 7), when=" with dropout_p=0.5")
+    dropped, returned = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), dropout=dropout, return_probs=True)
+    check_probabilities(returned, everything, (3, 2, 7, 7), when=" with dropout=nn.Dropout(0.5)")
     _, probs = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), return_probs=True)
-    check_close(returned, probs, "the probabilities returned with dropout_p=0.5 (they are the ones before "
-                "dropout: equal to those without it)")
+    check_close(returned, probs, "the probabilities returned with dropout=nn.Dropout(0.5) (they are the ones "
+                "before dropout: equal to those without it)")
     torch.manual_seed(1)
-    with_torchs_mask = F.dropout(probs, p=0.5) @ v
-    if torch.allclose(dropped, with_torchs_mask):
-        return  # F.dropout also drops the probabilities (with a slower random mask on a CPU)
-    torch.manual_seed(1)
-    check_close(dropped, dropout(probs, 0.5) @ v, "the context with dropout_p=0.5",
-                [(probs @ v, "no dropout was applied: drop the probabilities (dropout_p) before mixing the "
+    check_close(dropped, dropout(probs) @ v, "the context with dropout=nn.Dropout(0.5)",
+                [(probs @ v, "no dropout was applied: apply `dropout` to the probabilities before mixing the "
                   "values")])
 
 

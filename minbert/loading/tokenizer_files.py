@@ -7,7 +7,7 @@ vocabulary and the normalizer's three settings; from them it builds the same pip
 so both files give the same ids. Anything that is not this BERT pipeline (a BPE or Unigram model, another
 normalizer, added tokens outside the vocabulary) is a ValueError naming the file and what it holds.
 
-Read next: model_inputs.py (the batches the tokenizer returns).
+Read next: sentence_files.py (sentence-transformers' files).
 """
 
 from __future__ import annotations

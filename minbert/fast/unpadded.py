@@ -28,7 +28,7 @@ FlashAttention's unpadding has).
 Shape legend: B batch, T tokens (padded length), N real tokens in the batch, C hidden size, H heads,
 D head size, L_b the length of sequence b.
 
-Read next: heads.py.
+Read next: dropout.py (the other fast path: a cheaper random mask).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import contextlib
 from typing import NamedTuple
 
 import torch
+from torch import nn
 
 from minbert.attention import ATTENTION_KERNELS, sdpa_attention
 from minbert.config import BertConfig
@@ -88,7 +89,7 @@ class Packing(NamedTuple):
 
 def unpadded_attention(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | Packing,
-    dropout_p: float = 0.0, return_probs: bool = False,
+    dropout: nn.Module | None = None, return_probs: bool = False,
 ) -> tuple[torch.Tensor, None]:
     """The sdpa kernel, sequence by sequence, for a batch packed into one row of its N real tokens.
 
@@ -97,7 +98,7 @@ def unpadded_attention(
     Given an ordinary additive mask (a batch UnpaddedBertModel leaves padded), this is the sdpa kernel.
     """
     if not isinstance(attention_mask, Packing):
-        return sdpa_attention(query, key, value, attention_mask, dropout_p, return_probs)
+        return sdpa_attention(query, key, value, attention_mask, dropout, return_probs)
     if return_probs:
         raise ValueError("the unpadded kernel cannot return attention probabilities; use the eager kernel")
     # Why a loop of B calls: on 2 CPU cores, bert-base heads, 32 sequences of 2-128 tokens, forward and
@@ -111,7 +112,7 @@ def unpadded_attention(
     with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
         pieces = zip(*(x.to(torch.float32 if upcast else dtype).split(attention_mask.lengths, dim=2)
                        for x in (query, key, value)))  # B x (1, H, L_b, D)
-        contexts = [sdpa_attention(q, k, v, None, dropout_p)[0] for q, k, v in pieces]
+        contexts = [sdpa_attention(q, k, v, None, dropout)[0] for q, k, v in pieces]
         return torch.cat(contexts, dim=2).to(dtype), None  # B x (1, H, L_b, D) -> (1, H, N, D)
 
 

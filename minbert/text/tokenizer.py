@@ -11,7 +11,7 @@ Hugging Face's pure-Python `BertTokenizer`:
    word with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
 
 The vocabulary comes from a vocab.txt, or from the tokenizer.json that `transformers` 5 and
-sentence-transformers 3+ save instead (tokenizer_json.py); both give the same ids.
+sentence-transformers 3+ save instead (../loading/tokenizer_files.py); both give the same ids.
 
 What is written out here is what BERT adds on top (BERT paper §3, Figure 2): the [CLS] and [SEP]
 tokens, segment (token type) ids 0 for "[CLS] A [SEP]" and 1 for "B [SEP]", truncation to the model's
@@ -21,10 +21,10 @@ Truncation (head, tail, head+tail; longest_first, only_first, only_second for a 
 
 `encode_example` and `batch_encode` are the lesson. The rest is the habits of `transformers` users:
 calling the tokenizer, `tokenizer(text, text_pair)`, gives the same batch as a dict (ModelInputs,
-model_inputs.py) for `model(**inputs)`; `encode` gives a list of ids; `decode`, `batch_decode`, `len()` and
+inputs.py) for `model(**inputs)`; `encode` gives a list of ids; `decode`, `batch_decode`, `len()` and
 the `*_token_id` names mean what they mean there.
 
-Read next: tokenizer_json.py, model_inputs.py (the batches it returns), truncation.py, then embeddings.py.
+Read next: inputs.py (the batches it returns), then truncation.py.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from minbert.atomic import atomic_write_text
-from minbert.hub import ModelNotFoundError, check_name_or_path, resolve_model
-from minbert.model_inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
-from minbert.tokenizer_json import read_tokenizer_json
-from minbert.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
+from minbert.loading.atomic import atomic_write_text
+from minbert.loading.hub import ModelNotFoundError, check_name_or_path, resolve_model
+from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
+from minbert.loading.tokenizer_files import read_tokenizer_json
+from minbert.text.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
 
 
 PADDING_STRATEGIES = ("longest", "max_length")
@@ -164,7 +164,7 @@ class BertTokenizer:
                         revision: str = "main") -> "BertTokenizer":
         """Read vocab.txt (else tokenizer.json), and tokenizer_config.json if present, from a model's folder.
 
-        name_or_path: any directory holding vocab.txt or tokenizer.json, or a model name as minbert.hub
+        name_or_path: any directory holding vocab.txt or tokenizer.json, or a model name as loading/hub.py
         resolves it (None or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the
         Hugging Face cache, at `revision`).
 

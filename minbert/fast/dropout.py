@@ -13,7 +13,11 @@ What it costs in exactness: p is rounded to a multiple of 2^-16 (0.1 becomes 0.1
 training run can tell apart. On a GPU PyTorch's own dropout (counter-based Philox, in parallel) is already
 cheap, so there we call it.
 
-Read next: attention.py.
+The model's files use torch's `nn.Dropout`, as a reader expects; `use_fast_dropout(model)` swaps this one
+in for every nn.Dropout of a model (its modules' names and checkpoints do not change: dropout has no
+weights). The training loop (tasks/training/loop.py) calls it once before the first step.
+
+Read next: ../extras/ (label attention, layer analysis).
 """
 
 from __future__ import annotations
@@ -64,3 +68,16 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+def use_fast_dropout(model: nn.Module) -> nn.Module:
+    """Replace every `nn.Dropout` inside `model` by the Dropout above, with the same p, in place.
+
+    Attention hands its dropout module to the kernel (minbert/attention.py), so the probabilities' dropout
+    is swapped with the rest. Returns the model.
+    """
+    found = [(parent, name, child.p) for parent in model.modules() for name, child in parent.named_children()
+             if type(child) is nn.Dropout]  # exactly torch's: a subclass may do more than drop
+    for parent, name, p in found:
+        setattr(parent, name, Dropout(p))
+    return model

@@ -11,7 +11,7 @@ applied, each one a small function and each one reported:
 - `cls.predictions.decoder.*`: the masked-LM decoder is tied to the word embeddings (heads.py), so its
   weight must equal them (checked, then dropped) and its bias is `cls.predictions.bias`.
 
-Read next: hub.py (which directory a model name means).
+Read next: tokenizer_files.py (a tokenizer.json's vocabulary).
 """
 
 from __future__ import annotations

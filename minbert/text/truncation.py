@@ -27,7 +27,7 @@ way; the three PAIR_STRATEGIES keep each segment's head, as `transformers` does 
 text has no partner: longest_first and only_first cut its head, and only_second, having nothing to
 cut, is an error when the text does not fit, as in `transformers`.
 
-Read next: embeddings.py (ids to vectors).
+Read next: ../sentence_encoder.py (sentence embeddings in one call).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ from torch import nn
 from minbert.attention import BertSelfAttention, attention_scores, eager_attention
 from minbert.config import BertConfig
 from minbert.model import BertModel, BertModelOutput
-from minbert.unpadded import UnpaddedBertModel
+from minbert.fast.unpadded import UnpaddedBertModel
 
 LABEL_LOSS_PATHS = ("direct", "pooler")
 LABEL_LOSS_REDUCTIONS = ("sum", "mean")
@@ -83,7 +83,7 @@ def merge_label_scores(scores: torch.Tensor, label_scores: torch.Tensor) -> torc
 
 
 def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, label_query: torch.Tensor,
-                    attention_mask: torch.Tensor, dropout_p: float = 0.0,
+                    attention_mask: torch.Tensor, dropout: nn.Module | None = None,
                     return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Scaled dot-product attention (attention.py's eager kernel) whose [CLS] row also reads the labels.
 
@@ -99,7 +99,7 @@ def label_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     cls_row_only = F.pad(cls_scores, (0, 0, 0, T - 1))  # (B, H, T, T): that row, zeros below it
     # A_l = Q_l K^T / sqrt(D): label_query (1, H, M, D) against the keys, (B, H, M, T)
     label_term = merge_label_scores(cls_row_only, attention_scores(label_query, key)) - cls_row_only
-    return eager_attention(query, key, value, attention_mask + label_term, dropout_p, return_probs)
+    return eager_attention(query, key, value, attention_mask + label_term, dropout, return_probs)
 
 
 class LabelSelfAttention(BertSelfAttention):
@@ -120,8 +120,8 @@ class LabelSelfAttention(BertSelfAttention):
                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         # The label embeddings go through this layer's own query projection: (M, C) -> (1, H, M, D).
         label_query = self.split_heads(self.query(self.label_embeddings)[None])
-        dropout_p = self.dropout_prob if self.training else 0.0
-        return label_attention(query, key, value, label_query, attention_mask, dropout_p, output_attentions)
+        return label_attention(query, key, value, label_query, attention_mask, self.dropout,
+                               output_attentions)
 
 
 def add_label_attention(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int]) -> None:

@@ -9,7 +9,7 @@ A write that fails because the disk (or the file size limit) is full raises OSEr
 be written, not the temporary one, whichever library wrote it: torch.save and safetensors wrap the error
 in their own exceptions (see `full_disk_error`).
 
-Read next: config.py.
+Read next: ../fast/ (the fast paths).
 """
 
 from __future__ import annotations

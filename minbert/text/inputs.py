@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from minbert.truncation import ALL_STRATEGIES
+from minbert.text.truncation import ALL_STRATEGIES
 
 RETURN_TENSORS = ("pt", "np", None)
 

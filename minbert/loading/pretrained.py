@@ -1,6 +1,6 @@
-"""What minbert's models share with `transformers`' models, so that a `transformers` user's habits work.
+"""What minbert's models and config share with `transformers`', so that a `transformers` user's habits work.
 
-Two small pieces, both named as in `transformers`:
+Three small pieces, named as in `transformers`:
 
 - `ModelOutput`, the type of what a model returns: read `out.last_hidden_state`, `out["last_hidden_state"]`,
   `out[0]`, `out.keys()`, `"pooler_output" in out` or `out.to_tuple()`. The keys are the fields that are not
@@ -11,14 +11,20 @@ Two small pieces, both named as in `transformers`:
   `transformers`' PreTrainedModel is: `from_pretrained` (all loading: hub.py says which directory a name
   means, checkpoint.py copies the weights in), `save_pretrained`, and `dtype`, `device`, `num_parameters()`,
   `get_input_embeddings()`. It holds no layer and no step of the model; model.py holds those.
+- `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json, and
+  `BertConfig.from_pretrained(name_or_path)`; the fields and their checks are config.py's.
 
-Read next: model.py.
+This is the one file of minbert/loading/ that the lesson files import: everything else about loading and
+saving (which folder a name means, the checkpoint's keys, atomic writes) sits behind it.
+
+Read next: hub.py (which folder a model name means).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -27,9 +33,51 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from minbert.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
-from minbert.config import BertConfig
-from minbert.hub import resolve_model
+from minbert.loading.atomic import atomic_write_text
+from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
+from minbert.loading.hub import check_name_or_path, resolve_model
+
+
+class ConfigError(ValueError):
+    """A config.json that does not describe a model we can build; the message names the file."""
+
+
+class PretrainedConfig:
+    """config.json in and out, through the subclass's `from_dict` and `to_dict` (BertConfig, a dataclass)."""
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike):
+        """Read a Hugging Face config.json (a file, or a directory holding one)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no config.json at {path}")
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{path}: not valid JSON ({error})") from None
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
+        return cls.from_dict(values, source=str(path))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main"):
+        """The config of a checkpoint: a directory holding config.json (or the file itself), a name in the
+        local Hugging Face cache, or None for the embedded all-MiniLM-L6-v2, as the models'
+        from_pretrained find them (hub.py)."""
+        check_name_or_path(name_or_path)
+        if name_or_path is not None and Path(name_or_path).expanduser().exists():
+            return cls.from_json_file(Path(name_or_path).expanduser())  # config.json alone is enough here
+        return cls.from_json_file(resolve_model(name_or_path, revision))
+
+    def to_json_file(self, path: str | os.PathLike) -> Path:
+        """Write config.json atomically (a file path, or a directory to write config.json into)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "config.json"
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
 
 
 class ModelOutput(Mapping):
@@ -79,6 +127,7 @@ def _unflatten(cls: type[ModelOutput], values, names: list[str]) -> ModelOutput:
 class BertPreTrainedModel(nn.Module):
     """Loading, saving and the questions a `transformers` user asks of a model (dtype, device, size)."""
 
+    config_class: type[PretrainedConfig]  # the model's config (BertConfig), set by each model class
     base_model_prefix = "bert"  # where a model with heads keeps its encoder (checkpoint.load_weights)
     load_report: LoadReport | None = None  # what from_pretrained's loading did; None for a model built here
     name_or_path: str = ""  # the folder from_pretrained read (transformers' name); "" for a model built here
@@ -107,7 +156,7 @@ class BertPreTrainedModel(nn.Module):
                              "one (torch_dtype is dtype's older name)")
         dtype = torch_dtype if dtype is None else dtype
         model_dir = resolve_model(name_or_path, revision)
-        model = cls(BertConfig.from_json_file(model_dir), **model_kwargs)
+        model = cls(cls.config_class.from_json_file(model_dir), **model_kwargs)
         if dtype is not None:
             # Cast before the copy, so that the report says what the checkpoint's tensors were converted to.
             model.to(saved_dtype(model_dir) if dtype == "auto" else

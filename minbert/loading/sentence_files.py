@@ -15,7 +15,7 @@ files) plus files that say what is done with the token vectors:
 sentence-transformers version from 2 to 6 reads, so `SentenceTransformer(folder)` loads what minbert
 saves, and minbert loads what sentence-transformers saves.
 
-Read next: sentence_encoder.py (the encoder these settings describe).
+Read next: atomic.py (how every save is written whole or not at all).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minbert.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text
 
 # modules.json names a module by its class's import path, which sentence-transformers has moved between
 # versions ("sentence_transformers.models.Pooling", "....sentence_transformer.modules.pooling.Pooling").

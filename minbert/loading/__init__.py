@@ -1,0 +1,14 @@
+"""Loading and saving: what turns a folder on disk into a minbert model and back.
+
+    pretrained.py      the base classes the model and its config inherit: from_pretrained, save_pretrained
+    hub.py             a model name to a folder: a path, the Hugging Face cache, the embedded default
+    checkpoint.py      Hugging Face-format weights in and out, key for key, with a LoadReport
+    checkpoint_keys.py the names inside a checkpoint and the legacy fix-ups
+    tokenizer_files.py a tokenizer.json's vocabulary and normaliser settings
+    sentence_files.py  sentence-transformers' folder layout (modules.json, 1_Pooling/, ...)
+    atomic.py          atomic file writes: a save is whole or absent
+
+The lesson files import only pretrained.py of these.
+
+Read next: pretrained.py.
+"""
