@@ -130,6 +130,7 @@ def test_a_missing_test_input_makes_its_output_optional_and_its_ids_unchecked(fi
     (files.predictions / "para-test-output.csv").unlink()
     status, lines = files.run()
     assert status == 0 and any("para-test-output.csv: not checked" in line for line in lines), lines
+    assert lines[-1].startswith("all 5 files pass") and lines[-1].endswith("; 1 not required: no input file")
 
 
 # ----- each kind of fault -----------------------------------------------------------------------------
