@@ -320,6 +320,17 @@ def test_it_imports_only_the_standard_library_so_it_ships_alone():
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
 
 
+def test_the_student_readme_says_to_run_it_before_submitting():
+    from grading.config import HANDOUT_KEEP_FILES
+    from grading.documents import student_readme
+    from grading.handout import shipped
+
+    readme = student_readme("default", [])
+    assert "`python -m grading.check_predictions runs/multitask/<date-time>`" in readme
+    assert "grading/check_predictions.py" in HANDOUT_KEEP_FILES and shipped("grading/check_predictions.py")
+    assert not shipped("grading/grade.py") and not shipped("grading/__init__.py")
+
+
 @pytest.mark.slow
 def test_the_main_jobs_own_prediction_files_pass(tiny_multitask_run, tmp_path):
     """A whole run of the main job (the tiny model, two steps) on the bundled sample, every row predicted."""
