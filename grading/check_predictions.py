@@ -32,9 +32,10 @@ Malformed input rows (a missing field, an empty sentence or label; quora-dev.csv
 the course's loader and by the main job, so their ids need no prediction; a prediction for one is
 accepted too.
 
-Standard library only, so that it runs before anything else is installed and ships alone in the student
-handout (grading/config.py HANDOUT_KEEP_FILES); tests/test_check_predictions.py checks that its file
-names, headers and input rows agree with the main job's (tasks/data/course.py, tasks/models/).
+It imports only the standard library and tasks/training/arguments.py (the flag types every command line
+uses, themselves standard library only), so that it runs before torch is installed and ships alone in the
+student handout (grading/config.py HANDOUT_KEEP_FILES); tests/test_check_predictions.py checks that its
+file names, headers and input rows agree with the main job's (tasks/data/course.py, tasks/models/).
 
 Read next: handout.py.
 """
@@ -51,6 +52,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from tasks.training.arguments import existing_dir
 
 SHOWN = 20  # problems of one kind printed per file before a count of the rest
 
@@ -336,9 +339,9 @@ def check_folder(predictions: Path, data_dir: Path) -> list[Report]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.check_predictions", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path, metavar="DIR",
+    parser.add_argument("folder", type=existing_dir, metavar="DIR",
                         help="the folder with the six *-output.csv files, or a run folder (its predictions/)")
-    parser.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--data-dir", type=existing_dir, default=None, metavar="DIR",
                         help="the course's input files (ids-sst-dev.csv, ...; default: $MINBERT_DATA/cs224n, "
                              "else data/cs224n)")
     return parser
@@ -346,12 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if not args.folder.is_dir():
-        print(f"check_predictions: {args.folder} is not a folder", file=sys.stderr)
-        return 2
-    data_dir = args.data_dir or default_data_dir()
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     try:
-        reports = check_folder(find_predictions(args.folder), data_dir)
+        reports = check_folder(find_predictions(Path(args.folder)), data_dir)
     except InputError as error:
         print(f"check_predictions: {error}", file=sys.stderr)
         return 2

@@ -275,9 +275,13 @@ def test_a_flood_of_problems_is_cut_to_a_count(files, monkeypatch):
 
 
 def test_no_input_files_and_no_folder_are_usage_errors(files, tmp_path, capsys):
-    assert main([str(files.predictions), "--data-dir", str(tmp_path / "nowhere")]) == 2
+    assert main([str(files.predictions), "--data-dir", str(tmp_path)]) == 2
     assert "none of the course's input files" in capsys.readouterr().err
-    assert main([str(tmp_path / "no-such-folder"), "--data-dir", str(files.data)]) == 2
+    for argv in ([str(tmp_path / "no-such-folder"), "--data-dir", str(files.data)],
+                 [str(files.predictions), "--data-dir", str(tmp_path / "nowhere")]):
+        with pytest.raises(SystemExit) as caught:
+            main(argv)
+        assert caught.value.code == 2 and "no such folder" in capsys.readouterr().err
 
 
 def test_the_data_folder_defaults_to_minbert_data(files, monkeypatch):
@@ -311,13 +315,12 @@ def test_file_names_and_headers_are_the_main_jobs():
     assert {o.name for o in OUTPUTS} == {f"{p}-{s}-output.csv" for p in DATASET for s in ("dev", "test")}
 
 
-def test_it_imports_only_the_standard_library_so_it_ships_alone():
+def test_it_imports_only_the_standard_library_and_the_flag_types_so_it_ships_alone():
     tree = ast.parse((REPO / "grading" / "check_predictions.py").read_text(encoding="utf-8"))
-    names = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names}
-    names |= {node.module.split(".")[0] for node in ast.walk(tree)
-              if isinstance(node, ast.ImportFrom) and node.module}
-    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    ours = {name for name in names if name.split(".")[0] not in sys.stdlib_module_names}
+    assert ours == {"tasks.training.arguments"}, ours  # tests/test_architecture.py: standard library only
 
 
 def test_the_student_readme_says_to_run_it_before_submitting():
