@@ -229,6 +229,7 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
                 1)
     rows, first_line = (lines, 1) if headless else (lines[1:], 2)
     seen: dict[str, int] = {}
+    lowered = {known.lower(): known for known in ids.required} if ids is not None else {}
     before = len(report.problems)
     for number, raw in enumerate(rows, start=first_line):
         parsed = _parse_row(raw)
@@ -244,8 +245,8 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
             continue
         seen[id_] = number
         if ids is not None and id_ not in ids.required and id_ not in ids.optional:
-            hint = next((f" (it has {known!r}: ids are case-sensitive)" for known in ids.required
-                         if known.lower() == id_.lower()), "")
+            known = lowered.get(id_.lower())
+            hint = f" (it has {known!r}: ids are case-sensitive)" if known else ""
             problem(f"not an id of {output.input_name}{hint}", number, id_)
         number_value = _number(value)
         if number_value is None:
