@@ -1,10 +1,11 @@
-"""Teaching tools: the student handout builder and the autograder (Gradescope `results.json`).
+"""Teaching tools: the handout builder, the autograder (Gradescope `results.json`), the predictions check.
 
     python -m grading.handout OUT_DIR                   write the student repository
     python -m grading.grade --submission DIR --out results.json
     python -m grading.autograder OUT.zip                the Gradescope autograder archive
+    python -m grading.check_predictions DIR             the course's prediction files, before submitting
 
-Each takes --edition NAME (config.py EDITIONS: which components are TODOs; default "default").
+The first three take --edition NAME (config.py EDITIONS: which components are TODOs; default "default").
 
 Staff documentation: docs/teaching.md. Nothing here imports `transformers` (graded tests may).
 

@@ -92,6 +92,7 @@ DEFAULT_VISIBILITY = "visible"
 # runs the student's own update, compiled). README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
+HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files
 HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "optim/adamw_kernel.c")
 
 

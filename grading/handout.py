@@ -40,6 +40,7 @@ from pathlib import Path
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
                             HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES,
                             component_todos, edition_components, edition_todos, todo_component)
+from grading.config import HANDOUT_KEEP_FILES
 from grading.documents import NEEDS, dead_references, student_readme
 from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
@@ -89,7 +90,7 @@ def shipped(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool
         return False
     if relative.startswith(f"{HIDDEN_TESTS}/"):
         return False
-    if relative in HANDOUT_KEEP_TESTS or relative.startswith(f"{GRADED_TESTS}/"):
+    if relative in HANDOUT_KEEP_TESTS + HANDOUT_KEEP_FILES or relative.startswith(f"{GRADED_TESTS}/"):
         return True
     return relative.split("/", 1)[0] not in HANDOUT_EXCLUDE_DIRS
 

@@ -10,8 +10,10 @@ both; one test grades a mutant of a component outside the default edition to sho
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
@@ -160,7 +162,13 @@ def test_handout_stubs_the_editions_todos_and_ships_the_rest_as_code(handouts, e
 
 def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_adamw_kernel(handout):
     out = handout.out
-    assert not (out / "grading").exists() and not (out / "tests/graded/hidden").exists()
+    assert not (out / "tests/graded/hidden").exists()
+    # the grader stays out; the students' check of their prediction files is its one file that ships
+    assert sorted(p.name for p in (out / "grading").iterdir()) == ["check_predictions.py"]
+    probe = subprocess.run([sys.executable, "-m", "grading.check_predictions", "--help"], cwd=out,
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(out)})
+    assert probe.returncode == 0 and "python -m grading.check_predictions" in probe.stdout, probe.stderr
     assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
     assert not (out / "optim/adamw_kernel.c").exists() and (out / "optim/adamw_native.py").is_file()
     assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
