@@ -12,7 +12,8 @@ only A and B:
   whose default we follow, draw A as nn.Linear draws its weights (kaiming_uniform_ with a = sqrt(5)).
 - Scaling (§4.1): the update is multiplied by alpha / r, so that changing r does not change how far a
   given learning rate moves the output ("we simply set alpha to the first r we try and do not tune it").
-- Dropout on the adapter's input, as `peft` and loralib do (the paper's experiments list it, Appendix D).
+- Dropout on the adapter's input x, as the paper's code (loralib) and `peft` apply it: the base path W x
+  is left as it was.
 - Which matrices (§4.2, §7.1): the paper adapts the attention's query and value projections only
   (W_q, W_v), its default and ours; "all-linear" adapts every nn.Linear of the module it is given, as
   `peft`'s option of that name does (apply it to the encoder, so that a task's head is not adapted).
@@ -158,7 +159,9 @@ def apply_lora(model: nn.Module, r: int = 8, alpha: float = 16.0, dropout: float
     for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
-        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))
+        base = getattr(parent, child)
+        # In the mode of the layer it replaces: an adapter put into a model in eval mode drops nothing.
+        setattr(parent, child, LoRALinear(base, r, alpha, dropout).train(base.training))
     return names
 
 

@@ -124,7 +124,8 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     apply_lora with the file's r, alpha, dropout and target_modules, then a strict copy of A and B: a
     missing or unknown key, or a shape that does not fit, is a CheckpointError naming it. The model is
     frozen but for the adapters, as after apply_lora. Keys written for a model with heads
-    (`base_model.model.bert.encoder...`) load onto the encoder too. Returns the adapted modules' names.
+    (`base_model.model.bert.encoder...`) load onto the encoder alone, and the encoder's onto a model with
+    heads (BertForPreTraining). Returns the adapted modules' names.
     """
     config = read_adapter_config(directory)
     path = Path(directory) / WEIGHTS_FILE
@@ -135,10 +136,15 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     except (SafetensorError, OSError) as error:
         raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
     state = {key.removeprefix(PEFT_PREFIX): value for key, value in state.items()}
+    # An adapter saved from a model with heads (keys bert.encoder...) fits the encoder alone, and the other
+    # way round: the base_model_prefix convention of checkpoint.load_weights.
     prefix = getattr(model, "base_model_prefix", "")
-    if prefix and not hasattr(model, prefix) and state and all(k.startswith(prefix + ".") for k in state):
+    under_prefix = bool(state) and all(k.startswith(prefix + ".") for k in state)
+    if prefix and not hasattr(model, prefix) and under_prefix:
         state = {key.removeprefix(prefix + "."): value for key, value in state.items()}
         config["target_modules"] = _strip(config["target_modules"], prefix + ".")
+    elif prefix and hasattr(model, prefix) and not under_prefix:
+        state = {f"{prefix}.{key}": value for key, value in state.items()}
 
     names = apply_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0),
                        config["target_modules"])

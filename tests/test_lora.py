@@ -30,6 +30,7 @@ from torch import nn
 
 from minbert.checkpoint import CheckpointError
 from minbert.config import BertConfig
+from minbert.heads import BertForPreTraining
 from minbert.lora import ALL_LINEAR, QUERY_VALUE, LoRALinear, apply_lora, lora_layers, merge_and_unload
 from minbert.lora_files import CONFIG_FILE, WEIGHTS_FILE, load_adapter, save_adapter, save_merged
 from minbert.model import BertModel
@@ -304,6 +305,31 @@ def test_peft_adapter_folder_loads_onto_our_model_with_the_same_outputs(config, 
         out, ref = ours(**batch), reference(**batch)
     torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
     torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+
+
+def test_an_encoders_adapter_loads_onto_a_model_with_heads_and_back(config, batch, tmp_path):
+    encoder = BertModel(config).eval()
+    base_state = copy.deepcopy(encoder.state_dict())
+    apply_lora(encoder, r=2, alpha=4, targets=ALL_LINEAR)
+    with torch.no_grad():
+        for layer in lora_layers(encoder).values():
+            layer.lora_B.normal_(std=0.05)
+        expected = encoder(**batch).last_hidden_state
+    save_adapter(encoder, tmp_path / "encoder")
+    with_heads = BertForPreTraining(config).eval()
+    with_heads.bert.load_state_dict(base_state)
+    # The encoder's and the pooler's adapters come onto .bert; the heads' linear layers are left alone.
+    names = load_adapter(with_heads, tmp_path / "encoder")
+    assert len(names) == 13 and all(name.startswith("bert.") for name in names)
+    assert not any(layer.training for layer in lora_layers(with_heads).values())  # the model's eval mode
+    save_adapter(with_heads, tmp_path / "heads")
+    assert all(k.startswith("base_model.model.bert.") for k in load_file(tmp_path / "heads" / WEIGHTS_FILE))
+    again = BertModel(config).eval()
+    again.load_state_dict(base_state)
+    load_adapter(again, tmp_path / "heads")
+    with torch.no_grad():
+        torch.testing.assert_close(with_heads.bert(**batch).last_hidden_state, expected, **TOL)
+        torch.testing.assert_close(again(**batch).last_hidden_state, expected, **TOL)
 
 
 def test_adapter_files_that_do_not_fit_are_refused_naming_the_problem(config, tmp_path):
