@@ -89,10 +89,12 @@ class LoRALinear(nn.Module):
         #        3. dropout on the adapter's input x (self.lora_dropout), then A (r, I) down to r numbers,
         #           then B (O, r) back up to O, times self.scaling = alpha / r (not alpha: §4.1)
         #        4. x has any number of leading axes; like nn.Linear, act on the last one
+        # BEGIN SOLUTION
         if self.merged:
             return self.base_layer(x)
         down = self.lora_dropout(x) @ self.lora_A.T  # (N, I) -> (N, r)
         return self.base_layer(x) + self.scaling * (down @ self.lora_B.T)  # (N, r) -> (N, O)
+        # END SOLUTION
 
     def delta_weight(self) -> torch.Tensor:
         """The update as a matrix, (alpha / r) B A: (O, I), the shape of the base weight."""
