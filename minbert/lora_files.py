@@ -12,7 +12,10 @@ model), hence the `base_model.model.` prefix; <module> is the module's name in t
 too (STYLE.md §2), and peft keeps A and B in nn.Linear modules, hence `.weight`. So
 `peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(base), folder)` loads what
 `save_adapter` writes, and `load_adapter` puts peft's folder onto our BertModel. target_modules is
-written as the adapted modules' full names, which peft matches exactly.
+written as the adapted modules' full names, which peft matches exactly; read, it is matched as peft matches
+it (a list of names or name suffixes such as "query", a string as a regular expression, "all-linear").
+Settings that change what an adapter computes and that LoRALinear does not implement (DoRA, rsLoRA, per-layer
+ranks, ...) are refused, naming them.
 
 `save_merged` writes the other thing a LoRA run can hand over: the model with each adapter folded into
 its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
@@ -26,6 +29,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -36,7 +40,7 @@ from torch import nn
 
 from minbert.atomic import atomic_write, atomic_write_text
 from minbert.checkpoint import CheckpointError, save_model
-from minbert.lora import LoRALinear, apply_lora, lora_layers, merge_and_unload
+from minbert.lora import ALL_LINEAR, LoRALinear, apply_lora, lora_layers, merge_and_unload
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -111,11 +115,16 @@ def read_adapter_config(directory: str | os.PathLike) -> dict:
     for key in ("r", "lora_alpha", "target_modules"):
         if key not in config:
             raise CheckpointError(f"{path}: has no {key!r}")
-    unsupported = [f"{key}={config[key]!r}" for key in _UNSUPPORTED
-                   if config.get(key) not in (None, False, {}, [], "none", _OFF.get(key))]
+    unsupported = [f"{key}={config[key]!r}" for key in _UNSUPPORTED if not _is_off(config.get(key))]
     if unsupported:
         raise CheckpointError(f"{path}: settings minbert's LoRA does not implement: {', '.join(unsupported)}")
     return config
+
+
+def _is_off(value: object) -> bool:
+    """None, False, "none" or empty; not 0, which layers_to_transform reads as layer 0."""
+    empty = isinstance(value, (dict, list)) and not value
+    return value is None or value is False or value == "none" or empty
 
 
 def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
@@ -146,8 +155,11 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     elif prefix and hasattr(model, prefix) and not under_prefix:
         state = {f"{prefix}.{key}": value for key, value in state.items()}
 
-    names = apply_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0),
-                       config["target_modules"])
+    targets = config["target_modules"]
+    if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
+        targets = [name for name, module in model.named_modules()
+                   if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
+    names = apply_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), targets)
     expected = {f"{name}.lora_{part}.weight": (name, part) for name in names for part in "AB"}
     missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or unknown:

@@ -344,6 +344,11 @@ def test_adapter_files_that_do_not_fit_are_refused_naming_the_problem(config, tm
     config_file.write_text(json.dumps({**values, "r": 3}))
     with pytest.raises(CheckpointError, match=r"lora_A.weight has shape \(2, 32\), the model's is \(3, 32\)"):
         load_adapter(BertModel(config), tmp_path)
+    config_file.write_text(json.dumps({**values, "target_modules": r".*\.(query|value)"}))  # peft's regex
+    assert len(load_adapter(BertModel(config), tmp_path)) == 4
+    config_file.write_text(json.dumps({**values, "layers_to_transform": 0}))
+    with pytest.raises(CheckpointError, match="does not implement: layers_to_transform=0"):
+        load_adapter(BertModel(config), tmp_path)
     config_file.write_text(json.dumps({**values, "target_modules": ["query", "value", "key"]}))
     with pytest.raises(CheckpointError, match=r"missing \['encoder.layer.0.attention.self.key.lora_A"):
         load_adapter(BertModel(config), tmp_path)
