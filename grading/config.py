@@ -52,6 +52,7 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
                     "pretrain/masking.py::mask_tokens", "pretrain/masking.py::span_mask"),
     "label_attention": ("minbert/extras/label_attention.py::merge_label_scores",),
     "r_precision": ("tasks/evaluation/metrics.py::top_labels", "tasks/evaluation/metrics.py::r_precision"),
+    "lora": ("minbert/lora.py::LoRALinear.forward",),
 }
 
 # Whole-model component -> the components whose TODOs it runs. The other graded tests use stand-ins so
@@ -67,7 +68,7 @@ WHOLE_MODEL: dict[str, tuple[str, ...]] = {
 # whole against the real checkpoint, its pre-training (masking, the heads and their losses), the optimizer
 # and its schedule, and the tasks (sentiment, similarity, label attention, hierarchical metrics). It
 # leaves as reading the one-line plumbing a course need not grade (the mask's shape, the head split, the
-# FFN, the pooler, max/[CLS] pooling, the no-decay rule); "full" assigns everything.
+# FFN, the pooler, max/[CLS] pooling, the no-decay rule) and LoRA; "full" assigns everything.
 EDITIONS: dict[str, tuple[str, ...]] = {
     "default": ("embeddings", "attention", "layer", "encoder", "model", "pretraining_heads", "adamw",
                 "schedule", "mean_pool", "classifier", "cosine", "mlm_masking", "label_attention",

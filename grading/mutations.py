@@ -263,6 +263,33 @@ MUTATIONS: tuple[Mutation, ...] = (
              "np.argsort(-np.asarray(scores, dtype=np.float64), kind=\"stable\")[:r]",
              "np.argsort(np.asarray(scores, dtype=np.float64), kind=\"stable\")[::-1][:r]",
              "ranks by reversing an ascending sort, so ties go to the higher label", "ties must go to the lower label"),
+    Mutation("lora-scaled-by-alpha", "lora", "minbert/lora.py",
+             "self.scaling * (down @ self.lora_B.T)", "self.lora_alpha * (down @ self.lora_B.T)",
+             "the update is scaled by alpha instead of alpha / r",
+             "scaled by alpha instead of alpha / r"),
+    Mutation("lora-b-random", "lora", "minbert/lora.py",
+             "nn.init.zeros_(self.lora_B)", "nn.init.kaiming_uniform_(self.lora_B, a=math.sqrt(5))",
+             "B initialised like A, so a fresh adapter already changes the model",
+             "B must start at zero"),
+    Mutation("lora-base-trainable", "lora", "minbert/lora.py",
+             "self.base_layer.requires_grad_(False)", "self.base_layer.requires_grad_(True)",
+             "the base weight left trainable beside A and B", "the base layer must stay frozen"),
+    Mutation("lora-merged-adds-again", "lora", "minbert/lora.py",
+             "        if self.merged:\n            return self.base_layer(x)\n", "",
+             "a merged layer's forward adds the update that W already holds",
+             "a merged layer must not add the update again"),
+    Mutation("lora-merge-twice", "lora", "minbert/lora.py",
+             "        if self.merged:\n            warnings.warn(\"this LoRA layer is already merged",
+             "        if False:\n            warnings.warn(\"this LoRA layer is already merged",
+             "merge() on a merged layer adds the update a second time",
+             "merging twice added the update twice"),
+    Mutation("lora-dropout-on-output", "lora", "minbert/lora.py",
+             "        down = self.lora_dropout(x) @ self.lora_A.T  # (N, I) -> (N, r)\n"
+             "        return self.base_layer(x) + self.scaling * (down @ self.lora_B.T)",
+             "        down = x @ self.lora_A.T\n"
+             "        return self.base_layer(x) + self.scaling * self.lora_dropout(down @ self.lora_B.T)",
+             "dropout on the adapter's output instead of its input",
+             "dropout belongs on the adapter's input"),
 )
 
 

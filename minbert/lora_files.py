@@ -1,0 +1,190 @@
+"""LoRA adapters on disk in `peft`'s own format, and the merged model as a plain Hugging Face folder.
+
+An adapter folder holds two files, as `peft.PeftModel.save_pretrained` writes them:
+
+    adapter_config.json         {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "lora_dropout": 0.0,
+                                 "target_modules": [...], "base_model_name_or_path": ..., ...}
+    adapter_model.safetensors   base_model.model.<module>.lora_A.weight  (r, I)
+                                base_model.model.<module>.lora_B.weight  (O, r)
+
+`peft` wraps the model twice (PeftModel.base_model is a LoraModel, whose .model is the transformers
+model), hence the `base_model.model.` prefix; <module> is the module's name in that model, which is ours
+too (STYLE.md §2), and peft keeps A and B in nn.Linear modules, hence `.weight`. So
+`peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(base), folder)` loads what
+`save_adapter` writes, and `load_adapter` puts peft's folder onto our BertModel. target_modules is
+written as the adapted modules' full names, which peft matches exactly; read, it is matched as peft matches
+it (a list of names or name suffixes such as "query", a string as a regular expression, "all-linear").
+Settings that change what an adapter computes and that LoRALinear does not implement (DoRA, rsLoRA, per-layer
+ranks, ...) are refused, naming them.
+
+`save_merged` writes the other thing a LoRA run can hand over: the model with each adapter folded into
+its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
+`transformers` opens and BertModel.from_pretrained loads.
+
+Read next: nothing; lora.py is the lesson.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file as load_safetensors
+from safetensors.torch import save_file as save_safetensors
+from torch import nn
+
+from minbert.atomic import atomic_write, atomic_write_text
+from minbert.checkpoint import CheckpointError, save_model
+from minbert.lora import ALL_LINEAR, LoRALinear, apply_lora, lora_layers, merge_and_unload
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+PEFT_PREFIX = "base_model.model."  # PeftModel -> LoraModel -> the transformers model
+
+# adapter_config.json settings that change what the adapter computes and that minbert's LoRALinear does not
+# implement, with the value that means "off"; save_adapter writes these (fields peft has had since 0.10).
+_OFF = {"use_dora": False, "use_rslora": False, "fan_in_fan_out": False, "bias": "none", "rank_pattern": {},
+        "alpha_pattern": {}, "layers_to_transform": None, "modules_to_save": None}
+# Read, not written: later peft versions' settings. A file that turns any of them on is refused, not misread.
+_UNSUPPORTED = (*_OFF, "lora_bias", "exclude_modules", "layer_replication", "target_parameters",
+                "trainable_token_indices", "use_qalora", "use_bdlora")
+
+
+def adapter_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The adapters' A and B under peft's key names (see the module docstring), on the CPU."""
+    state = {}
+    for name, layer in lora_layers(model).items():
+        state[f"{PEFT_PREFIX}{name}.lora_A.weight"] = layer.lora_A.detach().to("cpu").contiguous()
+        state[f"{PEFT_PREFIX}{name}.lora_B.weight"] = layer.lora_B.detach().to("cpu").contiguous()
+    return state
+
+
+def adapter_config(model: nn.Module) -> dict:
+    """adapter_config.json's fields for `model`'s adapters (all must share r, alpha and dropout)."""
+    layers = lora_layers(model)
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no LoRA adapters to save (apply_lora first)")
+    settings = {(layer.r, layer.lora_alpha, _dropout_p(layer)) for layer in layers.values()}
+    if len(settings) > 1:
+        raise ValueError(f"the adapters differ in (r, alpha, dropout): {sorted(settings)}; peft's file holds "
+                         "one setting for them all")
+    r, alpha, dropout = settings.pop()
+    return {
+        "peft_type": "LORA", "task_type": None, "r": r, "lora_alpha": alpha, "lora_dropout": dropout,
+        "target_modules": sorted(layers),
+        "base_model_name_or_path": getattr(model, "name_or_path", "") or None,
+        "inference_mode": True, "init_lora_weights": True, "revision": None, **_OFF,
+    }
+
+
+def _dropout_p(layer: LoRALinear) -> float:
+    return layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout) else 0.0
+
+
+def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
+    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors).
+
+    A merged adapter is saved as its A and B all the same (merging changes W, not A and B).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = adapter_config(model)
+    state = adapter_state(model)
+    atomic_write(directory / WEIGHTS_FILE,
+                 lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
+    atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return directory
+
+
+def read_adapter_config(directory: str | os.PathLike) -> dict:
+    """adapter_config.json, checked: a LoRA adapter whose settings minbert's LoRALinear computes."""
+    path = Path(directory) / CONFIG_FILE
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{directory}: no {CONFIG_FILE}; is this a peft adapter folder?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+    if config.get("peft_type") != "LORA":
+        raise CheckpointError(f"{path}: peft_type is {config.get('peft_type')!r}; only LORA adapters load")
+    for key in ("r", "lora_alpha", "target_modules"):
+        if key not in config:
+            raise CheckpointError(f"{path}: has no {key!r}")
+    unsupported = [f"{key}={config[key]!r}" for key in _UNSUPPORTED if not _is_off(config.get(key))]
+    if unsupported:
+        raise CheckpointError(f"{path}: settings minbert's LoRA does not implement: {', '.join(unsupported)}")
+    return config
+
+
+def _is_off(value: object) -> bool:
+    """None, False, "none" or empty; not 0, which layers_to_transform reads as layer 0."""
+    empty = isinstance(value, (dict, list)) and not value
+    return value is None or value is False or value == "none" or empty
+
+
+def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
+    """Put the adapter folder at `directory` (ours or peft's) onto `model`, a model without adapters.
+
+    apply_lora with the file's r, alpha, dropout and target_modules, then a strict copy of A and B: a
+    missing or unknown key, or a shape that does not fit, is a CheckpointError naming it. The model is
+    frozen but for the adapters, as after apply_lora. Keys written for a model with heads
+    (`base_model.model.bert.encoder...`) load onto the encoder alone, and the encoder's onto a model with
+    heads (BertForPreTraining). Returns the adapted modules' names.
+    """
+    config = read_adapter_config(directory)
+    path = Path(directory) / WEIGHTS_FILE
+    try:
+        state = load_safetensors(path, device="cpu")
+    except FileNotFoundError:
+        raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}") from None
+    except (SafetensorError, OSError) as error:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
+    state = {key.removeprefix(PEFT_PREFIX): value for key, value in state.items()}
+    # An adapter saved from a model with heads (keys bert.encoder...) fits the encoder alone, and the other
+    # way round: the base_model_prefix convention of checkpoint.load_weights.
+    prefix = getattr(model, "base_model_prefix", "")
+    under_prefix = bool(state) and all(k.startswith(prefix + ".") for k in state)
+    if prefix and not hasattr(model, prefix) and under_prefix:
+        state = {key.removeprefix(prefix + "."): value for key, value in state.items()}
+        config["target_modules"] = _strip(config["target_modules"], prefix + ".")
+    elif prefix and hasattr(model, prefix) and not under_prefix:
+        state = {f"{prefix}.{key}": value for key, value in state.items()}
+
+    targets = config["target_modules"]
+    if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
+        targets = [name for name, module in model.named_modules()
+                   if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
+    names = apply_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), targets)
+    expected = {f"{name}.lora_{part}.weight": (name, part) for name in names for part in "AB"}
+    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unknown:
+        raise CheckpointError(f"{path}: the adapter does not fit the model: missing {missing[:6]}, "
+                              f"unknown {unknown[:6]}")
+    layers = lora_layers(model)
+    with torch.no_grad():
+        for key, (name, part) in expected.items():
+            target = getattr(layers[name], f"lora_{part}")
+            if state[key].shape != target.shape:
+                raise CheckpointError(f"{path}: {key} has shape {tuple(state[key].shape)}, the model's is "
+                                      f"{tuple(target.shape)}")
+            target.copy_(state[key])
+    return names
+
+
+def _strip(targets: str | list[str], prefix: str) -> str | list[str]:
+    return targets if isinstance(targets, str) else [t.removeprefix(prefix) for t in targets]
+
+
+def save_merged(model: nn.Module, directory: str | os.PathLike, tokenizer: object | None = None) -> Path:
+    """Write the model with its adapters merged in as a plain Hugging Face folder (config.json,
+    model.safetensors, and the tokenizer's files if given), through checkpoint.save_model.
+
+    `model` itself is left as it was (adapted, merged or not): a copy is merged and unloaded.
+    """
+    plain = merge_and_unload(copy.deepcopy(model))
+    return save_model(plain, directory, tokenizer=tokenizer)

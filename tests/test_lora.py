@@ -1,0 +1,420 @@
+"""LoRA (minbert/lora.py) and its files (minbert/lora_files.py) against Hugging Face's `peft`.
+
+The reference is `peft`'s LoraModel on `transformers`' BertModel holding the same weights as our BertModel
+(the tiny config, and the embedded all-MiniLM-L6-v2), its adapters' A and B copied into ours, with B drawn
+at random so that the update is not zero. Outputs and gradients are compared merged and unmerged.
+
+Tolerances: float32 outputs and gradients agree to atol 1e-5 / rtol 1e-5 on the tiny model, as in
+tests/test_model.py: the base models sum in different orders, so bit equality is not expected (the
+adapters compute x A^T B^T times alpha / r in the same order as peft). On all-MiniLM-L6-v2 (6 layers of
+width 384) the outputs agree to 1e-5 too, and the gradients to atol 1e-4 / rtol 1e-4: they reach ~140,
+and six layers of float32 sums leave ~1e-6 of that. A merged model is compared with the unmerged one at the
+same tolerances (merging rounds W + (alpha / r) B A). Measured (torch 2.13, peft 0.21, 2 CPU cores), the
+largest differences from peft: tiny model, outputs 7e-7, adapter gradients 1e-6, merged outputs 5e-7;
+MiniLM, outputs 2e-6, adapter gradients 1.2e-4 (of 140), merged outputs 1.5e-6, input gradients when
+merged 1e-4 (of 100).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import peft
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+from torch import nn
+
+from minbert.checkpoint import CheckpointError
+from minbert.config import BertConfig
+from minbert.heads import BertForPreTraining
+from minbert.lora import ALL_LINEAR, QUERY_VALUE, LoRALinear, apply_lora, lora_layers, merge_and_unload
+from minbert.lora_files import CONFIG_FILE, WEIGHTS_FILE, load_adapter, save_adapter, save_merged
+from minbert.model import BertModel
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+GRAD_TOL_MINILM = dict(atol=1e-4, rtol=1e-4)
+PEFT_TARGETS = {QUERY_VALUE: ["query", "value"], ALL_LINEAR: "all-linear"}  # peft's spelling of ours
+
+
+def hf_config(config: BertConfig) -> transformers.BertConfig:
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("architectures", "model_type")}
+    return transformers.BertConfig(**fields, attn_implementation="eager")
+
+
+def copy_base(ours: nn.Module, theirs: nn.Module) -> None:
+    """Copy transformers' BertModel weights into ours (the names agree key for key)."""
+    state = {k: v for k, v in theirs.state_dict().items()
+             if not k.endswith(("position_ids", "token_type_ids"))}
+    ours.load_state_dict(state, strict=True)
+
+
+def peft_lora(theirs: nn.Module, r: int, alpha: float, targets) -> peft.PeftModel:
+    config = peft.LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=PEFT_TARGETS[targets])
+    return peft.get_peft_model(theirs, config)
+
+
+def peft_name(name: str) -> str:
+    """Our adapter parameter's name -> peft's (encoder...query.lora_A -> base_model.model.encoder...query
+    .lora_A.default.weight)."""
+    return f"base_model.model.{name}.default.weight"
+
+
+def randomize_b_and_copy(ours: nn.Module, theirs: peft.PeftModel) -> None:
+    """Draw peft's B at random (its A is already random) and copy A and B into our adapters."""
+    params = dict(theirs.named_parameters())
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            if p.requires_grad:
+                reference = params[peft_name(name)]
+                if name.endswith("lora_B"):
+                    reference.normal_(std=0.05)
+                p.copy_(reference)
+
+
+def adapted_pair(config: BertConfig, theirs: nn.Module, ours: nn.Module, r: int = 4, alpha: float = 8.0,
+                 targets=QUERY_VALUE) -> tuple[nn.Module, peft.PeftModel]:
+    copy_base(ours, theirs)
+    their_lora = peft_lora(theirs, r, alpha, targets)
+    apply_lora(ours, r, alpha, 0.0, targets)
+    randomize_b_and_copy(ours, their_lora)
+    return ours, their_lora
+
+
+@pytest.fixture
+def config() -> BertConfig:
+    return BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.fixture
+def batch():
+    """Three sequences of length 11 (vocabulary 99): one full, two padded; segment 1 on a pair's end."""
+    input_ids = torch.randint(1, 99, (3, 11))
+    attention_mask = torch.ones(3, 11, dtype=torch.long)
+    attention_mask[1, 7:] = 0
+    attention_mask[2, 4:] = 0
+    input_ids[attention_mask == 0] = 0
+    token_type_ids = torch.zeros(3, 11, dtype=torch.long)
+    token_type_ids[0, 6:] = 1
+    return dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+
+
+def loss_of(out, batch, weights) -> torch.Tensor:
+    """Every real token's output and the pooler's, each with its own weight (padding excluded)."""
+    hidden, pooled = out.last_hidden_state, out.pooler_output
+    return ((hidden * weights[0] * batch["attention_mask"][..., None]).sum() + (pooled * weights[1]).sum())
+
+
+def compare(ours: nn.Module, theirs: peft.PeftModel, batch, grad_tol=TOL) -> dict[str, float]:
+    """Outputs, and the adapters' gradients, of both adapted models; returns the largest differences."""
+    out, ref = ours(**batch), theirs(**batch)
+    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+    weights = (torch.randn_like(ref.last_hidden_state), torch.randn_like(ref.pooler_output))
+    loss_of(out, batch, weights).backward()
+    loss_of(ref, batch, weights).backward()
+    trainable = {n: p for n, p in ours.named_parameters() if p.requires_grad}
+    their_trainable = {n for n, p in theirs.named_parameters() if p.requires_grad}
+    assert {peft_name(n) for n in trainable} == their_trainable
+    params = dict(theirs.named_parameters())
+    grad_diff = 0.0
+    for name, p in trainable.items():
+        reference = params[peft_name(name)].grad
+        torch.testing.assert_close(p.grad, reference, **grad_tol, msg=lambda m: f"{name}: {m}")
+        grad_diff = max(grad_diff, (p.grad - reference).abs().max().item())
+    for name, p in ours.named_parameters():  # the frozen base got no gradient
+        assert p.requires_grad or p.grad is None, name
+    ours.zero_grad(set_to_none=True)
+    theirs.zero_grad(set_to_none=True)
+    return {"output": (out.last_hidden_state - ref.last_hidden_state).abs().max().item(), "grad": grad_diff}
+
+
+def compare_merged(ours: nn.Module, theirs: peft.PeftModel, batch, grad_tol=TOL) -> dict[str, float]:
+    """Merged, both give the unmerged outputs, and the same gradients with respect to the input word
+    vectors (a merged model has nothing left to train); then both are unmerged again. Returns the largest
+    differences."""
+    with torch.no_grad():
+        before = ours(**batch).last_hidden_state
+    for layer in lora_layers(ours).values():
+        layer.merge()
+    theirs.merge_adapter()
+    words = theirs.get_input_embeddings()(batch["input_ids"]).detach()
+    inputs = {k: v for k, v in batch.items() if k != "input_ids"}
+    words_ours, words_theirs = words.clone().requires_grad_(), words.clone().requires_grad_()
+    out, ref = ours(inputs_embeds=words_ours, **inputs), theirs(inputs_embeds=words_theirs, **inputs)
+    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+    torch.testing.assert_close(out.last_hidden_state, before, **TOL)
+    weights = (torch.randn_like(ref.last_hidden_state), torch.randn_like(ref.pooler_output))
+    loss_of(out, batch, weights).backward()
+    loss_of(ref, batch, weights).backward()
+    torch.testing.assert_close(words_ours.grad, words_theirs.grad, **grad_tol)
+    for layer in lora_layers(ours).values():
+        layer.unmerge()
+    theirs.unmerge_adapter()
+    return {"output": (out.last_hidden_state - ref.last_hidden_state).abs().max().item(),
+            "merged_vs_unmerged": (out.last_hidden_state - before).abs().max().item(),
+            "input_grad": (words_ours.grad - words_theirs.grad).abs().max().item()}
+
+
+# ----- against peft: the tiny model -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("targets", [QUERY_VALUE, ALL_LINEAR], ids=["query-value", "all-linear"])
+def test_tiny_adapted_model_matches_peft_outputs_and_gradients_merged_and_unmerged(config, batch, targets):
+    theirs = transformers.BertModel(hf_config(config))
+    ours, their_lora = adapted_pair(config, theirs, BertModel(config, attn_implementation="eager"),
+                                    targets=targets)
+    compare(ours, their_lora, batch)
+    compare_merged(ours, their_lora, batch)
+    compare(ours, their_lora, batch)  # unmerged again: the adapter trains as before
+
+
+def test_fresh_adapters_change_nothing_and_only_they_train(config, batch):
+    model = BertModel(config).eval()
+    with torch.no_grad():
+        before = model(**batch).last_hidden_state
+    names = apply_lora(model, r=4, alpha=8)
+    assert names == [f"encoder.layer.{i}.attention.self.{m}" for i in range(2) for m in ("query", "value")]
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).last_hidden_state, before, atol=0, rtol=0)  # B = 0
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable == [f"{name}.lora_{m}" for name in names for m in "AB"]
+    layer = model.encoder.layer[0].attention.self.query
+    assert isinstance(layer, LoRALinear) and layer.scaling == 2.0
+    assert not layer.base_layer.weight.requires_grad and not layer.base_layer.bias.requires_grad
+    assert layer.lora_A.shape == (4, 32) and layer.lora_B.shape == (32, 4) and layer.lora_B.abs().max() == 0
+
+
+def test_a_from_kaiming_uniform_as_peft_draws_it(config):
+    torch.manual_seed(3)
+    reference = peft_lora(transformers.BertModel(hf_config(config)), 8, 16, QUERY_VALUE)
+    bound = 1 / 32 ** 0.5  # kaiming_uniform_(a=sqrt(5)) on fan_in 32: U(-1/sqrt(32), 1/sqrt(32))
+    layer = LoRALinear(nn.Linear(32, 32), r=8, alpha=16)
+    theirs = reference.base_model.model.encoder.layer[0].attention.self.query.lora_A["default"].weight
+    for a in (layer.lora_A, theirs):
+        assert a.abs().max() <= bound and a.abs().max() > 0.9 * bound and abs(a.mean()) < 0.05
+
+
+def test_merging_twice_warns_and_adds_nothing_unmerge_restores_w():
+    layer = LoRALinear(nn.Linear(5, 7), r=2, alpha=6)
+    with torch.no_grad():
+        layer.lora_B.normal_()
+    x = torch.randn(3, 5)
+    expected = layer(x)
+    w = layer.base_layer.weight.detach().clone()
+    layer.merge()
+    torch.testing.assert_close(layer.base_layer.weight, w + 3 * layer.lora_B @ layer.lora_A, **TOL)
+    with pytest.warns(UserWarning, match="already merged"):
+        layer.merge()
+    torch.testing.assert_close(layer(x), expected, **TOL)  # not twice, and not added again in forward
+    layer.unmerge()
+    torch.testing.assert_close(layer.base_layer.weight, w, atol=1e-6, rtol=0)
+    with pytest.warns(UserWarning, match="not merged"):
+        layer.unmerge()
+    torch.testing.assert_close(layer(x), expected, **TOL)
+
+
+def test_dropout_acts_on_the_adapters_input_only():
+    layer = LoRALinear(nn.Linear(6, 6), r=6, alpha=6, dropout=0.5)
+    with torch.no_grad():
+        layer.lora_A.copy_(torch.eye(6))
+        layer.lora_B.copy_(torch.eye(6))
+    x = torch.randn(200, 6)
+    base = layer.base_layer(x)
+    update = layer(x) - base  # train mode: dropout(x), each element 0 or 2 x
+    ratio = update / x
+    assert torch.allclose(ratio[ratio > 1], torch.tensor(2.0)) and (ratio.abs() < 1e-5).float().mean() > 0.3
+    layer.eval()
+    torch.testing.assert_close(layer(x) - base, x, **TOL)
+
+
+def test_all_linear_adapts_every_linear_layer_the_pooler_too_as_peft_does(config):
+    model = BertModel(config)
+    names = apply_lora(model, r=2, alpha=2, targets=ALL_LINEAR)
+    reference = peft_lora(transformers.BertModel(hf_config(config)), 2, 2, ALL_LINEAR)
+    assert set(names) == set(reference.peft_config["default"].target_modules)
+    assert "pooler.dense" in names and len(names) == 2 * 6 + 1
+
+
+def test_bad_targets_and_a_second_apply_are_refused(config):
+    model = BertModel(config)
+    with pytest.raises(ValueError, match=r"LoRA targets \['attention.query'\] match no nn.Linear"):
+        apply_lora(model, targets=("attention.query",))
+    apply_lora(model)
+    with pytest.raises(ValueError, match="already has LoRA adapters"):
+        apply_lora(model)
+    with pytest.raises(ValueError, match="rank r must be a positive integer"):
+        LoRALinear(nn.Linear(2, 2), r=0, alpha=1)
+
+
+def test_merge_and_unload_leaves_plain_linear_layers_with_the_merged_weight(config, batch):
+    model = BertModel(config).eval()
+    apply_lora(model, r=4, alpha=4)
+    with torch.no_grad():
+        for layer in lora_layers(model).values():
+            layer.lora_B.normal_(std=0.1)
+        expected = model(**batch).last_hidden_state
+    merge_and_unload(model)
+    assert not lora_layers(model) and type(model.encoder.layer[1].attention.self.value) is nn.Linear
+    assert set(model.state_dict()) == set(BertModel(config).state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).last_hidden_state, expected, **TOL)
+
+
+# ----- peft's adapter folder, both ways, and the merged folder ----------------------------------------
+
+
+def test_our_adapter_folder_loads_in_peft_with_the_same_outputs(config, batch, tmp_path):
+    theirs = transformers.BertModel(hf_config(config)).eval()
+    ours = BertModel(config, attn_implementation="eager").eval()
+    copy_base(ours, theirs)
+    apply_lora(ours, r=4, alpha=12, targets=ALL_LINEAR)
+    with torch.no_grad():
+        for layer in lora_layers(ours).values():
+            layer.lora_B.normal_(std=0.05)
+    save_adapter(ours, tmp_path)
+    saved = json.loads((tmp_path / CONFIG_FILE).read_text())
+    assert saved["peft_type"] == "LORA" and saved["r"] == 4 and saved["lora_alpha"] == 12
+    keys = load_file(tmp_path / WEIGHTS_FILE)
+    assert "base_model.model.encoder.layer.0.attention.self.query.lora_A.weight" in keys and len(keys) == 26
+    loaded = peft.PeftModel.from_pretrained(theirs, tmp_path).eval()
+    with torch.no_grad():
+        out, ref = ours(**batch), loaded(**batch)
+    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+
+
+def test_peft_adapter_folder_loads_onto_our_model_with_the_same_outputs(config, batch, tmp_path):
+    theirs = transformers.BertModel(hf_config(config)).eval()
+    ours = BertModel(config, attn_implementation="eager").eval()
+    copy_base(ours, theirs)
+    reference = peft_lora(theirs, 8, 16, QUERY_VALUE).eval()
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.05)
+    reference.save_pretrained(tmp_path)
+    names = load_adapter(ours, tmp_path)
+    assert len(names) == 4
+    assert all(layer.r == 8 and layer.scaling == 2 for layer in lora_layers(ours).values())
+    with torch.no_grad():
+        out, ref = ours(**batch), reference(**batch)
+    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+
+
+def test_an_encoders_adapter_loads_onto_a_model_with_heads_and_back(config, batch, tmp_path):
+    encoder = BertModel(config).eval()
+    base_state = copy.deepcopy(encoder.state_dict())
+    apply_lora(encoder, r=2, alpha=4, targets=ALL_LINEAR)
+    with torch.no_grad():
+        for layer in lora_layers(encoder).values():
+            layer.lora_B.normal_(std=0.05)
+        expected = encoder(**batch).last_hidden_state
+    save_adapter(encoder, tmp_path / "encoder")
+    with_heads = BertForPreTraining(config).eval()
+    with_heads.bert.load_state_dict(base_state)
+    # The encoder's and the pooler's adapters come onto .bert; the heads' linear layers are left alone.
+    names = load_adapter(with_heads, tmp_path / "encoder")
+    assert len(names) == 13 and all(name.startswith("bert.") for name in names)
+    assert not any(layer.training for layer in lora_layers(with_heads).values())  # the model's eval mode
+    save_adapter(with_heads, tmp_path / "heads")
+    assert all(k.startswith("base_model.model.bert.") for k in load_file(tmp_path / "heads" / WEIGHTS_FILE))
+    again = BertModel(config).eval()
+    again.load_state_dict(base_state)
+    load_adapter(again, tmp_path / "heads")
+    with torch.no_grad():
+        torch.testing.assert_close(with_heads.bert(**batch).last_hidden_state, expected, **TOL)
+        torch.testing.assert_close(again(**batch).last_hidden_state, expected, **TOL)
+
+
+def test_adapter_files_that_do_not_fit_are_refused_naming_the_problem(config, tmp_path):
+    model = BertModel(config)
+    apply_lora(model, r=2, alpha=2)
+    save_adapter(model, tmp_path)
+    config_file = tmp_path / CONFIG_FILE
+    values = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**values, "use_dora": True}))
+    with pytest.raises(CheckpointError, match="does not implement: use_dora=True"):
+        load_adapter(BertModel(config), tmp_path)
+    config_file.write_text(json.dumps({**values, "r": 3}))
+    with pytest.raises(CheckpointError, match=r"lora_A.weight has shape \(2, 32\), the model's is \(3, 32\)"):
+        load_adapter(BertModel(config), tmp_path)
+    config_file.write_text(json.dumps({**values, "target_modules": r".*\.(query|value)"}))  # peft's regex
+    assert len(load_adapter(BertModel(config), tmp_path)) == 4
+    config_file.write_text(json.dumps({**values, "layers_to_transform": 0}))
+    with pytest.raises(CheckpointError, match="does not implement: layers_to_transform=0"):
+        load_adapter(BertModel(config), tmp_path)
+    config_file.write_text(json.dumps({**values, "target_modules": ["query", "value", "key"]}))
+    with pytest.raises(CheckpointError, match=r"missing \['encoder.layer.0.attention.self.key.lora_A"):
+        load_adapter(BertModel(config), tmp_path)
+
+
+def test_merged_folder_opens_in_transformers_and_ours_with_the_adapted_outputs(config, batch, tmp_path):
+    model = BertModel(config, attn_implementation="eager").eval()
+    apply_lora(model, r=4, alpha=8)
+    with torch.no_grad():
+        for layer in lora_layers(model).values():
+            layer.lora_B.normal_(std=0.05)
+        expected = model(**batch)
+    save_merged(model, tmp_path)
+    assert lora_layers(model) and not any(layer.merged for layer in lora_layers(model).values())  # untouched
+    assert not [k for k in load_file(tmp_path / "model.safetensors") if "lora" in k or "base_layer" in k]
+    theirs = transformers.BertModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    reloaded = BertModel.from_pretrained(tmp_path)
+    with torch.no_grad():
+        for other in (theirs(**batch), reloaded(**batch)):
+            torch.testing.assert_close(other.last_hidden_state, expected.last_hidden_state, **TOL)
+            torch.testing.assert_close(other.pooler_output, expected.pooler_output, **TOL)
+
+
+# ----- against peft: the embedded all-MiniLM-L6-v2 -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm_pair(embedded_model_dir):
+    """The embedded checkpoint loaded once by transformers and once by us (copied per test)."""
+    theirs = transformers.BertModel.from_pretrained(embedded_model_dir, attn_implementation="eager",
+                                                    dtype=torch.float32)
+    return theirs, BertModel.from_pretrained(embedded_model_dir, attn_implementation="eager")
+
+
+@pytest.mark.checkpoint
+@pytest.mark.parametrize("targets", [QUERY_VALUE, ALL_LINEAR], ids=["query-value", "all-linear"])
+def test_minilm_adapted_matches_peft_outputs_and_gradients_merged_and_unmerged(minilm_pair, targets):
+    # Eval mode: dropout off, so the two runs are comparable; gradients flow all the same.
+    theirs, ours = (copy.deepcopy(m).eval() for m in minilm_pair)
+    tokens = torch.randint(1000, 30000, (3, 12))
+    mask = torch.tensor([[1] * 12, [1] * 8 + [0] * 4, [1] * 5 + [0] * 7])
+    batch = dict(input_ids=tokens * mask, attention_mask=mask, token_type_ids=torch.zeros_like(tokens))
+    their_lora = peft_lora(theirs, 8, 16, targets)
+    apply_lora(ours, 8, 16, 0.0, targets)
+    randomize_b_and_copy(ours, their_lora)
+    compare(ours, their_lora, batch, grad_tol=GRAD_TOL_MINILM)
+    compare_merged(ours, their_lora, batch, grad_tol=GRAD_TOL_MINILM)
+
+
+@pytest.mark.checkpoint
+def test_trainable_parameter_counts_agree_with_peft_on_minilm(embedded_model_dir):
+    # The counts need the checkpoint's sizes, not its weights: models on the meta device hold no numbers.
+    with torch.device("meta"):
+        base = BertModel(BertConfig.from_json_file(embedded_model_dir))
+        their_base = transformers.BertModel(transformers.BertConfig.from_pretrained(embedded_model_dir))
+        counts = {}
+        for r in (8, 16):
+            for targets in (QUERY_VALUE, ALL_LINEAR):
+                ours = copy.deepcopy(base)
+                apply_lora(ours, r, 2 * r, 0.0, targets)
+                theirs = peft_lora(copy.deepcopy(their_base), r, 2 * r, targets)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    expected = theirs.get_nb_trainable_parameters()  # (trainable, all)
+                got = (ours.num_parameters(only_trainable=True), ours.num_parameters())
+                assert got == expected, (r, targets)
+                counts[r, targets] = got
+    assert counts[8, QUERY_VALUE][0] == 6 * 2 * 8 * (384 + 384)  # 6 layers, q and v: r (in + out) each
+    assert counts[16, QUERY_VALUE][0] == 2 * counts[8, QUERY_VALUE][0]
