@@ -1,4 +1,4 @@
-"""LoRA (minbert/lora.py) and its files (minbert/lora_files.py) against Hugging Face's `peft`.
+"""LoRA (minbert/lora.py) and its files (minbert/loading/adapter_files.py) against Hugging Face's `peft`.
 
 The reference is `peft`'s LoraModel on `transformers`' BertModel holding the same weights as our BertModel
 (the tiny config, and the embedded all-MiniLM-L6-v2), its adapters' A and B copied into ours, with B drawn
@@ -28,11 +28,11 @@ import transformers
 from safetensors.torch import load_file
 from torch import nn
 
-from minbert.checkpoint import CheckpointError
+from minbert.loading.checkpoint import CheckpointError
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.lora import ALL_LINEAR, QUERY_VALUE, LoRALinear, apply_lora, lora_layers, merge_and_unload
-from minbert.lora_files import CONFIG_FILE, WEIGHTS_FILE, load_adapter, save_adapter, save_merged
+from minbert.loading.adapter_files import CONFIG_FILE, WEIGHTS_FILE, load_adapter, save_adapter, save_merged
 from minbert.model import BertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)

@@ -15,7 +15,7 @@ files) plus files that say what is done with the token vectors:
 sentence-transformers version from 2 to 6 reads, so `SentenceTransformer(folder)` loads what minbert
 saves, and minbert loads what sentence-transformers saves.
 
-Read next: atomic.py (how every save is written whole or not at all).
+Read next: adapter_files.py (LoRA's adapters on disk).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ ranks, ...) are refused, naming them.
 its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
 `transformers` opens and BertModel.from_pretrained loads.
 
-Read next: nothing; lora.py is the lesson.
+Read next: atomic.py (how every save is written whole or not at all).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.atomic import atomic_write, atomic_write_text
-from minbert.checkpoint import CheckpointError, save_model
+from minbert.loading.atomic import atomic_write, atomic_write_text
+from minbert.loading.checkpoint import CheckpointError, save_model
 from minbert.lora import ALL_LINEAR, LoRALinear, apply_lora, lora_layers, merge_and_unload
 
 CONFIG_FILE = "adapter_config.json"
