@@ -1,5 +1,5 @@
 """Tests for optim/adamw.py: parity with torch.optim.AdamW, variants told apart, a hand-worked example,
-state round-trips, argument checks, and the fast paths (the C kernel of adamw_native.py, and torch.compile's)
+state round-trips, argument checks, and the fast paths of fast_adamw.py (its C kernel, and torch.compile's)
 equal to the readable one and to torch, with their fallbacks.
 
 Parity tests feed both optimizers the same gradients: the gradient is computed on our model and copied
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import optim.adamw as adamw_module
-import optim.adamw_native as adamw_native
+import optim.fast_adamw as fast_adamw
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
@@ -63,13 +63,13 @@ def _unavailable_here(message: str) -> None:
 
 @pytest.fixture(params=["c_kernel", "inductor"])
 def fast_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Which fast path foreach=None/True takes for float32 CPU tensors: the C kernel (adamw_native), or,
+    """Which fast path foreach=None/True takes for float32 CPU tensors: the C kernel (fast_adamw), or,
     with the kernel switched off, torch.compile's (which float64 tensors take either way). Fails (in CI)
     or skips the test where the chosen path could not run here, so that it never passes by testing another."""
     if request.param == "inductor":
-        monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")
+        monkeypatch.setattr(fast_adamw, "KERNEL_FAILURE", "switched off by the test")
     yield request.param
-    failure = adamw_native.FAILURE if request.param == "c_kernel" else adamw_module._COMPILE_FAILURE
+    failure = fast_adamw.KERNEL_FAILURE if request.param == "c_kernel" else fast_adamw.COMPILE_FAILURE
     if failure is not None:
         _unavailable_here(f"the {request.param} path is unavailable here, so a fallback was compared: "
                           f"{failure}")
@@ -341,8 +341,8 @@ def test_fast_paths_equal_the_readable_path(problem: str, fast_path: str) -> Non
 def test_foreach_none_sends_float32_to_the_c_kernel_and_the_rest_to_the_compiled_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     kernel, compiled, readable = [], [], []
-    monkeypatch.setattr(adamw_native, "group_step", lambda updates, **hyper: kernel.append(updates) or True)
-    monkeypatch.setattr(adamw_module, "_update_compiled", lambda *args: compiled.append(args) or True)
+    monkeypatch.setattr(fast_adamw, "kernel_step", lambda updates, **hyper: kernel.append(updates) or True)
+    monkeypatch.setattr(fast_adamw, "_update_compiled", lambda update, *args: compiled.append(args) or True)
     monkeypatch.setattr(adamw_module, "adamw_update", lambda *args, **kw: readable.append(args))
     single, double = nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(3, dtype=torch.float64))
     strided, other = nn.Parameter(torch.ones(4, 2).t()), nn.Parameter(torch.ones(5))
@@ -360,8 +360,8 @@ def test_foreach_none_sends_float32_to_the_c_kernel_and_the_rest_to_the_compiled
 def _fresh_kernel(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     """As in a fresh process with an empty cache (monkeypatch restores everything afterwards)."""
     monkeypatch.setenv("MINBERT_CACHE", str(cache))
-    monkeypatch.setattr(adamw_native, "_LIBRARY", None)
-    monkeypatch.setattr(adamw_native, "FAILURE", None)
+    monkeypatch.setattr(fast_adamw, "_LIBRARY", None)
+    monkeypatch.setattr(fast_adamw, "KERNEL_FAILURE", None)
 
 
 def test_the_c_kernel_gives_the_same_numbers_on_one_thread_and_on_three() -> None:
@@ -381,8 +381,8 @@ def test_the_c_kernel_gives_the_same_numbers_on_one_thread_and_on_three() -> Non
         finally:
             torch.set_num_threads(1)
         results.append([p.detach().clone() for p in params])
-    if adamw_native.FAILURE is not None:
-        _unavailable_here(f"the C kernel is unavailable here: {adamw_native.FAILURE}")
+    if fast_adamw.KERNEL_FAILURE is not None:
+        _unavailable_here(f"the C kernel is unavailable here: {fast_adamw.KERNEL_FAILURE}")
     for one, three in zip(*results):
         assert torch.equal(one, three)
 
@@ -395,8 +395,8 @@ def test_without_a_c_compiler_adamw_warns_once_and_runs_the_compiled_path(
         fallback = run_pair(PROBLEMS["linear"], 3, foreach=None)
         run_pair(PROBLEMS["linear"], 2, foreach=True)  # a second optimizer: the failure is remembered
     assert len([w for w in caught if "C kernel" in str(w.message)]) == 1
-    assert "no-such-compiler" in adamw_native.FAILURE
-    monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")
+    assert "no-such-compiler" in fast_adamw.KERNEL_FAILURE
+    monkeypatch.setattr(fast_adamw, "KERNEL_FAILURE", "switched off by the test")
     compiled = run_pair(PROBLEMS["linear"], 3, foreach=None)
     for p, q in zip(fallback[0].parameters(), compiled[0].parameters()):
         assert torch.equal(p, q), "the fallback is not the compiled path"
@@ -410,33 +410,39 @@ def test_a_failed_build_names_the_command_and_leaves_nothing_in_the_cache(
     _fresh_kernel(monkeypatch, tmp_path / "cache")
     monkeypatch.setenv("CC", str(compiler))
     with pytest.raises(RuntimeError, match="broken-cc.*adamw_kernel.c.*failed: adamw_kernel.c:1: error"):
-        adamw_native.build()
+        fast_adamw.build()
     assert list((tmp_path / "cache").iterdir()) == []
 
 
 def test_the_built_kernel_is_cached_and_reused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _fresh_kernel(monkeypatch, tmp_path / "cache")
     try:
-        first = adamw_native.build()
+        first = fast_adamw.build()
     except RuntimeError as error:  # no C compiler here: the fallback is tested above
         _unavailable_here(str(error))
     built_at = first.stat().st_mtime_ns
-    assert adamw_native.build() == first and first.stat().st_mtime_ns == built_at
+    assert fast_adamw.build() == first and first.stat().st_mtime_ns == built_at
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary file left behind
 
 
-def test_the_handout_without_the_c_source_runs_the_compiled_path_silently(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_handout_without_the_c_source_runs_the_readable_update_as_written(
+        dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        recwarn: pytest.WarningsRecorder) -> None:
+    """The handout leaves out adamw_kernel.c: then neither the kernel nor torch.compile runs, by default,
+    and the student's own adamw_update runs uncompiled, silently."""
     _fresh_kernel(monkeypatch, tmp_path / "cache")
-    monkeypatch.setattr(adamw_native, "SOURCE", tmp_path / "adamw_kernel.c")
-    compiled = []
-    monkeypatch.setattr(adamw_module, "_update_compiled", lambda *args: compiled.append(args) or True)
-    p = nn.Parameter(torch.ones(3))
-    p.grad = torch.ones(3)
+    monkeypatch.setattr(fast_adamw, "KERNEL_SOURCE", tmp_path / "adamw_kernel.c")
+    kernel, compiled, readable = [], [], []
+    monkeypatch.setattr(fast_adamw, "kernel_step", lambda updates, **hyper: kernel.append(updates) or True)
+    monkeypatch.setattr(fast_adamw, "_update_compiled", lambda update, *args: compiled.append(args) or True)
+    monkeypatch.setattr(adamw_module, "adamw_update", lambda *args, **kw: readable.append(args))
+    p = nn.Parameter(torch.ones(3, dtype=dtype))
+    p.grad = torch.ones_like(p)
     AdamW([p]).step()
-    assert len(compiled) == 1
-    assert "not here" in adamw_native.FAILURE
-    assert not [w for w in recwarn if "C kernel" in str(w.message)]
+    assert not fast_adamw.available()
+    assert kernel == [] and compiled == [] and [args[0] for args in readable] == [p]
+    assert not [w for w in recwarn if "AdamW" in str(w.message)]
 
 
 def _compile_raises(fn, **kwargs):
@@ -453,9 +459,9 @@ def _compiled_call_raises(fn, **kwargs):
 def test_a_failed_compilation_warns_once_and_falls_back_to_the_readable_path(
         broken_compile, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch, "compile", broken_compile)
-    monkeypatch.setattr(adamw_module, "_COMPILED", None)  # as in a fresh process (restored afterwards)
-    monkeypatch.setattr(adamw_module, "_COMPILE_FAILURE", None)
-    monkeypatch.setattr(adamw_native, "FAILURE", "switched off by the test")  # float32 too goes to compile
+    monkeypatch.setattr(fast_adamw, "_COMPILED", None)  # as in a fresh process (restored afterwards)
+    monkeypatch.setattr(fast_adamw, "COMPILE_FAILURE", None)
+    monkeypatch.setattr(fast_adamw, "KERNEL_FAILURE", "switched off by the test")  # float32 too compiles
     with pytest.warns(RuntimeWarning, match="torch.compile of adamw_update failed") as caught:
         fallback = run_pair(PROBLEMS["mixed_groups"], 3, foreach=None)
         run_pair(PROBLEMS["linear"], 2, foreach=True)  # a second optimizer: the failure is remembered
