@@ -1,8 +1,9 @@
 """Speed of one AdamW step over bert-base-sized parameters: ours against torch.optim.AdamW.
 
 Six implementations take turns on the same parameters and random gradients in one process: our C
-kernel (the default on the CPU: optim/adamw_kernel.c), our compiled path (`adamw_update` through
-torch.compile, fused=False; the default on a GPU) and our readable per-parameter path, and torch's
+kernel (the default on the CPU: optim/adamw_kernel.c, run by optim/fast_adamw.py), our compiled path
+(`adamw_update` through torch.compile, fused=False; the default on a GPU) and our readable per-parameter
+path (foreach=False), and torch's
 for-loop, foreach and fused AdamW. Every optimizer is built and warmed up first (the first step
 allocates its state, and builds or compiles ours; its time is printed), then they take single timed steps in
 turn (time.perf_counter), so a change in machine load hits all of them alike; the table reports the
@@ -24,7 +25,7 @@ waiting for each other between tensors.
     python -m bench.optim_speed                  # bert-base shapes, 15 timed steps each
     python -m bench.optim_speed --threads 1      # steadier on a machine shared with other jobs
 
-Read next: optim/adamw.py (the update rule, and how it is compiled).
+Read next: optim/fast_adamw.py (the fast paths, and how they are chosen).
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ from tqdm import tqdm
 
 from minbert.config import BertConfig
 from minbert.model import BertModel
-import optim.adamw as adamw_module
-import optim.adamw_native as adamw_native
+import optim.fast_adamw as fast_adamw
 from optim.adamw import AdamW
 from tasks.training.arguments import integer, nonempty, positive_int
 
@@ -157,12 +157,15 @@ def main(argv: list[str] | None = None) -> None:
               "On shared cores, --threads 1 gives steadier numbers (idle threads wait on busy cores).")
     for name in ("minbert C kernel", "minbert compiled"):
         print(f"first step of {name} (allocates the state, builds or compiles): {first_step[name]:.1f} s")
-    if adamw_native.FAILURE is not None:
+    if not fast_adamw.available():
+        print(f"note: {fast_adamw.KERNEL_SOURCE.name} is not here, so every 'minbert' row ran the readable "
+              "path")
+    if fast_adamw.KERNEL_FAILURE is not None:
         print(f"note: the C kernel is unavailable, so 'minbert C kernel' ran the compiled path: "
-              f"{adamw_native.FAILURE}")
-    if adamw_module._COMPILE_FAILURE is not None:
+              f"{fast_adamw.KERNEL_FAILURE}")
+    if fast_adamw.COMPILE_FAILURE is not None:
         print("note: compiling failed, so 'minbert compiled' ran the readable path: "
-              f"{adamw_module._COMPILE_FAILURE}")
+              f"{fast_adamw.COMPILE_FAILURE}")
     default = "minbert C kernel" if device.type == "cpu" else "minbert compiled"
     ratio = fastest[default] / fastest[ref]
     verdict = "meets" if ratio <= 1.0 else "MISSES"

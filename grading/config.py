@@ -89,8 +89,9 @@ DEFAULT_VISIBILITY = "visible"
 
 # What the handout leaves out besides the hidden tests: the grader (its mutations quote the
 # solutions), the project's own test files (they would pass or fail regardless of the TODOs), the
-# staff page, and the C kernel of AdamW's fast path (it restates adamw_update; without it the optimizer
-# runs the student's own update, compiled). README.md is replaced by the student README.
+# staff page, and the C kernel of AdamW's fast paths (it restates adamw_update; without it
+# optim/fast_adamw.py takes nothing, and AdamW runs the student's own update as written, uncompiled).
+# README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
 HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files

@@ -10,7 +10,7 @@
  *   tensor (199 of them for bert-base), and each start and end makes the threads wait for one another;
  *   here each thread takes its share of every tensor and moves on without waiting ("nowait").
  *
- * optim/adamw_native.py compiles this file with the system C compiler on first use, caches the library and
+ * optim/fast_adamw.py compiles this file with the system C compiler on first use, caches the library and
  * calls it through ctypes. It is left out of the student handout: it restates the exercise's answer.
  */
 #include <math.h>

@@ -170,7 +170,7 @@ def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_adamw_
                            env={**os.environ, "PYTHONPATH": str(out)})
     assert probe.returncode == 0 and "python -m grading.check_predictions" in probe.stdout, probe.stderr
     assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
-    assert not (out / "optim/adamw_kernel.c").exists() and (out / "optim/adamw_native.py").is_file()
+    assert not (out / "optim/adamw_kernel.c").exists() and (out / "optim/fast_adamw.py").is_file()
     assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
     assert (out / "minbert/text/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
 
