@@ -40,6 +40,7 @@ from pathlib import Path
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
                             HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES,
                             component_todos, edition_components, edition_todos, todo_component)
+from grading.contents import Contents, contents
 from grading.documents import NEEDS, dead_references, student_readme
 from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
@@ -82,9 +83,9 @@ def repository_files(root: Path) -> list[str]:
                   and not any(part.endswith(".egg-info") for part in p.parts))
 
 
-def shipped(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
-    """Whether a repository file goes into the handout (left_out_tests: graded test files of components
-    outside the edition)."""
+def may_ship(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
+    """Whether config.py's exclusions let a repository file into a handout (left_out_tests: graded test
+    files of components outside the edition); which of these an edition ships is edition_contents'."""
     if relative in HANDOUT_EXCLUDE_FILES or relative in left_out_tests:
         return False
     if relative.startswith(f"{HIDDEN_TESTS}/"):
@@ -98,6 +99,19 @@ def left_out_tests(tests, edition: str) -> frozenset[str]:
     """The graded test files of components outside the edition (one component per file)."""
     components = edition_components(edition)
     return frozenset(t.file for t in tests if t.component not in components)
+
+
+def edition_contents(edition: str, staff: Path = STAFF_ROOT) -> Contents:
+    """What the handout of `edition` ships (contents.py): the import closure of its TODOs, their tests and
+    the jobs that use them, the notebooks that run on these, and the files they name."""
+    from grading.grade import graded_tests
+
+    every = graded_tests(staff)
+    components = edition_components(edition)
+    tests = sorted({t.file for t in every if t.component in components and not t.hidden_from_handout})
+    left_out = left_out_tests(every, edition)
+    return contents(edition, repository_files(staff), lambda r: (staff / r).read_text(encoding="utf-8"),
+                    tests, lambda r: may_ship(r, left_out))
 
 
 def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str = DEFAULT_EDITION) -> Handout:
@@ -118,7 +132,7 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
     every_region: list[Region] = []
     every_file = repository_files(staff)
     for relative in every_file:
-        if not shipped(relative):
+        if not may_ship(relative):
             continue
         data = (staff / relative).read_bytes()
         if relative.endswith(".py"):
@@ -177,7 +191,7 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
     (left_out: the graded test files an edition does not ship; by default every one ships)."""
     sources = {}
     for relative in repository_files(staff):
-        if shipped(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
+        if may_ship(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
             try:
                 sources[relative] = (staff / relative).read_text(encoding="utf-8")
             except UnicodeDecodeError:
