@@ -8,8 +8,9 @@ strings: `importlib.import_module("minbert.x")`, a lazy `__init__`'s table, `[py
     - the files holding the edition's TODOs (config.py COMPONENTS, EDITIONS),
     - the edition's shipped graded tests, with the conftest.py files above them,
     - the main job (MAIN_JOB), and each other job (a module with `if __name__ == "__main__":`) that reaches
-      a TODO of the edition the main job does not reach: which functions a job reaches is followed by
-      name from its `if __name__` block through the definitions of the files it imports,
+      a TODO of the edition the main job does not reach: what a job reaches is followed by name from
+      the top-level code of the files it imports (its own `if __name__` block included) through their
+      definitions,
     - each notebook whose imports, and the jobs its code names, all lie in that set.
 Beside the Python files: the repository's top-level files (Makefile, setup.cfg, pyproject.toml,
 .gitignore), each file or folder that a shipped module names by a relative path written as strings
@@ -293,14 +294,14 @@ def notebook_code(text: str) -> str:
     return "\n".join(lines)
 
 
-def notebook_needs(relative: str, text: str, files: set[str]) -> set[str]:
-    """The project's Python files a notebook imports, and the jobs its code names (`python -m X`)."""
+def notebook_needs(relative: str, text: str, files: set[str]) -> set[str] | None:
+    """The project's Python files a notebook imports, and the jobs its code names (`python -m X`); None
+    when its code does not parse (then what it needs cannot be told)."""
     code = notebook_code(text)
-    found = set()
     try:
         found = imports(relative.removesuffix(".ipynb") + ".py", code, files)
     except SyntaxError:
-        pass
+        return None
     for name in _DASH_M.findall(code):
         if name.split(".")[0] in OWN_PACKAGES:
             found.add(module_file(name, files) or f"{name.replace('.', '/')}.py")
@@ -340,7 +341,7 @@ def contents(edition: str, files: list[str], read, shipped_tests: list[str], can
         data = named_files(sources, shipped, allowed)
     for notebook in sorted(f for f in allowed if f.endswith(".ipynb")):
         needs = notebook_needs(notebook, read(notebook), python)
-        missing = sorted(needs - shipped)
+        missing = ["(its code does not parse)"] if needs is None else sorted(needs - shipped)
         if missing:
             result.left_out_notebooks[notebook] = "needs " + ", ".join(missing)
         else:
