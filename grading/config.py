@@ -87,15 +87,30 @@ HIDDEN_TESTS = "tests/graded/hidden"  # graded tests that the handout leaves out
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 DEFAULT_VISIBILITY = "visible"
 
-# What the handout leaves out besides the hidden tests: the grader (its mutations quote the
-# solutions), the project's own test files (they would pass or fail regardless of the TODOs), the
-# staff page, and the C kernel of AdamW's fast paths (it restates adamw_update; without it
-# optim/fast_adamw.py takes nothing, and AdamW runs the student's own update as written, uncompiled).
-# README.md is replaced by the student README.
+# What the handout never ships, whatever the edition's closure (contents.py) reaches, besides the hidden
+# tests: the grader (its mutations quote the solutions), the project's own test files (they would pass or
+# fail regardless of the TODOs), the staff page, and the C kernel of AdamW's fast paths (it restates
+# adamw_update; without it optim/fast_adamw.py takes nothing, and AdamW runs the student's own update as
+# written, uncompiled). README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
 HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files
 HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "optim/adamw_kernel.c")
+
+# Which files an edition ships is computed (contents.py): the import closure of its TODOs, their tests,
+# the main job and the jobs that use them. How the handout's check runs a shipped job cheaply, on a tiny
+# random model ({model}), the demo sample ({sample}: data/sample; {data}: a folder whose cs224n/ is it) and
+# a fresh folder ({out}): in the student handout it must finish or stop at a TODO of the edition, with the
+# solutions in it must finish. A shipped job without a row is checked with --help only (tasks.hierarchical:
+# its collections are not in the handout).
+JOB_TINY_RUNS: dict[str, str] = {
+    "tasks.multitask": "--model {model} --data-dir {sample} --out {out} --limit 8 --batch_size 4 --epochs 1 "
+                       "--max-length 32 --max-steps 2",
+    "pretrain.run": "--model {model} --within multitask --data-dir {sample} --out {out} --limit 8 "
+                    "--batch-size 4 --epochs 1 --max-length 32 --max-steps 2",
+    "tasks.classify": "--model {model} --task cfimdb --data-dir {data} --out {out} --limit 8 --batch_size 4 "
+                      "--epochs 1 --max-length 32 --max-steps 2",
+}
 
 
 def todo_component(todo: str) -> str:

@@ -2,13 +2,16 @@
 
     python -m grading.handout OUT_DIR                 the default edition (OUT_DIR empty, new or a handout)
     python -m grading.handout OUT_DIR --edition full  every component a TODO (config.py EDITIONS)
-    python -m grading.handout OUT_DIR --no-check      skip the slow checks (imports, tests failing as TODOs)
+    python -m grading.handout OUT_DIR --no-check      skip the slow checks (imports, jobs, tests on the stubs)
 
-What OUT_DIR gets: every file of this repository (tracked or not ignored by git) except grading/, the
-project's own tests (only tests/conftest.py and the visible graded tests of the edition's components in
-tests/graded/ go), the hidden tests (tests/graded/hidden/), docs/teaching.md and README.md, which is
-replaced by a student README listing every TODO with its points and the tests that check it. In every
-Python file each region of the edition's components
+What OUT_DIR gets: what the edition needs (contents.py computes it from the code): the import closure of
+the files holding its TODOs, the visible graded tests of its components (with tests/conftest.py and the
+helpers and reference files they read), the main job and each other job that uses one of its TODOs; the
+notebooks that run on these, the demo data the jobs read and the top-level build files. Never grading/, the
+project's own tests, the hidden tests (tests/graded/hidden/), nor config.py HANDOUT_EXCLUDE_FILES; so
+bench/, experiments/ and the jobs no TODO needs stay in this repository. README.md is replaced by a student
+README listing every TODO with its points and the tests that check it. In every Python file each region of
+the edition's components
 
     # BEGIN SOLUTION
     ...
@@ -20,10 +23,12 @@ regions lose their marker lines and ship as working reference code.
 It refuses unbalanced or nested markers (naming file and line), code anywhere in the handout that
 restates a solution region, renamed or reformatted (leaks.py; this check always runs, it takes about a
 second), and a shipped document that links to or names a file the handout leaves out. Then it checks the
-result: no marker is left, every package module imports, and every graded test shipped to students fails
-with NotImplementedError naming a TODO of the test's own component (not with an import or attribute
-error, not on another component's stub, none passes on the stubs, and one that stops at another TODO of
-its component is listed in documents.py NEEDS, from which the README tells the order).
+result: no marker is left, every package module imports (and every name of a package's __all__ can be read),
+every shipped job runs (check_jobs: `--help`, and a tiny run that finishes or stops at a TODO of the edition,
+and finishes with the solutions in), and every graded test shipped to students fails with NotImplementedError
+naming a TODO of the test's own component (not with an import or attribute error, not on another
+component's stub, none passes on the stubs, and one that stops at another TODO of its component is listed
+in documents.py NEEDS, from which the README tells the order).
 
 Read next: grade.py.
 """
@@ -31,17 +36,22 @@ Read next: grade.py.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
-                            HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, SUBMITTED_PACKAGES,
-                            component_todos, edition_components, edition_todos, todo_component)
+                            HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, JOB_TINY_RUNS,
+                            SUBMITTED_PACKAGES, component_todos, edition_components, edition_todos,
+                            todo_component)
+from grading.contents import Contents, contents
 from grading.config import HANDOUT_KEEP_FILES
 from grading.documents import NEEDS, dead_references, student_readme
+from grading.handout_probe import REPORT
 from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.restatements import find_restated
@@ -60,11 +70,14 @@ class HandoutError(RuntimeError):
 class Handout:
     out: Path
     edition: str = DEFAULT_EDITION
+    staff: Path = STAFF_ROOT
     files: list[str] = field(default_factory=list)
     regions: list[Region] = field(default_factory=list)  # the ones stubbed: the edition's TODOs
     tests_by_component: dict[str, list[str]] = field(default_factory=dict)  # shipped graded tests
     todo_of: dict[str, str] = field(default_factory=dict)  # shipped graded test -> the TODO it checks
     leak_report: LeakReport | None = None
+    contents: Contents | None = None  # what the edition ships, and which jobs and notebooks
+    job_checks: dict[str, str] = field(default_factory=dict)  # shipped job -> what check_jobs ran
 
 
 def repository_files(root: Path) -> list[str]:
@@ -83,9 +96,9 @@ def repository_files(root: Path) -> list[str]:
                   and not any(part.endswith(".egg-info") for part in p.parts))
 
 
-def shipped(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
-    """Whether a repository file goes into the handout (left_out_tests: graded test files of components
-    outside the edition)."""
+def may_ship(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
+    """Whether config.py's exclusions let a repository file into a handout (left_out_tests: graded test
+    files of components outside the edition); which of these an edition ships is edition_contents'."""
     if relative in HANDOUT_EXCLUDE_FILES or relative in left_out_tests:
         return False
     if relative.startswith(f"{HIDDEN_TESTS}/"):
@@ -101,6 +114,19 @@ def left_out_tests(tests, edition: str) -> frozenset[str]:
     return frozenset(t.file for t in tests if t.component not in components)
 
 
+def edition_contents(edition: str, staff: Path = STAFF_ROOT) -> Contents:
+    """What the handout of `edition` ships (contents.py): the import closure of its TODOs, their tests and
+    the jobs that use them, the notebooks that run on these, and the files they name."""
+    from grading.grade import graded_tests
+
+    every = graded_tests(staff)
+    components = edition_components(edition)
+    tests = sorted({t.file for t in every if t.component in components and not t.hidden_from_handout})
+    left_out = left_out_tests(every, edition)
+    return contents(edition, repository_files(staff), lambda r: (staff / r).read_text(encoding="utf-8"),
+                    tests, lambda r: may_ship(r, left_out))
+
+
 def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str = DEFAULT_EDITION) -> Handout:
     """Write the handout of `edition` into `out` and, with `check`, verify it (see the module docstring)."""
     if edition not in EDITIONS:
@@ -113,13 +139,13 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
         shutil.rmtree(out)
     if out == staff or staff in out.parents and out.relative_to(staff).parts[0] not in ("build", "runs"):
         raise HandoutError(f"{out} lies inside the repository; write the handout elsewhere (or under build/)")
-    handout = Handout(out, edition)
+    handout = Handout(out, edition, staff)
     todos = edition_todos(edition)
     staged: dict[str, bytes] = {}
     every_region: list[Region] = []
     every_file = repository_files(staff)
-    for relative in every_file:
-        if not shipped(relative):
+    for relative in every_file:  # every file that may ship: a bad marker anywhere is refused
+        if not may_ship(relative):
             continue
         data = (staff / relative).read_bytes()
         if relative.endswith(".py"):
@@ -135,7 +161,8 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
     components = edition_components(edition)
     tests = [t for t in graded_tests(staff) if t.component in components]
     left_out = left_out_tests(graded_tests(staff), edition)
-    staged = {relative: data for relative, data in staged.items() if relative not in left_out}
+    handout.contents = edition_contents(edition, staff)
+    staged = {relative: data for relative, data in staged.items() if relative in handout.contents.files}
     handout.leak_report = check_leaks(leak_sources(staff, left_out), todos)
     for relative, data in staged.items():
         target = out / relative
@@ -178,7 +205,7 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
     (left_out: the graded test files an edition does not ship; by default every one ships)."""
     sources = {}
     for relative in repository_files(staff):
-        if shipped(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
+        if may_ship(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
             try:
                 sources[relative] = (staff / relative).read_text(encoding="utf-8")
             except UnicodeDecodeError:
@@ -200,7 +227,8 @@ def check_leaks(sources: dict[str, str], todos: frozenset[str] | None = None) ->
 
 
 def check_handout(handout: Handout) -> None:
-    """No marker left; the packages import; every shipped graded test fails on its own component's stub."""
+    """No marker left; the packages import and the jobs run (check_jobs); every shipped graded test fails on
+    its own component's stub."""
     out = handout.out
     for relative in handout.files:
         try:
@@ -209,17 +237,7 @@ def check_handout(handout: Handout) -> None:
             continue
         if has_marker(text):
             raise HandoutError(f"{relative}: a solution marker is left in the handout")
-    probe = ("import importlib, pkgutil, sys\n"
-             f"for name in {list(SUBMITTED_PACKAGES)!r}:\n"
-             "    try:\n        package = importlib.import_module(name)\n"
-             "    except ModuleNotFoundError:\n        continue\n"
-             "    assert package.__file__.startswith(sys.argv[1]), (name, package.__file__)\n"
-             "    for info in pkgutil.walk_packages(package.__path__, name + '.'):\n"
-             "        importlib.import_module(info.name)\n")
-    result = subprocess.run([sys.executable, "-c", probe, str(out)], cwd=out, capture_output=True,
-                            text=True, env=_env(out))
-    if result.returncode != 0:
-        raise HandoutError(f"the handout's packages do not import cleanly:\n{result.stderr[-4000:]}")
+    check_jobs(handout)
     component_of = {n: c for c, nodes in handout.tests_by_component.items() for n in nodes}
     results = run_tests(out, list(component_of), expect_modules_under=out)
     problems = []
@@ -242,6 +260,56 @@ def check_handout(handout: Handout) -> None:
                            + "\n".join(problems))
 
 
+def check_jobs(handout: Handout) -> None:
+    """The packages import (each name of their __all__ included); every shipped job answers --help; each
+    job of config.py JOB_TINY_RUNS, run tiny, finishes or stops at a TODO of the edition in the handout, and
+    finishes with the solutions in (the same files, so nothing its path needs is left out)."""
+    runs = {job: flags for job, flags in JOB_TINY_RUNS.items() if job in handout.contents.jobs}
+    with tempfile.TemporaryDirectory(prefix="minbert-handout-check-") as scratch:
+        solved = Path(scratch) / "solved"
+        for relative in handout.files:
+            target = solved / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if relative.endswith(".py"):
+                text, _ = strip_regions((handout.staff / relative).read_text(encoding="utf-8"), relative,
+                                        frozenset())
+                target.write_text(text, encoding="utf-8")
+            else:
+                shutil.copyfile(handout.out / relative, target)
+        student = _probe(handout.out, handout.contents.jobs, runs, Path(scratch) / "student-runs")
+        with_solutions = _probe(solved, [], runs, Path(scratch) / "solved-runs") if runs else {"runs": {}}
+    todos = edition_todos(handout.edition)
+    problems = student["errors"]
+    for job, outcome in student["runs"].items():
+        if outcome != "finished" and outcome.removeprefix("TODO: ") not in todos:
+            problems.append(f"python -m {job} (tiny run) neither finishes nor stops at a TODO of the "
+                            f"edition:\n{outcome}")
+    for job, outcome in with_solutions["runs"].items():
+        if outcome != "finished":
+            problems.append(f"python -m {job} (tiny run, solutions in) does not finish; does its path need "
+                            f"a file the handout leaves out?\n{outcome}")
+    if problems:
+        raise HandoutError("the handout's code does not run (contents.py chose its files):\n"
+                           + "\n".join(problems))
+    for job in handout.contents.jobs:
+        handout.job_checks[job] = (f"tiny run: {student['runs'][job].removeprefix('TODO: ')}"
+                                   + ("" if student["runs"][job] == "finished" else " (its stub)")
+                                   + "; with the solutions: finished" if job in runs else "--help")
+
+
+def _probe(tree: Path, jobs: list[str], runs: dict[str, str], scratch: Path) -> dict:
+    """handout_probe.py run in `tree`: its report."""
+    spec = {"packages": list(SUBMITTED_PACKAGES), "jobs": jobs, "runs": runs, "scratch": str(scratch)}
+    source = (STAFF_ROOT / "grading" / "handout_probe.py").read_text(encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", source, json.dumps(spec)], cwd=tree, capture_output=True,
+                            text=True, env=_env(tree))
+    report = [line for line in result.stdout.splitlines() if line.startswith(REPORT)]
+    if result.returncode != 0 or not report:
+        raise HandoutError(f"the handout check's probe failed in {tree}:\n{result.stdout[-2000:]}\n"
+                           f"{result.stderr[-4000:]}")
+    return json.loads(report[-1].removeprefix(REPORT))
+
+
 def _env(root: Path) -> dict:
     import os
 
@@ -261,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="which components are TODOs (grading/config.py EDITIONS; default: "
                              f"{DEFAULT_EDITION}); the other regions ship as reference code")
     parser.add_argument("--no-check", action="store_true",
-                        help="skip the checks that run Python (imports, tests failing on the stubs); "
+                        help="skip the checks that run Python (imports, jobs, tests failing on the stubs); "
                              "the leak check always runs")
     return parser
 
@@ -277,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(handout.regions)} TODOs:")
     for region in handout.regions:
         print(f"  {region.todo}  ({todo_component(region.todo)})")
+    print(f"jobs: {', '.join(handout.contents.jobs)}; notebooks: {', '.join(handout.contents.notebooks)}")
+    for job, checked in handout.job_checks.items():
+        print(f"  python -m {job}: {checked}")
     print(handout.leak_report.summary())
     return 0
 

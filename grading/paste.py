@@ -50,7 +50,7 @@ from pathlib import Path
 from grading.config import COMPONENTS, DEFAULT_EDITION, EDITIONS, HIDDEN_TESTS, edition_todos
 from grading.documents import NEEDS
 from grading.grade import graded_tests
-from grading.handout import leak_sources, left_out_tests, repository_files, shipped
+from grading.handout import leak_sources, left_out_tests, may_ship, repository_files
 from grading.paste_runtime import RUNTIME
 from grading.regions import find_regions
 
@@ -242,7 +242,7 @@ def pasteable(text: str, path: str, todos: frozenset[str]) -> str:
 
 def stage(staff: Path, where: Path, todos: frozenset[str], extra: dict[str, str]) -> None:
     """The handout's files (every region of `todos` pasteable), the hidden tests, and `extra`."""
-    for relative in [f for f in repository_files(staff) if shipped(f) or f.startswith(f"{HIDDEN_TESTS}/")]:
+    for relative in [f for f in repository_files(staff) if may_ship(f) or f.startswith(f"{HIDDEN_TESTS}/")]:
         target = where / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         if relative.endswith(".py"):

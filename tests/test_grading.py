@@ -9,6 +9,7 @@ both; one test grades a mutant of a component outside the default edition to sho
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -23,9 +24,10 @@ import pytest
 
 from grading.config import (COMPONENTS, EDITIONS, SUBMITTED_PACKAGES, WHOLE_MODEL, component_todos,
                             edition_components, edition_todos)
+from grading.contents import imports
 from grading.grade import STAFF_ROOT, component_scores, grade, graded_tests
 from grading.grade import main as grade_main
-from grading.handout import HandoutError, build
+from grading.handout import HandoutError, build, check_jobs, may_ship, repository_files
 from grading.mutations import MUTATIONS, mutant
 from grading.regions import RegionError, strip_regions
 from grading.schema import SCHEMA, SchemaError, validate
@@ -173,6 +175,55 @@ def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_adamw_
     assert not (out / "optim/adamw_kernel.c").exists() and (out / "optim/fast_adamw.py").is_file()
     assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
     assert (out / "minbert/text/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
+
+
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_handout_ships_what_its_edition_needs_and_every_shipped_job_runs(handouts, edition):
+    """The import closure of the edition's TODOs, their tests and the jobs that use them (contents.py), and
+    nothing else: bench/, experiments/ and the tagging job stay behind."""
+    handout = handouts[edition]
+    out, shipped = handout.out, set(handout.files)
+    assert shipped == handout.contents.files | {"README.md"}
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert written == shipped | {".minbert-handout"}
+    assert not [f for f in shipped if f.split("/")[0] in ("bench", "experiments", "grading", ".ci", "docs")]
+    assert not [f for f in shipped if f.startswith("tests/") and not f.startswith("tests/graded/")
+                and f != "tests/conftest.py"]
+    # Every shipped Python file is where the closure starts (a TODO's file, a graded test, a conftest.py, a
+    # shipped job, the demo data's script) or is imported by another shipped file.
+    python = {f for f in shipped if f.endswith(".py")}
+    jobs = {job.replace(".", "/") + ".py" for job in handout.contents.jobs}
+    started = ("tests/graded/test_", "data/", "tests/conftest.py", "tests/graded/conftest.py")
+    roots = {todo.split("::")[0] for todo in edition_todos(edition)} | jobs | {
+        f for f in python if f.startswith(started)}
+    imported = set().union(*(imports(f, (STAFF_ROOT / f).read_text(), python) for f in python))
+    assert python - roots - imported == set()
+    allowed = [f for f in repository_files(STAFF_ROOT) if f.endswith(".py") and may_ship(f)]
+    assert len(python) < len(allowed)  # what config.py's exclusions alone would let through
+    # The main job, and each job a TODO of the edition is used by: masking by pre-training, label attention
+    # by tasks.classify, R-Precision by tasks.hierarchical. The tagging job uses none the main job does not.
+    assert handout.contents.jobs[:1] == ["tasks.multitask"]
+    assert {"pretrain.run", "tasks.classify", "tasks.hierarchical"} <= set(handout.contents.jobs)
+    assert "tasks/tag.py" not in shipped and "notebooks/tagging.ipynb" not in shipped
+    assert "notebooks/multitask.ipynb" in shipped and "data/sample/sts-train.csv" in shipped
+    assert ("tests/graded/reference/feed_forward.safetensors" in shipped) == (edition == "full")
+    # The check ran each shipped job: the tiny ones stop at a TODO of the edition, and finish with the
+    # solutions in; the others answer --help.
+    assert set(handout.job_checks) == set(handout.contents.jobs)
+    assert re.fullmatch(r"tiny run: \S+ \(its stub\); with the solutions: finished",
+                        handout.job_checks["tasks.multitask"]), handout.job_checks
+
+
+def test_handout_check_names_a_package_export_whose_module_is_left_out(handout, tmp_path):
+    copy = tmp_path / "student"
+    shutil.copytree(handout.out, copy)
+    init = copy / "optim" / "__init__.py"
+    init.write_text(init.read_text() + "\n__all__.append('Fused')\n\n\ndef __getattr__(name):\n"
+                    "    if name == 'Fused':\n        from optim.left_out import Fused\n"
+                    "        return Fused\n    raise AttributeError(name)\n")
+    with pytest.raises(HandoutError, match=r"optim/__init__.py exports Fused, which fails in the handout: "
+                                           r"ModuleNotFoundError: No module named 'optim.left_out'"):
+        check_jobs(dataclasses.replace(handout, out=copy))
 
 
 @pytest.mark.parametrize("edition", ["default", "full"])
