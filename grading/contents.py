@@ -1,6 +1,6 @@
 """What the handout ships: the files an edition needs, computed from the code.
 
-    python -m grading.contents [--edition full]    list them, with the jobs and notebooks that ship
+    python -m grading.handout --list [--edition full]   list them (handout.py), with the jobs and notebooks
 
 The Python files are an import closure (every `import` and `from ... import` of the project's own
 packages, at any depth in a file, each package's `__init__.py` on the way, and module names written as
@@ -24,7 +24,6 @@ Read next: handout.py.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import functools
 import json
@@ -354,30 +353,3 @@ def contents(edition: str, files: list[str], read, shipped_tests: list[str], can
     result.files = shipped | set(result.notebooks) | top_level | data | documents
     result.jobs = [j.removesuffix(".py").replace("/", ".") for j in result.jobs]
     return result
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from grading.config import DEFAULT_EDITION, EDITIONS
-
-    parser = argparse.ArgumentParser(prog="python -m grading.contents", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
-                        help=f"which edition's handout (grading/config.py EDITIONS; default: {DEFAULT_EDITION})")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    from grading.handout import STAFF_ROOT, edition_contents  # handout.py imports this module
-
-    args = build_parser().parse_args(argv)
-    shipped = edition_contents(args.edition, STAFF_ROOT)
-    for relative in sorted(shipped.files):
-        print(relative)
-    print(f"\njobs: {', '.join(shipped.jobs)}\nnotebooks: {', '.join(shipped.notebooks) or 'none'}")
-    for notebook, why in shipped.left_out_notebooks.items():
-        print(f"left out: {notebook} ({why})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

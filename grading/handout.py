@@ -3,6 +3,7 @@
     python -m grading.handout OUT_DIR                 the default edition (OUT_DIR empty, new or a handout)
     python -m grading.handout OUT_DIR --edition full  every component a TODO (config.py EDITIONS)
     python -m grading.handout OUT_DIR --no-check      skip the slow checks (imports, jobs, tests on the stubs)
+    python -m grading.handout --list [--edition full]  what the edition ships, without writing it
 
 What OUT_DIR gets: what the edition needs (contents.py computes it from the code): the import closure of
 the files holding its TODOs, the visible graded tests of its components (with tests/conftest.py and the
@@ -323,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.handout", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # A new folder or an existing one; whether an existing one may be overwritten is build()'s check.
-    parser.add_argument("out", type=output_dir, metavar="OUT_DIR",
+    parser.add_argument("out", type=output_dir, metavar="OUT_DIR", nargs="?",
                         help="where to write the student repository (empty, new, or a previous handout)")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
                         help="which components are TODOs (grading/config.py EDITIONS; default: "
@@ -331,11 +332,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-check", action="store_true",
                         help="skip the checks that run Python (imports, jobs, tests failing on the stubs); "
                              "the leak check always runs")
+    parser.add_argument("--list", action="store_true",
+                        help="write nothing: print the files the edition ships (grading/contents.py), its jobs "
+                             "and notebooks, and the notebooks left out")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        shipped = edition_contents(args.edition)
+        print("\n".join(sorted(shipped.files)))
+        print(f"\njobs: {', '.join(shipped.jobs)}\nnotebooks: {', '.join(shipped.notebooks) or 'none'}")
+        for notebook, why in shipped.left_out_notebooks.items():
+            print(f"left out: {notebook} ({why})")
+        return 0
+    if args.out is None:
+        parser.error("give OUT_DIR, the folder to write the handout into (or --list)")
     try:
         handout = build(Path(args.out), check=not args.no_check, edition=args.edition)
     except (HandoutError, RegionError) as error:

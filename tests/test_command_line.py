@@ -30,7 +30,7 @@ from tasks.training.settings import SettingsParser, from_dict
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
-        "experiments.study", "grading.handout", "grading.contents", "grading.grade", "grading.autograder",
+        "experiments.study", "grading.handout", "grading.grade", "grading.autograder",
         "grading.mutations", "grading.check_predictions",
         "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
         "bench.task_interference", "bench.busy_core", "bench.encode_speed", "bench.step_profile"]
