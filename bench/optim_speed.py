@@ -42,7 +42,7 @@ from minbert.model import BertModel
 import optim.adamw as adamw_module
 import optim.adamw_native as adamw_native
 from optim.adamw import AdamW
-from tasks.training.arguments import integer, nonempty, positive_int
+from tasks.training.flags import integer, nonempty, positive_int
 
 
 def bert_base_shapes() -> list[torch.Size]:

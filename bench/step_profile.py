@@ -39,10 +39,9 @@ from tasks.data.course import read_splits
 from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_data
 from tasks.multitask import build_model
 from tasks.multitask import build_parser as job_parser
-from tasks.training.config import resolve, resolve_job
-from tasks.training.arguments import non_negative_int, positive_int
-from tasks.training.loop import interleave
-from tasks.training.optimizer import build_optimizer, make_schedule
+from tasks.training.flags import non_negative_int, positive_int
+from tasks.training.loop import build_optimizer, interleave, make_schedule
+from tasks.training.settings import resolve_job, resolve_training
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
 MATMULS = {"aten::mm": "matmuls: linear layers", "aten::addmm": "matmuls: linear layers",
@@ -53,7 +52,7 @@ SOFTMAX = ("aten::_softmax", "aten::_softmax_backward_data")
 def build_job(argv: list[str]):
     """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
     settings, job, train, files = job_parser().parse(argv)
-    train = resolve(replace(train, task_weights=settings.task_weights))
+    train = resolve_training(replace(train, task_weights=settings.task_weights))
     job = resolve_job(job, train)
     torch.manual_seed(train.seed)
     paths = course_files(files, SPLITS)

@@ -49,14 +49,13 @@ from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_bat
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
 from tasks.training import distributed
-from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
-                                     positive_int, real)
-from tasks.training.config import DEFAULT_MODEL, TrainConfig, resolve
-from tasks.data.course import read_splits, task_files
+from tasks.training.flags import (SettingsParser, choice_list, existing_dir, existing_file, flag, integer,
+                                  nonempty, output_dir, positive_int, real)
 from tasks.training.job import default_run_dir, user_errors
 from tasks.training.loop import train as train_loop
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, flag
+from tasks.training.run_folder import claim_run
+from tasks.training.settings import DEFAULT_MODEL, TrainingSettings, resolve_training
+from tasks.data.course import read_splits, task_files
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
 SOURCES = COURSE_TASKS + ("20newsgroups",)
@@ -348,10 +347,10 @@ class PretrainSettings:
 
 
 # --head-lr's default (None) is decided once the model is loaded: 1e-3 for fresh heads, --lr for loaded ones.
-DEFAULTS = (PretrainSettings(), TrainConfig(head_lr=None, eval_first=True))
+DEFAULTS = (PretrainSettings(), TrainingSettings(head_lr=None, eval_first=True))
 
 
-def check_flags(settings: PretrainSettings, train: TrainConfig) -> None:
+def check_flags(settings: PretrainSettings, train: TrainingSettings) -> None:
     """Contradictory or missing flags are errors, never silently ignored."""
     if not settings.mlm and not settings.nsp:
         raise ValueError("--no-mlm and --no-nsp together leave nothing to train")
@@ -395,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.max_length > pretraining.config.max_position_embeddings:
             raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")
-        train = resolve(train)
+        train = resolve_training(train)
         out = settings.out or default_run_dir("pretrain")
         with claim_run(out, "pretrain", settings.model, resume=train.resume,
                        settings=(settings, train)) as run:

@@ -25,7 +25,7 @@ attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; 
 authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
-± standard deviation (tasks/training/seeds.py) in <out>/summary.json, both for the last epoch (the fixed
+± standard deviation (tasks/training/job.py) in <out>/summary.json, both for the last epoch (the fixed
 budget: what docs/results.md reports) and for the best epoch on dev (optimistic: the same dev set picks the
 epoch and scores it). `--resume` skips finished seeds and continues the others.
 
@@ -59,15 +59,13 @@ from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.models.heads import classification_loss
-from tasks.training.arguments import integer, nonempty, non_negative, real
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
+from tasks.training.flags import SettingsParser, flag, integer, non_negative, nonempty, real
+from tasks.training.job import (check_max_length, check_seeds, data_root, default_run_dir, freeze,
+                                load_encoder, run_one_or_seeds, seeds_flag, train_and_reload_best,
+                                user_errors, write_result)
+from tasks.training.run_folder import claim_run
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 from tasks.data.encoding import encode_pairs, encode_texts
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
 
 LABEL_INITS = ("random", "keywords", "class-mean")
 
@@ -213,8 +211,8 @@ def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTa
         init_from_class_means(model, batches, len(task.spec.labels))
 
 
-def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, train: TrainConfig, out: Path,
-            resume: bool) -> dict:
+def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, train: TrainingSettings,
+            out: Path, resume: bool) -> dict:
     """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
     seed = train.seed
     torch.manual_seed(seed)
@@ -361,11 +359,11 @@ class LabelSettings:
         return tuple(int(x) for x in self.label_layers.split(","))
 
 
-DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainConfig())
+DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainingSettings())
 
 
 def check_flags(settings: ClassifySettings, label: LabelSettings, job: JobSettings,
-                train: TrainConfig) -> None:
+                train: TrainingSettings) -> None:
     """What the groups contradict (a ValueError naming the flags)."""
     check_job(job, train)
     if (label.label_embedding and settings.layer_combine == "concat"
@@ -386,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         settings, label, job, train = parser.parse(argv)
         check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
+        train = resolve_training(train)
         job = resolve_job(job, train)
         if label.label_embedding and job.attn_implementation == "unpadded":
             # label attention reads the [CLS] row of every padded sequence: it runs on the padded path

@@ -46,15 +46,13 @@ from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, Labelle
 from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.training.arguments import nonempty
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
+from tasks.training.flags import SettingsParser, flag, nonempty
+from tasks.training.job import (check_max_length, check_seeds, data_root, default_run_dir, freeze,
+                                load_encoder, run_one_or_seeds, seeds_flag, train_and_reload_best,
+                                user_errors, write_result)
+from tasks.training.run_folder import claim_run
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 from tasks.data.encoding import encode_texts
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
 
 # Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
 # batch, as many as a training batch holds, rather than batching.py's 128.
@@ -177,7 +175,7 @@ def choose_layer_map(settings: HierarchicalSettings, num_layers: int, num_levels
     return layer_map(settings.variant or "flat", num_layers, num_levels)
 
 
-def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainConfig, data: HierarchicalData,
+def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainingSettings, data: HierarchicalData,
             out: Path, resume: bool) -> dict:
     """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
     seed = train.seed
@@ -259,7 +257,7 @@ class HierarchicalSettings:
         return "custom" if self.layer_map else self.variant or "flat"
 
 
-DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainConfig(epochs=5))
+DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainingSettings(epochs=5))
 
 
 def build_parser() -> SettingsParser:
@@ -272,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         settings, job, train = parser.parse(argv)
         check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
+        train = resolve_training(train)
         job = resolve_job(job, train)
         root = data_root(job.data_dir)
         data = read_dataset(root, settings.dataset)  # file problems: one line, by user_errors

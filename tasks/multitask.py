@@ -44,13 +44,12 @@ from tasks.evaluation.metrics import course_metrics
 from tasks.models.heads import PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier
 from tasks.models.pair_task import PairTask
 from tasks.models.sentiment_task import SentimentTask
-from tasks.training.arguments import existing_dir, name_weights, non_negative
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.best_model import load_checkpoint, read_run_settings, train_and_reload_best
-from tasks.training.job import CourseFiles, check_max_length, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, as_dict, flag, from_dict
+from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
+                                  non_negative)
+from tasks.training.job import (CourseFiles, check_max_length, default_run_dir, freeze, load_encoder,
+                                train_and_reload_best, user_errors)
+from tasks.training.run_folder import claim_run, load_checkpoint, read_run_settings
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 # STS has the fewest batches (189 an epoch against Quora's 930 and SST's 267) and is pulled hardest by the
 # others (STS alone reaches 0.879 Pearson, with them 0.861). Weighing its loss 4x raised STS Pearson by
@@ -157,10 +156,11 @@ class MultitaskSettings:
 # Measured on the shared data (docs/results.md): proportional sampling spreads STS's few batches over the
 # epoch instead of finishing them early and then training on Quora alone, which cost STS 0.02-0.03 Pearson
 # (on both Quora files); a third epoch adds about a point to SST.
-DEFAULTS = (MultitaskSettings(), JobSettings(), TrainConfig(epochs=3, sampling="proportional"), CourseFiles())
+DEFAULTS = (MultitaskSettings(), JobSettings(), TrainingSettings(epochs=3, sampling="proportional"),
+            CourseFiles())
 
 
-def check_flags(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def check_flags(settings: MultitaskSettings, job: JobSettings, train: TrainingSettings,
                 files: CourseFiles) -> None:
     """Contradictory flags are errors, never silently ignored."""
     check_job(job, train)
@@ -196,7 +196,7 @@ def write_course_outputs(model: nn.Module, tasks: Sequence, examples: dict, file
     return written
 
 
-def build_model(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def build_model(settings: MultitaskSettings, job: JobSettings, train: TrainingSettings,
                 data: dict) -> tuple[MultitaskBERT, list, BertTokenizer, Path]:
     """The run's model (the loaded encoder and three fresh heads), its training tasks from `data` (prefix ->
     split -> examples), the tokenizer and the encoder's folder."""
@@ -210,7 +210,8 @@ def build_model(settings: MultitaskSettings, job: JobSettings, train: TrainConfi
     return model, tasks, tokenizer, model_dir
 
 
-def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig, files: CourseFiles) -> int:
+def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainingSettings,
+               files: CourseFiles) -> int:
     out = job.out or default_run_dir("multitask")
     with claim_run(out, "multitask", job.model, resume=train.resume,
                    settings=(settings, job, train, files)) as run:
@@ -243,7 +244,7 @@ def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig
         return 0
 
 
-def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainingSettings,
                  files: CourseFiles) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
     best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS)
@@ -251,7 +252,7 @@ def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConf
     data = read_prediction_inputs(files, job.data_dir, job.strict, job.limit)  # a bad file costs no loading
     # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
     # the kernel the run evaluated with, so that its own dev files get its own predictions back.
-    train = resolve(replace(train, precision="fp32"))
+    train = resolve_training(replace(train, precision="fp32"))
     if job.attn_implementation == "auto" and train.device == "cpu" and trained.attn_implementation in (
             "unpadded", "sdpa", "eager"):
         job = replace(job, attn_implementation=trained.attn_implementation)
@@ -260,7 +261,7 @@ def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConf
     model = MultitaskBERT(bert, trained.hidden_dropout_prob, heads.sentiment_pooling, heads.pair_pooling)
     load_checkpoint(model, best)
     model.to(train.device).eval()
-    tasks = [course_task(name, {"train": [], "dev": []}, tokenizer, TrainConfig(), trained.max_length)
+    tasks = [course_task(name, {"train": [], "dev": []}, tokenizer, TrainingSettings(), trained.max_length)
              for name in COURSE_TASKS]
     out = Path(job.out or default_run_dir("multitask-predict"))
     predictions = write_course_outputs(model, tasks, data, files, out)
@@ -277,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.predict:
             return predict_main(settings, job, train, files)
         # the loop weighs the losses; the flag is the main job's
-        train = resolve(replace(train, task_weights=settings.task_weights))
+        train = resolve_training(replace(train, task_weights=settings.task_weights))
         job = resolve_job(job, train)
         torch.manual_seed(train.seed)
         return train_main(settings, job, train, files)

@@ -28,12 +28,11 @@ from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import SentenceClassifier
 from tasks.models.sentiment_task import SentimentTask
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.job import check_max_length, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, flag
+from tasks.training.flags import SettingsParser, flag
+from tasks.training.job import (check_max_length, default_run_dir, freeze, load_encoder,
+                                train_and_reload_best, user_errors)
+from tasks.training.run_folder import claim_run
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 
@@ -68,7 +67,7 @@ class SentimentSettings:
                         "pooler", choices=POOLINGS)
 
 
-DEFAULTS = (SentimentSettings(), JobSettings(), TrainConfig())
+DEFAULTS = (SentimentSettings(), JobSettings(), TrainingSettings())
 
 
 def build_parser() -> SettingsParser:
@@ -79,7 +78,7 @@ def build_parser() -> SettingsParser:
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         settings, job, train = build_parser().parse(argv)
-        train = resolve(train)
+        train = resolve_training(train)
         job = resolve_job(job, train)
         torch.manual_seed(train.seed)
         out = job.out or default_run_dir("sentiment")

@@ -49,14 +49,12 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
                                        type_confusion)
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.training.arguments import existing_file, positive_int
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
+from tasks.training.flags import SettingsParser, existing_file, flag, positive_int
+from tasks.training.job import (check_max_length, check_seeds, data_root, default_run_dir, freeze,
+                                load_encoder, run_one_or_seeds, seeds_flag, train_and_reload_best,
+                                user_errors, write_result)
+from tasks.training.run_folder import claim_run
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
@@ -223,7 +221,7 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 # ----- one run ----------------------------------------------------------------------------------------
 
 
-def run_one(settings: TagSettings, job: JobSettings, train: TrainConfig, train_sentences, dev_sentences,
+def run_one(settings: TagSettings, job: JobSettings, train: TrainingSettings, train_sentences, dev_sentences,
             out: Path, resume: bool) -> dict | None:
     seed = train.seed
     torch.manual_seed(seed)
@@ -308,7 +306,7 @@ class TagSettings:
             raise ValueError("--nested and --span-pooling apply to --method span")
 
 
-DEFAULTS = (TagSettings(), JobSettings(), TrainConfig(epochs=3))
+DEFAULTS = (TagSettings(), JobSettings(), TrainingSettings(epochs=3))
 
 
 def build_parser() -> SettingsParser:
@@ -321,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         settings, job, train = parser.parse(argv)
         check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
+        train = resolve_training(train)
         job = resolve_job(job, train)
         root = data_root(job.data_dir)
         tags = bio_tags(WNUT17_TYPES)

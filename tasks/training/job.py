@@ -1,41 +1,57 @@
-"""What every fine-tuning job starts with: the course's file flags, the pre-trained encoder, one-line errors.
+"""What every job is made of around the loop: the course's file flags, the pre-trained encoder, one-line
+errors, several seeds of one run.
 
 - `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
-  config.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
+  settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
-  and SIGTERM (interrupt.py: the line says how to continue; exit status 130 or 143).
+  and SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143);
+- `train_and_reload_best`: the loop, each best epoch saved to best/, the best weights loaded back;
+- several seeds (--seeds): a job's `run_one(seed, out, resume)` trains one model and returns its result, a
+  dict with (at least) "final" and "best", each {metric: value} (the dev metrics of the last epoch and of
+  the best epoch), or None in a torchrun process other than rank 0. `run_seeds` calls it once per seed into
+  <out>/seed-<n>/, skips seeds whose result.json exists when resuming (and resumes the others from their
+  checkpoints), and writes <out>/summary.json with every dev metric's mean and sample standard deviation
+  (n - 1 in the denominator; 0.0 for a single seed).
 
-Read next: best_model.py (what a job saves and loads back).
+Read next: ../sentiment.py (the smallest job).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import errno
+import json
 import os
 import signal
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
+from torch import nn
+
+from minbert.atomic import atomic_write_text
 from minbert.checkpoint import CheckpointError
 from minbert.config import BertConfig, ConfigError
 from minbert.hub import resolve_model
 from minbert.model import BertModel
+from minbert.sentence_files import SentenceSettings
 from minbert.tokenizer import BertTokenizer
 from minbert.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DownloadError, data_env
-from tasks.training import interrupt
-from tasks.training.arguments import existing_file, output_file
-from tasks.training.distributed import process_rank
-from tasks.training.settings import flag
-
+from tasks.training import distributed
+from tasks.training.flags import existing_file, flag, non_negative_int, output_file
+from tasks.training.loop import train
+from tasks.training.run_folder import (Interrupted, RunDir, TrainState, load_checkpoint, save_checkpoint,
+                                       signals_stop_the_job)
+from tasks.training.settings import TrainingSettings
 
 def course_input(dataset: str, split: str) -> Any:
     # the training and dev files shape the run; a resumed run may name other test files
@@ -89,13 +105,13 @@ def user_errors():
     get the traceback instead.
     """
     try:
-        with interrupt.signals_stop_the_job():
+        with signals_stop_the_job():
             yield
     except KeyboardInterrupt as error:
         if os.environ.get("MINBERT_TRACEBACK"):
             raise
-        stop = error if isinstance(error, interrupt.Interrupted) else interrupt.Interrupted(signal.SIGINT)
-        if process_rank() == 0:  # under torchrun, every process got the signal; one says so
+        stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+        if distributed.process_rank() == 0:  # under torchrun, every process got the signal; one says so
             print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
                   "to save", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
@@ -149,3 +165,111 @@ def load_encoder(name_or_path: str,
     print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
           f"{attn_implementation} attention); {report}", file=sys.stderr)
     return bert, tokenizer, model_dir
+
+
+def freeze(module: nn.Module) -> None:
+    """The course's `--option pretrain`: the encoder's weights stay as loaded, only heads learn."""
+    for param in module.parameters():
+        param.requires_grad_(False)
+
+
+def train_and_reload_best(model: nn.Module, tasks: Sequence, training: TrainingSettings, run: RunDir,
+                          overall_score, tokenizer: BertTokenizer, head_settings: dict, resume: bool,
+                          sentence: SentenceSettings | None = None) -> TrainState | None:
+    """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`,
+    in eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the
+    outputs."""
+    state = train(model, tasks, training, run, overall_score,
+                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, head_settings, sentence),
+                  resume=resume)
+    if distributed.process_rank() != 0:
+        return None
+    if not training.keep_checkpoints:
+        run.drop_checkpoints(state, training.epochs)
+    load_checkpoint(model, run.best)
+    model.eval()
+    return state
+
+
+# ----- several seeds of one run ------------------------------------------------------------------------
+
+
+RESULT_FILE = "result.json"
+
+
+def seeds_flag() -> Any:
+    """The --seeds field of a job's settings (None: one run, with --seed)."""
+    # a resumed study may add seeds: the finished ones are skipped
+    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=non_negative_int,
+                nargs="+", same_on_resume=False)
+
+
+def check_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int] | None,
+                argv: Sequence[str] | None) -> None:
+    """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
+        parser.error("give --seed or --seeds, not both")
+    if seeds is not None and len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds has repeats: {list(seeds)}")
+
+
+def write_result(directory: Path, result: dict) -> None:
+    atomic_write_text(directory / RESULT_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+def summarise(results: Sequence[dict]) -> dict:
+    """mean and std (n - 1) of every numeric dev metric over seeds, for the last and for the best epoch."""
+    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
+    for which in ("final", "best"):
+        summary[which] = {}
+        for metric, value in results[0][which].items():
+            if not isinstance(value, (int, float)):
+                continue
+            values = [r[which][metric] for r in results]
+            summary[which][metric] = {"mean": statistics.fmean(values),
+                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                                      "values": values}
+    return summary
+
+
+def format_summary(title: str, summary: dict, metrics: Sequence[str] | None = None) -> str:
+    """Two lines (last epoch, best epoch), each metric as percent mean ± std."""
+    lines = [f"{title}: {summary['runs']} seed(s) {summary['seeds']}"]
+    for which, name in (("final", "last epoch"), ("best", "best epoch on dev")):
+        shown = metrics or list(summary[which])
+        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}"
+                 for m in shown]
+        lines.append(f"  {name}: " + ", ".join(cells))
+    return "\n".join(lines)
+
+
+def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[int, Path, bool], dict],
+              title: str, extra: dict, metrics: Sequence[str] | None = None) -> dict:
+    """Run every seed (see the module docstring); returns and writes the summary (with `extra` merged in)."""
+    results = []
+    for seed in seeds:
+        seed_dir = out / f"seed-{seed}"
+        if resume and (seed_dir / RESULT_FILE).is_file():
+            print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
+            results.append(json.loads((seed_dir / RESULT_FILE).read_text(encoding="utf-8")))
+            continue
+        results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
+    if None in results:  # under torchrun, the processes other than rank 0 train but do not report
+        return {}
+    summary = {**extra, **summarise(results)}
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
+    return summary
+
+
+def run_one_or_seeds(seeds: Sequence[int] | None, seed: int, out: Path, resume: bool,
+                     run_one: Callable[[int, Path, bool], dict | None], title: str, extra: dict,
+                     metrics: Sequence[str] | None = None) -> None:
+    """--seeds given: `run_seeds`; otherwise one run with --seed straight into `out`, its summary printed."""
+    if seeds is not None:
+        run_seeds(seeds, out, resume, run_one, title, extra, metrics)
+        return
+    result = run_one(seed, out, resume)
+    if result is not None:  # None: a torchrun process other than rank 0
+        print(format_summary(title, summarise([result]), metrics) + f"\noutputs in {out}", file=sys.stderr)
