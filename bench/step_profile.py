@@ -40,6 +40,7 @@ from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_dat
 from tasks.multitask import build_model
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
+from tasks.training.job import freeze
 from tasks.training.loop import build_optimizer, interleave, make_schedule
 from tasks.training.settings import resolve_job, resolve_training
 
@@ -61,6 +62,8 @@ def build_job(argv: list[str]):
                                 files=paths[prefix])
             for prefix, dataset in COURSE_TASKS.items()}
     model, task_list, _, _ = build_model(settings, job, train, data)
+    if job.freeze_encoder:  # as the job's run does before its loop
+        freeze(model.bert)
     tasks = {t.name: t for t in task_list}
     optimizer = build_optimizer(model, train)
     steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)

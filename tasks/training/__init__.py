@@ -7,7 +7,8 @@
     run_folder.py  the run's folder: config.json, metrics, the plot, the resumable state, best/, and Ctrl-C
                    and SIGTERM (stop at a step boundary, saved)
     distributed.py data parallelism under torchrun
-    job.py         around the loop: the encoder, the course's file flags, one-line errors, --seeds
+    job.py         a job's set-up, written once: settings parsed and resolved, JobRun (the run folder claimed,
+                   the encoder, the loop, best/ reloaded), one-line errors, the course's file flags, --seeds
 
 Read next: loop.py.
 """

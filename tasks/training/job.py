@@ -1,14 +1,25 @@
-"""What every job is made of around the loop: the course's file flags, the pre-trained encoder, one-line
-errors, several seeds of one run.
+"""What every job is made of around the loop, written once: its command line parsed and resolved, its run
+(`JobRun`), the pre-trained encoder, one-line errors, the course's file flags, several seeds of one run.
 
-- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
-  settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
-- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
+A job says only what is its own (its settings, data, model, tasks and outputs); the rest is here:
+
+    with user_errors():  # one line, "error: ...", for what a user can fix
+        settings, job, training = parse_settings(build_parser(), argv)  # threads, precision, kernel decided
+        with JobRun("sentiment", (settings, job, training), {"task": settings.task}) as run:  # seed, folder
+            run.write_config(data_path=...)  # config.json: every setting, and where the data was
+            bert, tokenizer, model_dir = run.load_encoder()  # checked against --max-length
+            ...  # the job's model and tasks
+            state = run.train(model, tasks, score, tokenizer=tokenizer, head_settings=heads)  # best/ back
+
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
   and SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143);
-- `train_and_reload_best`: the loop, each best epoch saved to best/, the best weights loaded back;
-- several seeds (--seeds): a job's `run_one(seed, out, resume)` trains one model and returns its result, a
+- `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
+  epoch and loaded back, the encoder frozen under --option pretrain;
+- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
+- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
+  settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
+- several seeds (--seeds): a job's `run_one(training, out, resume)` trains one model and returns its result, a
   dict with (at least) "final" and "best", each {metric: value} (the dev metrics of the last epoch and of
   the best epoch), or None in a torchrun process other than rank 0. `run_seeds` calls it once per seed into
   <out>/seed-<n>/, skips seeds whose result.json exists when resuming (and resumes the others from their
@@ -29,10 +40,11 @@ import os
 import signal
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
 from torch import nn
 
 from minbert.atomic import atomic_write_text
@@ -47,11 +59,12 @@ from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DownloadError, data_env
 from tasks.training import distributed
-from tasks.training.flags import existing_file, flag, non_negative_int, output_file
+from tasks.training.flags import SettingsParser, existing_file, flag, non_negative_int, output_file
 from tasks.training.loop import train
-from tasks.training.run_folder import (Interrupted, RunDir, TrainState, load_checkpoint, save_checkpoint,
-                                       signals_stop_the_job)
-from tasks.training.settings import TrainingSettings
+from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
+                                       save_checkpoint, signals_stop_the_job)
+from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
+
 
 def course_input(dataset: str, split: str) -> Any:
     # the training and dev files shape the run; a resumed run may name other test files
@@ -173,22 +186,90 @@ def freeze(module: nn.Module) -> None:
         param.requires_grad_(False)
 
 
-def train_and_reload_best(model: nn.Module, tasks: Sequence, training: TrainingSettings, run: RunDir,
-                          overall_score, tokenizer: BertTokenizer, head_settings: dict, resume: bool,
-                          sentence: SentenceSettings | None = None) -> TrainState | None:
-    """The shared loop, each best epoch saved with `save_checkpoint`; then the best weights back in `model`,
-    in eval mode, for the job's outputs. None in a torchrun process other than rank 0: rank 0 writes the
-    outputs."""
-    state = train(model, tasks, training, run, overall_score,
-                  save_best=lambda m, d: save_checkpoint(m, d, tokenizer, head_settings, sentence),
-                  resume=resume)
-    if distributed.process_rank() != 0:
-        return None
-    if not training.keep_checkpoints:
-        run.drop_checkpoints(state, training.epochs)
-    load_checkpoint(model, run.best)
-    model.eval()
-    return state
+def parse_settings(parser: SettingsParser, argv: Sequence[str] | None, resolve: bool = True) -> tuple:
+    """The command line as the job's settings instances (its own first, with --seeds checked against --seed)
+    and, unless `resolve` is False, the run's real ones decided (`resolve_settings`)."""
+    settings = parser.parse(argv)
+    check_seeds(parser, getattr(settings[0], "seeds", None), argv)
+    return resolve_settings(*settings) if resolve else settings
+
+
+def resolve_settings(*settings: Any) -> tuple:
+    """The instances, with TrainingSettings resolved (--use_gpu checked, threads and precision decided, each
+    said on stderr) and JobSettings' attention kernel decided for it."""
+    training = resolve_training(next(s for s in settings if isinstance(s, TrainingSettings)))
+    return tuple(training if isinstance(s, TrainingSettings) else resolve_job(s, training)
+                 if isinstance(s, JobSettings) else s for s in settings)
+
+
+class JobRun:
+    """One run of a job in its run folder: the steps every job takes around its own data, model and tasks.
+
+    As a context manager it seeds torch with --seed (`seed=False`: the job did, before drawing fresh heads)
+    and claims the folder (`claim_run`: --out, else runs/<job>/<date-time>; checked against --resume and the
+    settings it started with, locked, failed.txt if the job fails). Inside, `write_config` records the
+    settings, `load_encoder` loads the pre-trained encoder, and `train` runs the loop and loads best/ back.
+    `settings`: every settings instance the job parsed, its own first (config.json holds them all);
+    `identity`: what else a --resume must match (the task, the dataset, ...).
+    """
+
+    def __init__(self, name: str, settings: Sequence[Any], identity: dict | None = None, *,
+                 out: str | Path | None = None, resume: bool | None = None, model: str | None = None,
+                 seed: bool = True) -> None:
+        self.name, self.settings, self.identity, self.seed = name, tuple(settings), identity or {}, seed
+        self.job = next((s for s in settings if isinstance(s, JobSettings)), None)
+        self.training = next(s for s in settings if isinstance(s, TrainingSettings))
+        self.out = out or (self.job.out if self.job else None) or default_run_dir(name)
+        self.resume = self.training.resume if resume is None else resume
+        self.model = model or self.job.model
+        self.folder: RunDir | None = None
+
+    def __enter__(self) -> "JobRun":
+        if self.seed:
+            torch.manual_seed(self.training.seed)
+        self._claim = claim_run(self.out, self.name, self.model, self.identity, self.resume, self.settings)
+        self.folder = self._claim.__enter__()
+        return self
+
+    def __exit__(self, *error: Any) -> bool | None:
+        return self._claim.__exit__(*error)
+
+    def write_config(self, **facts: Any) -> None:
+        """config.json: every settings instance as the run really uses it, and `facts` (where the data
+        was, ...)."""
+        self.folder.write_config(*self.settings, **facts)
+
+    def load_encoder(self, pairs: bool = False) -> tuple[BertModel, BertTokenizer, Path]:
+        """--model's encoder, its tokenizer and its folder; --max-length checked against it (pairs: two
+        [SEP])."""
+        bert, tokenizer, model_dir = load_encoder(self.job.model, self.job.attn_implementation)
+        check_max_length(self.job.max_length, bert.config, pairs)
+        return bert, tokenizer, model_dir
+
+    def train(self, model: nn.Module, tasks: Sequence, overall_score: Callable[[dict], float], *,
+              tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
+              sentence: SentenceSettings | None = None,
+              save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
+        """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
+        encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
+        the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
+        (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
+        outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
+        rank 0 writes the outputs."""
+        if self.job is not None and self.job.freeze_encoder:
+            freeze(model.bert)
+        if save_best is None:
+            def save_best(model: nn.Module, directory: Path) -> None:
+                save_checkpoint(model, directory, tokenizer, head_settings, sentence)
+        state = train(model, tasks, self.training, self.folder, overall_score, save_best, resume=self.resume)
+        if distributed.process_rank() != 0:
+            return None
+        if not self.training.keep_checkpoints:
+            self.folder.drop_checkpoints(state, self.training.epochs)
+        if head_settings is not None:
+            load_checkpoint(model, self.folder.best)
+            model.eval()
+        return state
 
 
 # ----- several seeds of one run ------------------------------------------------------------------------
@@ -263,13 +344,19 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
     return summary
 
 
-def run_one_or_seeds(seeds: Sequence[int] | None, seed: int, out: Path, resume: bool,
-                     run_one: Callable[[int, Path, bool], dict | None], title: str, extra: dict,
+def run_one_or_seeds(name: str, seeds: Sequence[int] | None, job: JobSettings, training: TrainingSettings,
+                     run_one: Callable[[TrainingSettings, Path, bool], dict | None], title: str, extra: dict,
                      metrics: Sequence[str] | None = None) -> None:
-    """--seeds given: `run_seeds`; otherwise one run with --seed straight into `out`, its summary printed."""
+    """`run_one(training, out, resume)` once per seed of --seeds (`run_seeds`) or, without --seeds, once with
+    --seed straight into --out (default runs/<name>/<date-time>), its summary printed."""
+    out = Path(job.out or default_run_dir(name))
+
+    def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
+        return run_one(replace(training, seed=seed), directory, resume)
+
     if seeds is not None:
-        run_seeds(seeds, out, resume, run_one, title, extra, metrics)
+        run_seeds(seeds, out, training.resume, one_seed, title, extra, metrics)
         return
-    result = run_one(seed, out, resume)
+    result = one_seed(training.seed, out, training.resume)
     if result is not None:  # None: a torchrun process other than rank 0
         print(format_summary(title, summarise([result]), metrics) + f"\noutputs in {out}", file=sys.stderr)
