@@ -187,6 +187,7 @@ def train(
             train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
             losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
+            place_step_losses(state, steps, losses)
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          epoch=state.epoch + 1,
                                          epoch_complete=state.step_in_epoch == len(steps), world=world,
@@ -209,7 +210,7 @@ def train(
                 state.step_in_epoch = 0
             save()
             if world.is_main:
-                plot_history(state.history, run.plot)
+                plot_history(state.history, run.plot, state.step_losses)
             _stop_if_asked(world, where(), None)  # saved just above
             if _done(state, training):
                 break
@@ -244,6 +245,20 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
     if world.is_main:  # the whole history: a run resumed from an older checkpoint lists no epoch twice
         run.rewrite_metrics(state.history)
     return record
+
+
+def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[float]]) -> None:
+    """This epoch's step losses (each task's, summed over processes) at their place on the epoch axis, epoch
+    e's steps spread over (e - 1, e], into `state.step_losses` for the plot; they replace what an earlier
+    part of the same epoch (a --max-steps stop) put there."""
+    places: dict[str, list[float]] = {name: [] for name in losses}
+    for i, step in enumerate(steps[:state.step_in_epoch]):
+        for name, _ in step:
+            places.setdefault(name, []).append(state.epoch + (i + 1) / len(steps))
+    for name, values in losses.items():
+        before = [point for point in state.step_losses.get(name, []) if point[0] <= state.epoch]
+        here = places[name][len(places[name]) - len(values):]  # a resume without them keeps the last ones
+        state.step_losses[name] = before + [[x, loss] for x, loss in zip(here, values)]
 
 
 def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
