@@ -3,7 +3,7 @@
 PyTorch splits every CPU operation over its threads and waits for the slowest, so on a laptop where a
 browser, an editor's indexer or a second job holds one core, training with a thread per core can be far
 slower than with one thread fewer. The jobs' default `--threads 0` samples the load when they start and
-uses only the idle cores (tasks/training/threads.py). This measures what that buys:
+uses only the idle cores (tasks/training/settings.py). This measures what that buys:
 
     python -m bench.busy_core                    # about 4 minutes on 2 cores
     python -m bench.busy_core --max-steps 60 --precision fp32
@@ -14,7 +14,7 @@ task, stopped after --max-steps steps of 32) in its own process; the training ti
 on one core, started a second before the job; the "quiet" row runs alone. Timings of whole runs on a shared
 machine are noisy: run it with nothing else going on.
 
-Read next: tasks/training/threads.py.
+Read next: tasks/training/settings.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tasks.training.arguments import existing_dir, positive_int
-from tasks.training.precision import PRECISIONS
+from tasks.training.flags import existing_dir, positive_int
+from tasks.training.settings import PRECISIONS
 
 SPIN = "while True:\n    pass\n"
 

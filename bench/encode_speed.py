@@ -28,7 +28,7 @@ from sentence_transformers import SentenceTransformer
 from bench.batches import default_data_dir
 from minbert.loading.hub import resolve_model
 from minbert.sentence_encoder import SentenceEncoder
-from tasks.training.arguments import existing_dir, nonempty, positive_int
+from tasks.training.flags import existing_dir, nonempty, positive_int
 
 
 def sts_sentences(data_dir: Path) -> list[str]:

@@ -54,8 +54,7 @@ from bench.batches import Batch, course_lengths, default_data_dir, describe, mak
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from minbert.fast.unpadded import UnpaddedBertModel
-from tasks.training.arguments import (choice_list, existing_dir, integer, non_negative_int, nonempty,
-                                      positive_int)
+from tasks.training.flags import choice_list, existing_dir, integer, non_negative_int, nonempty, positive_int
 
 # Model sizes by name; dropout is 0 so that train mode (for the backward pass) is deterministic.
 SIZES: dict[str, BertConfig] = {

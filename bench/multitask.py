@@ -5,9 +5,9 @@ examples of SST, Quora and STS, and everything that decides what is learnt is th
 weights, initial head weights (copied), heads and losses (`tasks.multitask.MultitaskBERT`: mean-pooled
 SST classifier with cross-entropy, cosine paraphrase head with binary cross-entropy, cosine similarity head
 with SBERT's cosine MSE), batch size, round-robin task sampling (one batch of every task per step, losses
-summed; `tasks.training.loop.interleave`), parameter groups and learning rates (the job's defaults from
-`TrainConfig`: encoder lr, heads head_lr, no decay on biases and LayerNorm), linear warm-up and decay over
-the same number of steps, gradient clipping, and the seed. What differs is how the work is done:
+summed; `tasks.training.loop.interleave`), parameter groups and learning rates (the job's defaults
+from `TrainingSettings`: encoder lr, heads head_lr, no decay on biases and LayerNorm), linear warm-up and
+decay over the same number of steps, gradient clipping, and the seed. What differs is how the work is done:
 
 - ours: the job's own code, run as users run it: our `BertModel` (SDPA attention), `SentimentTask` and
   `PairTask` with length-bucketed batches padded only to each batch's longest sequence
@@ -73,13 +73,11 @@ from tasks.models.heads import cosine_mse_loss
 from tasks.models.pair_task import PairTask
 from tasks.models.sentiment_task import SentimentTask
 from tasks.multitask import COURSE_TASKS, MultitaskBERT, overall_score
-from tasks.training.arguments import existing_dir, integer, non_negative_int, positive_int
-from tasks.training.config import DEFAULT_MODEL, TrainConfig
-from tasks.training.best_model import head_state
+from tasks.training.flags import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.job import load_encoder
-from tasks.training.loop import interleave
-from tasks.training.optimizer import build_optimizer
-from tasks.training.run_dir import RunDir
+from tasks.training.loop import build_optimizer, interleave
+from tasks.training.run_folder import RunDir, head_state
+from tasks.training.settings import DEFAULT_MODEL, TrainingSettings
 
 PLAIN_LENGTH = 128  # the plain loop pads every sequence to this; also the truncation length of both loops
 QUICK = dict(limit=32, batch_size=16, dev_limit=32)  # --quick's settings; flags given explicitly still win
@@ -158,7 +156,7 @@ def evaluate(model: MultitaskBERT, task_list: list) -> tuple[dict, float]:
 # ----- ours: the job's own loop ---------------------------------------------------------------------
 
 
-def run_ours(model: MultitaskBERT, task_list: list, config: TrainConfig) -> Result:
+def run_ours(model: MultitaskBERT, task_list: list, config: TrainingSettings) -> Result:
     """`tasks.training.loop.train` in a throw-away run directory, timed by its own clock: the `train_s` it
     records per epoch (metrics.jsonl) covers the steps and leaves evaluation and saving out."""
     evaluation = Stopwatch()
@@ -210,7 +208,7 @@ def plain_loss(model: MultitaskBERT, name: str, batch: list[torch.Tensor]) -> to
     return cosine_mse_loss(model.predict_similarity(pair), labels)
 
 
-def run_plain(model: MultitaskBERT, datasets: dict[str, TensorDataset], config: TrainConfig,
+def run_plain(model: MultitaskBERT, datasets: dict[str, TensorDataset], config: TrainingSettings,
               task_list: list) -> Result:
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
@@ -288,8 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="passes over those examples (default 1)")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help=f"examples per batch, per task and step (default {DEFAULTS['batch_size']})")
-    parser.add_argument("--seed", type=non_negative_int, default=TrainConfig.seed,
-                        help=f"seed of heads, dropout and batch order (default {TrainConfig.seed})")
+    parser.add_argument("--seed", type=non_negative_int, default=TrainingSettings.seed,
+                        help=f"seed of heads, dropout and batch order (default {TrainingSettings.seed})")
     parser.add_argument("--dev-limit", type=integer(0, "0: the full dev sets"), default=None,
                         help="evaluate on the first N dev examples per task (default 0: the full dev sets)")
     parser.add_argument("--threads", type=integer(0, "0: torch's default"), default=0,
@@ -312,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, name, QUICK[name] if args.quick else default)
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
+    config = TrainingSettings(epochs=args.epochs, batch_size=args.batch_size, seed=args.seed)
 
     data, description = load_data(args.data_dir, args.limit, args.dev_limit)
     torch.manual_seed(config.seed)

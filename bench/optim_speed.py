@@ -42,7 +42,7 @@ from minbert.config import BertConfig
 from minbert.model import BertModel
 import optim.fast_adamw as fast_adamw
 from optim.adamw import AdamW
-from tasks.training.arguments import integer, nonempty, positive_int
+from tasks.training.flags import integer, nonempty, positive_int
 
 
 def bert_base_shapes() -> list[torch.Size]:

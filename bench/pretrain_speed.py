@@ -35,7 +35,7 @@ from minbert.heads import BertForPreTraining
 from pretrain.corpus import PretrainingExample
 from pretrain.masking import MaskingVocab, mask_tokens
 from pretrain.run import PretrainingModel, collate
-from tasks.training.arguments import integer, non_negative_int, positive_int
+from tasks.training.flags import integer, non_negative_int, positive_int
 
 
 def make_batch(config, batch_size: int, length: int, seed: int = 0):

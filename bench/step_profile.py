@@ -40,10 +40,10 @@ from tasks.data.course import read_splits
 from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_data
 from tasks.multitask import build_model
 from tasks.multitask import build_parser as job_parser
-from tasks.training.config import resolve, resolve_job
-from tasks.training.arguments import non_negative_int, positive_int
-from tasks.training.loop import interleave
-from tasks.training.optimizer import build_optimizer, make_schedule
+from tasks.training.flags import non_negative_int, positive_int
+from tasks.training.job import freeze
+from tasks.training.loop import build_optimizer, interleave, make_schedule
+from tasks.training.settings import resolve_job, resolve_training
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
 MATMULS = {"aten::mm": "matmuls: linear layers", "aten::addmm": "matmuls: linear layers",
@@ -54,7 +54,7 @@ SOFTMAX = ("aten::_softmax", "aten::_softmax_backward_data")
 def build_job(argv: list[str]):
     """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
     settings, job, train, files = job_parser().parse(argv)
-    train = resolve(replace(train, task_weights=settings.task_weights))
+    train = resolve_training(replace(train, task_weights=settings.task_weights))
     job = resolve_job(job, train)
     torch.manual_seed(train.seed)
     paths = course_files(files, SPLITS)
@@ -63,6 +63,8 @@ def build_job(argv: list[str]):
                                 files=paths[prefix])
             for prefix, dataset in COURSE_TASKS.items()}
     model, task_list, _, _ = build_model(settings, job, train, data)
+    if job.freeze_encoder:  # as the job's run does before its loop
+        freeze(model.bert)
     tasks = {t.name: t for t in task_list}
     optimizer = build_optimizer(model, train)
     steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)

@@ -30,11 +30,11 @@ from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import SIMILARITY_LOSSES
 from tasks.multitask import COURSE_TASKS, MultitaskBERT, course_task
-from tasks.training.arguments import choice_list, existing_dir, nonempty, positive, positive_int
-from tasks.training.config import DEFAULT_MODEL, SAMPLINGS, TrainConfig
+from tasks.training.flags import choice_list, existing_dir, nonempty, positive, positive_int
 from tasks.training.job import load_encoder
 from tasks.training.loop import train
-from tasks.training.run_dir import RunDir
+from tasks.training.run_folder import RunDir
+from tasks.training.settings import DEFAULT_MODEL, SAMPLINGS, TrainingSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", type=choice_list(tuple(COURSE_TASKS)), default="sts",
                         help="comma-separated subset of sst, para, sts")
     parser.add_argument("--epochs", type=positive_int, default=1)
-    parser.add_argument("--lr", type=positive, default=TrainConfig.lr)
+    parser.add_argument("--lr", type=positive, default=TrainingSettings.lr)
     parser.add_argument("--sampling", choices=SAMPLINGS, default="proportional")
     parser.add_argument("--sst-pooling", choices=POOLINGS, default="mean")
     parser.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse")
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     names = args.tasks
-    config = TrainConfig(epochs=args.epochs, lr=args.lr, sampling=args.sampling, eval_first=True)
+    config = TrainingSettings(epochs=args.epochs, lr=args.lr, sampling=args.sampling, eval_first=True)
     torch.manual_seed(config.seed)
     source = resolve_data_dir(args.data_dir, task_files([COURSE_TASKS[n] for n in names], ("train", "dev")))
     data = {n: read_splits(source, COURSE_TASKS[n], strict=False, limit=0) for n in names}

@@ -49,9 +49,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from minbert.loading.atomic import atomic_path, atomic_write_text
-from tasks.training.arguments import non_negative_int, nonempty, output_dir, positive_int
+from tasks.training.flags import non_negative_int, nonempty, output_dir, positive_int
 from tasks.training.job import user_errors
-from tasks.training.run_dir import is_finished
+from tasks.training.run_folder import is_finished
 
 SST2_FRACTIONS = (0.004, 0.01, 0.02, 0.04, 0.1, 0.2, 1.0)
 SST2_BUDGET = ("--epochs", "3", "--max-length", "64")
@@ -177,7 +177,7 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         try:
             code = runner(run.module, argv)
         except SystemExit as stop:
-            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (interrupt.py): the job's own error
+            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (run_folder.py): the job's own error
                 raise
             # The job saved itself and said "... --resume": in a study, the study's command adds that.
             print(f"the study stopped in {study.name}/{run.name}; run the same study command again to "

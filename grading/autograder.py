@@ -25,7 +25,7 @@ from pathlib import Path
 from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, SUBMITTED_PACKAGES, edition_todos
 from grading.handout import repository_files
 from grading.regions import strip_regions
-from tasks.training.arguments import output_file
+from tasks.training.flags import output_file
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 GRADESCOPE = "grading/gradescope"

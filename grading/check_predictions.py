@@ -32,7 +32,7 @@ Malformed input rows (a missing field, an empty sentence or label; quora-dev.csv
 the course's loader and by the main job, so their ids need no prediction; a prediction for one is
 accepted too.
 
-It imports only the standard library and tasks/training/arguments.py (the flag types every command line
+It imports only the standard library and tasks/training/flags.py (the flag types every command line
 uses, themselves standard library only), so that it runs before torch is installed and ships alone in the
 student handout (grading/config.py HANDOUT_KEEP_FILES); tests/test_check_predictions.py checks that its
 file names, headers and input rows agree with the main job's (tasks/data/course.py, tasks/models/).
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tasks.training.arguments import existing_dir
+from tasks.training.flags import existing_dir
 
 SHOWN = 20  # problems of one kind printed per file before a count of the rest
 

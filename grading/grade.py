@@ -45,7 +45,7 @@ from grading.config import (COMPONENTS, DEFAULT_EDITION, DEFAULT_VISIBILITY, EDI
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
-from tasks.training.arguments import existing_dir, nonempty, output_file, positive
+from tasks.training.flags import existing_dir, nonempty, output_file, positive
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_LIMIT = 8000  # characters of a test's output in results.json

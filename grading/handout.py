@@ -57,7 +57,7 @@ from grading.leaks import LeakReport, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.restatements import find_restated
 from grading.runner import run_tests
-from tasks.training.arguments import output_dir
+from tasks.training.flags import output_dir
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 STAMP = ".minbert-handout"  # marks a folder this builder wrote, which it may overwrite

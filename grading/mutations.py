@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading.config import SUBMITTED_PACKAGES
-from tasks.training.arguments import output_dir
+from tasks.training.flags import output_dir
 
 
 @dataclass(frozen=True)

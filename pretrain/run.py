@@ -48,15 +48,11 @@ from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_ta
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
-from tasks.training import distributed
-from tasks.training.arguments import (choice_list, existing_dir, existing_file, integer, nonempty, output_dir,
-                                     positive_int, real)
-from tasks.training.config import DEFAULT_MODEL, TrainConfig, resolve
+from tasks.training.flags import (SettingsParser, choice_list, existing_dir, existing_file, flag, integer,
+                                  nonempty, output_dir, positive_int, real)
+from tasks.training.job import JobRun, parse_settings, user_errors
+from tasks.training.settings import DEFAULT_MODEL, TrainingSettings, resolve_training
 from tasks.data.course import read_splits, task_files
-from tasks.training.job import default_run_dir, user_errors
-from tasks.training.loop import train as train_loop
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, flag
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
 SOURCES = COURSE_TASKS + ("20newsgroups",)
@@ -348,10 +344,10 @@ class PretrainSettings:
 
 
 # --head-lr's default (None) is decided once the model is loaded: 1e-3 for fresh heads, --lr for loaded ones.
-DEFAULTS = (PretrainSettings(), TrainConfig(head_lr=None, eval_first=True))
+DEFAULTS = (PretrainSettings(), TrainingSettings(head_lr=None, eval_first=True))
 
 
-def check_flags(settings: PretrainSettings, train: TrainConfig) -> None:
+def check_flags(settings: PretrainSettings, train: TrainingSettings) -> None:
     """Contradictory or missing flags are errors, never silently ignored."""
     if not settings.mlm and not settings.nsp:
         raise ValueError("--no-mlm and --no-nsp together leave nothing to train")
@@ -373,8 +369,8 @@ def build_parser() -> SettingsParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, train = build_parser().parse(argv)
-        torch.manual_seed(train.seed)  # before loading: fresh heads are drawn from it
+        settings, training = parse_settings(build_parser(), argv, resolve=False)
+        torch.manual_seed(training.seed)  # before loading: fresh heads are drawn from it
         model_dir = resolve_model(settings.model)
         # The corpus first: reading it is cheaper than loading the model, and an empty one ends the job.
         documents, description = read_corpus(settings)
@@ -382,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokenizer = BertTokenizer.from_pretrained(model_dir)
         need = NSP_MIN_DOCUMENTS if settings.nsp else 1  # documents in each of the two sets
         train_documents, heldout_documents = split_heldout(tokenize_documents(documents, tokenizer),
-                                                           settings.heldout, train.seed, at_least=need)
+                                                           settings.heldout, training.seed, at_least=need)
         check_enough_documents(len(documents), train_documents, heldout_documents, need)
         pretraining, report = BertForPreTraining.from_pretrained(model_dir, return_report=True)
         fresh_heads = any(k.startswith("cls.") for k in report.initialised)
@@ -390,33 +386,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP "
                   "classifier start fresh, and the masked-LM decoder is tied to the word embeddings",
                   file=sys.stderr)
-        if train.head_lr is None:
-            train = replace(train, head_lr=1e-3 if fresh_heads else train.lr)
+        if training.head_lr is None:
+            training = replace(training, head_lr=1e-3 if fresh_heads else training.lr)
         if settings.max_length > pretraining.config.max_position_embeddings:
             raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")
-        train = resolve(train)
-        out = settings.out or default_run_dir("pretrain")
-        with claim_run(out, "pretrain", settings.model, resume=train.resume,
-                       settings=(settings, train)) as run:
-            run.write_config(settings, train, model_dir=str(model_dir), corpus=description)
+        training = resolve_training(training)
+        with JobRun("pretrain", (settings, training), model=settings.model, out=settings.out,
+                    seed=False) as run:  # seeded above, before the fresh heads were drawn
+            run.write_config(model_dir=str(model_dir), corpus=description)
             task = PretrainingTask(train_documents, heldout_documents, tokenizer,
-                                   train.batch_size, train.seed, settings.max_length, settings.masking,
+                                   training.batch_size, training.seed, settings.max_length, settings.masking,
                                    settings.mask_prob, settings.max_predictions, settings.short_seq_prob,
                                    settings.nsp)
             span_boundary = (SpanBoundaryHead(pretraining.config, settings.max_predictions)
                              if settings.span_boundary else None)
             model = PretrainingModel(pretraining, span_boundary, mlm=settings.mlm, nsp=settings.nsp)
-            state = train_loop(model, [task], train, run, pretraining_score,
-                               save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer),
-                               resume=train.resume)
-            if distributed.process_rank() != 0:  # the other processes of a torchrun launch are done
+            state = run.train(model, [task], pretraining_score,
+                              save_best=lambda m, d: save_model(pretraining, d, tokenizer=tokenizer))
+            if state is None:  # the other processes of a torchrun launch are done
                 return 0
-            if not train.keep_checkpoints:
-                run.drop_checkpoints(state, train.epochs)
             best = next((r for r in reversed(state.history) if r["best"]), None)
             print(f"best held-out {best['dev']['pretrain'] if best else '(none)'} at epoch "
-                  f"{state.best_epoch}\ncheckpoint for the task jobs: --model {run.best}", file=sys.stderr)
+                  f"{state.best_epoch}\ncheckpoint for the task jobs: --model {run.folder.best}",
+                  file=sys.stderr)
             return 0
 
 

@@ -25,7 +25,7 @@ attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; 
 authors' code differs are in minbert/extras/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
-± standard deviation (tasks/training/seeds.py) in <out>/summary.json, both for the last epoch (the fixed
+± standard deviation (tasks/training/job.py) in <out>/summary.json, both for the last epoch (the fixed
 budget: what docs/results.md reports) and for the best epoch on dev (optimistic: the same dev set picks the
 epoch and scores it). `--resume` skips finished seeds and continues the others.
 
@@ -59,15 +59,11 @@ from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.models.heads import classification_loss
-from tasks.training.arguments import integer, nonempty, non_negative, real
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
+from tasks.training.flags import SettingsParser, flag, integer, non_negative, nonempty, real
+from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
+                                write_result)
+from tasks.training.settings import JobSettings, TrainingSettings, check_job
 from tasks.data.encoding import encode_pairs, encode_texts
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
 
 LABEL_INITS = ("random", "keywords", "class-mean")
 
@@ -213,13 +209,12 @@ def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTa
         init_from_class_means(model, batches, len(task.spec.labels))
 
 
-def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, train: TrainConfig, out: Path,
-            resume: bool) -> dict:
-    """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
-    seed = train.seed
-    torch.manual_seed(seed)
-    with claim_run(out, "classify", job.model, {"task": settings.task}, resume,
-                   (settings, label, job, train)) as run:
+def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, training: TrainingSettings,
+            out: Path, resume: bool) -> dict:
+    """Train one model with `training.seed` into `out`; returns (and writes) its result.json."""
+    seed = training.seed
+    with JobRun("classify", (settings, label, job, training), {"task": settings.task}, out=out,
+                resume=resume) as run:
         root = data_root(job.data_dir)
         spec, data = read_task_data(root, settings.task, job.strict)
         train_examples = subsample(data["train"], settings.train_fraction, seed)
@@ -227,10 +222,9 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
             train_examples, data["dev"] = train_examples[:job.limit], data["dev"][:job.limit]
         print(f"{settings.task}: {len(train_examples)} training examples ({settings.train_fraction:g} of "
               f"{len(data['train'])}), {len(data['dev'])} dev; seed {seed}", file=sys.stderr)
-        run.write_config(settings, label, job, train, data_root=str(root.resolve()),
+        run.write_config(data_root=str(root.resolve()),
                          train_examples=len(train_examples))
-        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-        check_max_length(job.max_length, bert.config, pairs=settings.task in PAIR_TASKS)
+        bert, tokenizer, model_dir = run.load_encoder(pairs=settings.task in PAIR_TASKS)
         try:
             model = ClassifyModel(bert, len(spec.labels), job.hidden_dropout_prob, settings.pooling,
                                   label.layers, settings.layer_features, settings.layer_combine,
@@ -239,13 +233,11 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
             raise SystemExit(f"error: {error}") from None
         if label.label_embedding and label.label_loss_path == "pooler" and bert.pooler is None:
             raise SystemExit(f"error: --label-loss-path pooler, but {model_dir} has no pooler")
-        if job.freeze_encoder:
-            freeze(model.bert)
         if label.label_embedding:
             print(f"label embeddings: {len(spec.labels)} x {bert.config.hidden_size}, in layers "
                   f"{list(model.label_layers)} of {bert.config.num_hidden_layers} (0-based), "
                   f"init {label.label_init}, lambda {label.label_lambda}", file=sys.stderr)
-        task = ClassifyTask(settings.task, spec, tokenizer, train_examples, data["dev"], train.batch_size,
+        task = ClassifyTask(settings.task, spec, tokenizer, train_examples, data["dev"], training.batch_size,
                             seed, job.max_length, settings.truncation,
                             LabelLossSettings(label.label_lambda, label.label_loss_path,
                                               label.label_loss_reduction),
@@ -261,13 +253,12 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
                  "pooling": settings.pooling,
                  "label_layers": list(model.label_layers) if label.label_embedding else None,
                  "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], train, run,
-                                      lambda dev: main_score(spec.metric, dev[settings.task]),
-                                      tokenizer, heads, resume)
+        state = run.train(model, [task], lambda dev: main_score(spec.metric, dev[settings.task]),
+                          tokenizer=tokenizer, head_settings=heads)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
-            predictions = task.write_outputs(model, run.predictions)
+            predictions = task.write_outputs(model, run.folder.predictions)
         finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
         result = {"task": settings.task, "seed": seed, "label_embedding": label.label_embedding,
                   "train_fraction": settings.train_fraction, "train_examples": len(train_examples),
@@ -278,7 +269,7 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
                   "epochs_complete": len(finished),
                   "dev_confusion_best": metrics.confusion_matrix(predictions, [e.label for e in data["dev"]],
                                                                  len(spec.labels)).tolist()}
-        write_result(run.path, result)
+        write_result(run.folder.path, result)
         return result
 
 
@@ -361,13 +352,13 @@ class LabelSettings:
         return tuple(int(x) for x in self.label_layers.split(","))
 
 
-DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainConfig())
+DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainingSettings())
 
 
 def check_flags(settings: ClassifySettings, label: LabelSettings, job: JobSettings,
-                train: TrainConfig) -> None:
+                training: TrainingSettings) -> None:
     """What the groups contradict (a ValueError naming the flags)."""
-    check_job(job, train)
+    check_job(job, training)
     if (label.label_embedding and settings.layer_combine == "concat"
             and settings.layer_features in ("first-4", "last-4", "all")):
         raise ValueError("--label-embedding's label loss feeds hidden-size vectors to the classifier: "
@@ -383,19 +374,12 @@ def build_parser() -> SettingsParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        parser = build_parser()
-        settings, label, job, train = parser.parse(argv)
-        check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
-        job = resolve_job(job, train)
+        settings, label, job, training = parse_settings(build_parser(), argv)
         if label.label_embedding and job.attn_implementation == "unpadded":
             # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
             job = replace(job, attn_implementation="sdpa")
-        out = Path(job.out or default_run_dir("classify"))
-        def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
-            return run_one(settings, label, job, replace(train, seed=seed), directory, resume)
-
-        run_one_or_seeds(settings.seeds, train.seed, out, train.resume, one_seed,
+        run_one_or_seeds("classify", settings.seeds, job, training,
+                         lambda training, out, resume: run_one(settings, label, job, training, out, resume),
                          title=settings.task,
                          extra={"task": settings.task, "label_embedding": label.label_embedding,
                                 "train_fraction": settings.train_fraction})

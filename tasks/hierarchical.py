@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,15 +46,11 @@ from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, Labelle
 from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.training.arguments import nonempty
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
+from tasks.training.flags import SettingsParser, flag, nonempty
+from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
+                                write_result)
+from tasks.training.settings import JobSettings, TrainingSettings, check_job
 from tasks.data.encoding import encode_texts
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
 
 # Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
 # batch, as many as a training batch holds, rather than batching.py's 128.
@@ -177,15 +173,13 @@ def choose_layer_map(settings: HierarchicalSettings, num_layers: int, num_levels
     return layer_map(settings.variant or "flat", num_layers, num_levels)
 
 
-def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainConfig, data: HierarchicalData,
-            out: Path, resume: bool) -> dict:
-    """Train one model with `train.seed` into `out`; returns (and writes) its result.json."""
-    seed = train.seed
-    torch.manual_seed(seed)
-    with claim_run(out, "hierarchical", job.model, {"dataset": settings.dataset}, resume,
-                   (settings, job, train)) as run:
-        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-        check_max_length(job.max_length, bert.config)
+def run_one(settings: HierarchicalSettings, job: JobSettings, training: TrainingSettings,
+            data: HierarchicalData, out: Path, resume: bool) -> dict:
+    """Train one model with `training.seed` into `out`; returns (and writes) its result.json."""
+    seed = training.seed
+    with JobRun("hierarchical", (settings, job, training), {"dataset": settings.dataset}, out=out,
+                resume=resume) as run:
+        bert, tokenizer, model_dir = run.load_encoder()
         hierarchy = data.hierarchy
         try:
             layers = choose_layer_map(settings, bert.config.num_hidden_layers, hierarchy.num_levels)
@@ -197,32 +191,30 @@ def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainConfig
         train_docs = data.splits["train"][:job.limit] if job.limit else data.splits["train"]
         dev_docs = data.splits["dev"][:job.limit] if job.limit else data.splits["dev"]
         test_docs = data.splits["test"][:job.limit] if job.limit else data.splits["test"]
-        run.write_config(settings, job, train, layer_map_used=[list(g) for g in layers],
+        run.write_config(layer_map_used=[list(g) for g in layers],
                          data=data.description, labels_per_level=[len(level) for level in hierarchy.levels])
         model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
                                   job.hidden_dropout_prob)
-        if job.freeze_encoder:
-            freeze(model.bert)
         task = HierarchicalTask(settings.dataset, hierarchy, tokenizer, train_docs, dev_docs,
-                                train.batch_size, seed, job.max_length, settings.truncation)
+                                training.batch_size, seed, job.max_length, settings.truncation)
         if settings.bias_init == "prior":  # (a resumed run then loads its trained biases over these)
             model.structured.init_biases_to_priors(task.train_targets)
         heads = {"job": "hierarchical", "dataset": settings.dataset, "variant": name,
                  "layer_map": [list(g) for g in layers], "levels": hierarchy.levels, "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], train, run, lambda dev: dev[settings.dataset]["micro"],
-                                      tokenizer, heads, resume)
+        state = run.train(model, [task], lambda dev: dev[settings.dataset]["micro"], tokenizer=tokenizer,
+                          head_settings=heads)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
             reports = {"dev": task.report(model, dev_docs, task.dev_ids),
                        "test": task.report(model, test_docs)}
-            write_test_predictions(task, model, test_docs, run.predictions / "test-output.jsonl")
+            write_test_predictions(task, model, test_docs, run.folder.predictions / "test-output.jsonl")
             if settings.analysis:
-                atomic_write_text(run.path / "analysis.json", json.dumps(
+                atomic_write_text(run.folder.path / "analysis.json", json.dumps(
                     {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},
                     indent=1) + "\n")
         table = rprecision_table(reports, hierarchy.num_levels)
-        atomic_write_text(run.path / "rprecision.md",
+        atomic_write_text(run.folder.path / "rprecision.md",
                           f"{settings.dataset}, {name} ({describe_layer_map(layers)}), best epoch "
                           f"{state.best_epoch} by dev micro R-Precision\n\n{table}")
         print(table, file=sys.stderr)
@@ -231,7 +223,7 @@ def run_one(settings: HierarchicalSettings, job: JobSettings, train: TrainConfig
                   "final": state.history[-1]["dev"][settings.dataset], "best": reports["dev"],
                   "test_of_best": reports["test"], "best_epoch": state.best_epoch,
                   "train_seconds": state.history[-1]["elapsed_s"]}
-        write_result(run.path, result)
+        write_result(run.folder.path, result)
         return result
 
 
@@ -259,29 +251,23 @@ class HierarchicalSettings:
         return "custom" if self.layer_map else self.variant or "flat"
 
 
-DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainConfig(epochs=5))
+DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainingSettings(epochs=5))
 
 
 def build_parser() -> SettingsParser:
     return SettingsParser("python -m tasks.hierarchical", __doc__, *DEFAULTS,
-                          check=lambda settings, job, train: check_job(job, train))
+                          check=lambda settings, job, training: check_job(job, training))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        parser = build_parser()
-        settings, job, train = parser.parse(argv)
-        check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
-        job = resolve_job(job, train)
+        settings, job, training = parse_settings(build_parser(), argv)
         root = data_root(job.data_dir)
         data = read_dataset(root, settings.dataset)  # file problems: one line, by user_errors
         print(label_statistics(data), file=sys.stderr)
-        out = Path(job.out or default_run_dir("hierarchical"))
         shown = settings.layer_map or settings.variant or "flat"
-        run_one_or_seeds(settings.seeds, train.seed, out, train.resume,
-                         lambda seed, directory, resume: run_one(settings, job, replace(train, seed=seed),
-                                                                 data, directory, resume),
+        run_one_or_seeds("hierarchical", settings.seeds, job, training,
+                         lambda training, out, resume: run_one(settings, job, training, data, out, resume),
                          title=f"{settings.dataset} {shown}", metrics=SHOWN,
                          extra={"dataset": settings.dataset, "variant": shown})
         return 0

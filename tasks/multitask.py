@@ -44,13 +44,12 @@ from tasks.evaluation.metrics import course_metrics
 from tasks.models.heads import PARAPHRASE_LOSSES, SIMILARITY_LOSSES, CosinePairHead, SentenceClassifier
 from tasks.models.pair_task import PairTask
 from tasks.models.sentiment_task import SentimentTask
-from tasks.training.arguments import existing_dir, name_weights, non_negative
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.best_model import load_checkpoint, read_run_settings, train_and_reload_best
-from tasks.training.job import CourseFiles, check_max_length, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, as_dict, flag, from_dict
+from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
+                                  non_negative)
+from tasks.training.job import (CourseFiles, JobRun, check_max_length, default_run_dir, load_encoder,
+                                parse_settings, resolve_settings, user_errors)
+from tasks.training.run_folder import load_checkpoint, read_run_settings
+from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 # STS has the fewest batches (189 an epoch against Quora's 930 and SST's 267) and is pulled hardest by the
 # others (STS alone reaches 0.879 Pearson, with them 0.861). Weighing its loss 4x raised STS Pearson by
@@ -157,16 +156,17 @@ class MultitaskSettings:
 # Measured on the shared data (docs/results.md): proportional sampling spreads STS's few batches over the
 # epoch instead of finishing them early and then training on Quora alone, which cost STS 0.02-0.03 Pearson
 # (on both Quora files); a third epoch adds about a point to SST.
-DEFAULTS = (MultitaskSettings(), JobSettings(), TrainConfig(epochs=3, sampling="proportional"), CourseFiles())
+DEFAULTS = (MultitaskSettings(), JobSettings(), TrainingSettings(epochs=3, sampling="proportional"),
+            CourseFiles())
 
 
-def check_flags(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def check_flags(settings: MultitaskSettings, job: JobSettings, training: TrainingSettings,
                 files: CourseFiles) -> None:
     """Contradictory flags are errors, never silently ignored."""
-    check_job(job, train)
+    check_job(job, training)
     if settings.predict:
         training_only = [f"--{p}_train" for p in COURSE_TASKS if getattr(files, f"{p}_train")]
-        training_only += ["--resume"] if train.resume else []
+        training_only += ["--resume"] if training.resume else []
         if training_only:
             raise ValueError(f"{', '.join(training_only)} belong(s) to training; "
                              f"--predict {settings.predict} trains nothing")
@@ -196,54 +196,51 @@ def write_course_outputs(model: nn.Module, tasks: Sequence, examples: dict, file
     return written
 
 
-def build_model(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def build_model(settings: MultitaskSettings, job: JobSettings, training: TrainingSettings,
                 data: dict) -> tuple[MultitaskBERT, list, BertTokenizer, Path]:
     """The run's model (the loaded encoder and three fresh heads), its training tasks from `data` (prefix ->
     split -> examples), the tokenizer and the encoder's folder."""
     bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
     check_max_length(job.max_length, bert.config, pairs=True)
     model = MultitaskBERT(bert, job.hidden_dropout_prob, settings.sentiment_pooling, settings.pair_pooling)
-    if job.freeze_encoder:
-        freeze(model.bert)
-    tasks = [course_task(name, data[name], tokenizer, train, job.max_length, settings.similarity_loss,
+    tasks = [course_task(name, data[name], tokenizer, training, job.max_length, settings.similarity_loss,
                          settings.paraphrase_loss, settings.r_drop) for name in COURSE_TASKS]
     return model, tasks, tokenizer, model_dir
 
 
-def train_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig, files: CourseFiles) -> int:
-    out = job.out or default_run_dir("multitask")
-    with claim_run(out, "multitask", job.model, resume=train.resume,
-                   settings=(settings, job, train, files)) as run:
+def train_main(settings: MultitaskSettings, job: JobSettings, training: TrainingSettings,
+               files: CourseFiles) -> int:
+    with JobRun("multitask", (settings, job, training, files)) as run:
         paths = course_files(files, SPLITS)
         source = find_data(job.data_dir, paths, ("train", "dev"))
-        run.write_config(settings, job, train, files, data_path=str(source.path.resolve()),
-                         data_kind=source.kind)
+        run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
         data = {prefix: read_splits(source, dataset, job.strict, job.limit, files=paths[prefix])
                 for prefix, dataset in COURSE_TASKS.items()}
 
-        model, tasks, tokenizer, model_dir = build_model(settings, job, train, data)
+        model, tasks, tokenizer, model_dir = build_model(settings, job, training, data)
         # --predict rebuilds the heads from these, and reads the run's inputs as the run did
         heads = {"job": "multitask", "model": str(model_dir), "data": source.description,
                  **{k: v for k, v in as_dict(settings, job).items()
                     if k in HEAD_SETTINGS + ("max_length", "attn_implementation")}}
-        # The pair heads compare mean-pooled (--pair-pooling) vectors by cosine: best/ says so to SentenceEncoder.
+        # The pair heads compare mean-pooled (--pair-pooling) vectors by cosine: best/ says so to
+        # SentenceEncoder.
         sentence = SentenceSettings(settings.pair_pooling, normalize=True, max_seq_length=job.max_length)
-        state = train_and_reload_best(model, tasks, train, run, overall_score, tokenizer, heads, train.resume,
-                                      sentence)
+        state = run.train(model, tasks, overall_score, tokenizer=tokenizer, head_settings=heads,
+                          sentence=sentence)
         if state is None:  # a torchrun process other than rank 0: done
             return 0
-        write_course_outputs(model, tasks, data, files, run.predictions)
+        write_course_outputs(model, tasks, data, files, run.folder.predictions)
         best = next((r for r in reversed(state.history) if r["best"]), None)
         print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
               f"{best['dev'] if best else ''}\n"
-              f"outputs in {run.path}", file=sys.stderr)
+              f"outputs in {run.folder.path}", file=sys.stderr)
         if source.is_sample:
             print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
                   file=sys.stderr)
         return 0
 
 
-def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConfig,
+def predict_main(settings: MultitaskSettings, job: JobSettings, training: TrainingSettings,
                  files: CourseFiles) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
     best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS)
@@ -251,16 +248,16 @@ def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConf
     data = read_prediction_inputs(files, job.data_dir, job.strict, job.limit)  # a bad file costs no loading
     # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
     # the kernel the run evaluated with, so that its own dev files get its own predictions back.
-    train = resolve(replace(train, precision="fp32"))
-    if job.attn_implementation == "auto" and train.device == "cpu" and trained.attn_implementation in (
+    training = resolve_training(replace(training, precision="fp32"))
+    if job.attn_implementation == "auto" and training.device == "cpu" and trained.attn_implementation in (
             "unpadded", "sdpa", "eager"):
         job = replace(job, attn_implementation=trained.attn_implementation)
-    job = resolve_job(job, train)
+    job = resolve_job(job, training)
     bert, tokenizer, _ = load_encoder(str(best), job.attn_implementation)
     model = MultitaskBERT(bert, trained.hidden_dropout_prob, heads.sentiment_pooling, heads.pair_pooling)
     load_checkpoint(model, best)
-    model.to(train.device).eval()
-    tasks = [course_task(name, {"train": [], "dev": []}, tokenizer, TrainConfig(), trained.max_length)
+    model.to(training.device).eval()
+    tasks = [course_task(name, {"train": [], "dev": []}, tokenizer, TrainingSettings(), trained.max_length)
              for name in COURSE_TASKS]
     out = Path(job.out or default_run_dir("multitask-predict"))
     predictions = write_course_outputs(model, tasks, data, files, out)
@@ -273,14 +270,12 @@ def predict_main(settings: MultitaskSettings, job: JobSettings, train: TrainConf
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, job, train, files = build_parser().parse(argv)
+        settings, job, training, files = parse_settings(build_parser(), argv, resolve=False)
         if settings.predict:
-            return predict_main(settings, job, train, files)
+            return predict_main(settings, job, training, files)
         # the loop weighs the losses; the flag is the main job's
-        train = resolve(replace(train, task_weights=settings.task_weights))
-        job = resolve_job(job, train)
-        torch.manual_seed(train.seed)
-        return train_main(settings, job, train, files)
+        training = replace(training, task_weights=settings.task_weights)
+        return train_main(*resolve_settings(settings, job, training, files))
 
 
 if __name__ == "__main__":

@@ -28,12 +28,9 @@ from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import SentenceClassifier
 from tasks.models.sentiment_task import SentimentTask
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.job import check_max_length, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.settings import SettingsParser, flag
+from tasks.training.flags import SettingsParser, flag
+from tasks.training.job import JobRun, parse_settings, user_errors
+from tasks.training.settings import JobSettings, TrainingSettings, check_job
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 
@@ -68,46 +65,36 @@ class SentimentSettings:
                         "pooler", choices=POOLINGS)
 
 
-DEFAULTS = (SentimentSettings(), JobSettings(), TrainConfig())
+DEFAULTS = (SentimentSettings(), JobSettings(), TrainingSettings())
 
 
 def build_parser() -> SettingsParser:
     return SettingsParser("python -m tasks.sentiment", __doc__, *DEFAULTS,
-                          check=lambda settings, job, train: check_job(job, train))
+                          check=lambda settings, job, training: check_job(job, training))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, job, train = build_parser().parse(argv)
-        train = resolve(train)
-        job = resolve_job(job, train)
-        torch.manual_seed(train.seed)
-        out = job.out or default_run_dir("sentiment")
-        with claim_run(out, "sentiment", job.model, {"task": settings.task}, train.resume,
-                       (settings, job, train)) as run:
+        settings, job, training = parse_settings(build_parser(), argv)
+        with JobRun("sentiment", (settings, job, training), {"task": settings.task}) as run:
             source, data = read_task_data(job.data_dir, settings.task, job.strict, job.limit)
-            run.write_config(settings, job, train, data_path=str(source.path.resolve()),
-                             data_kind=source.kind)
-            bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-            check_max_length(job.max_length, bert.config)
+            run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
+            bert, tokenizer, model_dir = run.load_encoder()
             model = SentimentModel(bert, NUM_CLASSES[settings.task], job.hidden_dropout_prob,
                                    settings.pooling)
-            if job.freeze_encoder:
-                freeze(model.bert)
-            task = SentimentTask(settings.task, tokenizer, data["train"], data["dev"], train.batch_size,
-                                 train.seed, job.max_length)
+            task = SentimentTask(settings.task, tokenizer, data["train"], data["dev"], training.batch_size,
+                                 training.seed, job.max_length)
             heads = {"job": "sentiment", "task": settings.task, "pooling": settings.pooling,
                      "model": str(model_dir), "num_classes": NUM_CLASSES[settings.task],
                      "data": source.description}
-            state = train_and_reload_best(model, [task], train, run,
-                                          lambda dev: dev[settings.task]["accuracy"], tokenizer, heads,
-                                          train.resume)
+            state = run.train(model, [task], lambda dev: dev[settings.task]["accuracy"], tokenizer=tokenizer,
+                              head_settings=heads)
             if state is None:  # a torchrun process other than rank 0: done
                 return 0
             with torch.no_grad():
-                task.write_outputs(model, data["test"], run.predictions)
+                task.write_outputs(model, data["test"], run.folder.predictions)
             print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in "
-                  f"{run.path}", file=sys.stderr)
+                  f"{run.folder.path}", file=sys.stderr)
             return 0
 
 

@@ -30,7 +30,7 @@ Read next: data/wordpieces.py.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -49,14 +49,10 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
                                        type_confusion)
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.training.arguments import existing_file, positive_int
-from tasks.training.config import JobSettings, TrainConfig, check_job, resolve, resolve_job
-from tasks.training.best_model import train_and_reload_best
-from tasks.training.job import check_max_length, data_root, default_run_dir, load_encoder, user_errors
-from tasks.training.optimizer import freeze
-from tasks.training.run_dir import claim_run
-from tasks.training.seeds import check_seeds, run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import SettingsParser, flag
+from tasks.training.flags import SettingsParser, existing_file, flag, positive_int
+from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
+                                write_result)
+from tasks.training.settings import JobSettings, TrainingSettings, check_job
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
@@ -223,40 +219,36 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 # ----- one run ----------------------------------------------------------------------------------------
 
 
-def run_one(settings: TagSettings, job: JobSettings, train: TrainConfig, train_sentences, dev_sentences,
-            out: Path, resume: bool) -> dict | None:
-    seed = train.seed
-    torch.manual_seed(seed)
-    with claim_run(out, "tag", job.model, {"method": settings.method}, resume, (settings, job, train)) as run:
+def run_one(settings: TagSettings, job: JobSettings, training: TrainingSettings, train_sentences,
+            dev_sentences, out: Path, resume: bool) -> dict | None:
+    seed = training.seed
+    with JobRun("tag", (settings, job, training), {"method": settings.method}, out=out, resume=resume) as run:
         train_part = train_sentences[:job.limit] if job.limit else train_sentences
         dev_part = dev_sentences[:job.limit] if job.limit else dev_sentences
-        run.write_config(settings, job, train, train_sentences=len(train_part), dev_sentences=len(dev_part))
-        bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-        check_max_length(job.max_length, bert.config)
-        task = TaggingTask(settings.method, tokenizer, train_part, dev_part, train.batch_size, seed,
+        run.write_config(train_sentences=len(train_part), dev_sentences=len(dev_part))
+        bert, tokenizer, model_dir = run.load_encoder()
+        task = TaggingTask(settings.method, tokenizer, train_part, dev_part, training.batch_size, seed,
                            job.max_length,
                            settings.label_pieces, settings.word_decoding, settings.max_span_width,
                            settings.nested)
         model = TaggingModel(bert, settings.method, task.tags, task.types, job.hidden_dropout_prob,
                              settings.span_pooling)
-        if job.freeze_encoder:
-            freeze(model.bert)
         heads = {"job": "tag", "method": settings.method, "tags": list(task.tags), "types": list(task.types),
                  "span_pooling": settings.span_pooling, "model": str(model_dir)}
-        state = train_and_reload_best(model, [task], train, run, lambda dev: dev["wnut17"]["f1"], tokenizer,
-                                      heads, resume)
+        state = run.train(model, [task], lambda dev: dev["wnut17"]["f1"], tokenizer=tokenizer,
+                          head_settings=heads)
         if state is None:  # a torchrun process other than rank 0: done
             return None
         with torch.no_grad():
-            predicted = task.write_outputs(model, dev_part, run.predictions / "dev.conll")
+            predicted = task.write_outputs(model, dev_part, run.folder.predictions / "dev.conll")
             for path in settings.predict or []:
                 sentences = read_any_conll(Path(path), task.tags)
-                task.write_outputs(model, sentences, run.predictions / f"{Path(path).stem}.conll")
+                task.write_outputs(model, sentences, run.folder.predictions / f"{Path(path).stem}.conll")
         gold = [bio_entities(s.tags) for s in dev_part]
         scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
         flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
         accuracy = token_accuracy([list(s.tags) for s in dev_part], flat_predicted)
-        atomic_write_text(run.path / "report.txt",
+        atomic_write_text(run.folder.path / "report.txt",
                           f"{settings.method} on {DEV_FILE}, best epoch {state.best_epoch}; token "
                           f"accuracy {accuracy:.4f}\n\n{format_report(scores, confusion)}\n")
         print(format_report(scores, confusion), file=sys.stderr)
@@ -266,7 +258,7 @@ def run_one(settings: TagSettings, job: JobSettings, train: TrainConfig, train_s
                            "token_accuracy": accuracy},
                   "best_epoch": state.best_epoch, "train_seconds": state.history[-1]["elapsed_s"],
                   "confusion": {f"{g} -> {p}": n for (g, p), n in sorted(confusion.items())}}
-        write_result(run.path, result)
+        write_result(run.folder.path, result)
         return result
 
 
@@ -308,32 +300,26 @@ class TagSettings:
             raise ValueError("--nested and --span-pooling apply to --method span")
 
 
-DEFAULTS = (TagSettings(), JobSettings(), TrainConfig(epochs=3))
+DEFAULTS = (TagSettings(), JobSettings(), TrainingSettings(epochs=3))
 
 
 def build_parser() -> SettingsParser:
     return SettingsParser("python -m tasks.tag", __doc__, *DEFAULTS,
-                          check=lambda settings, job, train: check_job(job, train))
+                          check=lambda settings, job, training: check_job(job, training))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        parser = build_parser()
-        settings, job, train = parser.parse(argv)
-        check_seeds(parser, settings.seeds, argv)
-        train = resolve(train)
-        job = resolve_job(job, train)
+        settings, job, training = parse_settings(build_parser(), argv)
         root = data_root(job.data_dir)
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)
         dev_sentences = read_conll(root / DEV_FILE, tags)
         print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev",
               file=sys.stderr)
-        out = Path(job.out or default_run_dir("tag"))
-        run_one_or_seeds(settings.seeds, train.seed, out, train.resume,
-                         lambda seed, directory, resume: run_one(settings, job, replace(train, seed=seed),
-                                                                 train_sentences, dev_sentences, directory,
-                                                                 resume),
+        run_one_or_seeds("tag", settings.seeds, job, training,
+                         lambda training, out, resume: run_one(settings, job, training, train_sentences,
+                                                               dev_sentences, out, resume),
                          title=f"wnut17 {settings.method}", metrics=("f1", "precision", "recall"),
                          extra={"method": settings.method})
         return 0

@@ -30,8 +30,8 @@ ALLOWED = {
 }
 OURS = set(ALLOWED) | {"bench", "tests"}
 # The one module below them that a package may import beside ALLOWED: grading's flags are checked by the
-# same rule as every job's (tasks/training/arguments.py imports only the standard library).
-SHARED = {"tasks.training.arguments"}
+# same rule as every job's (tasks/training/flags.py imports only the standard library).
+SHARED = {"tasks.training.flags"}
 # Files that are not imported by their package but run as a child process in another tree: the handout
 # check's probe runs inside a built handout and imports what the handout ships, to check that it imports.
 CHILD_SCRIPTS = {"grading/handout_probe.py"}

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tasks import classify, sentiment
-from tasks.training import run_dir as run_dir_module
+from tasks.training import run_folder
 from tasks.data.sources import SAMPLE_DIR
 
 
@@ -167,10 +167,10 @@ def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, d
     def full_disk(obj, f, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(f))
 
-    monkeypatch.setattr(run_dir_module.torch, "save", full_disk)
+    monkeypatch.setattr(run_folder.torch, "save", full_disk)
     fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "2", "--resume"),
                "No space left on device; files written before are intact")
-    monkeypatch.setattr(run_dir_module.torch, "save", real_save)
+    monkeypatch.setattr(run_folder.torch, "save", real_save)
     assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # resumes from the good one
     assert "resuming from" in capsys.readouterr().err
 

@@ -23,10 +23,10 @@ from tasks.data.batching import pad_batch
 from tasks.data.classify_sets import subsample
 from tasks.data.examples import PairExample, SentenceExample
 from tasks.models.classifier import ClassifyModel
-from tasks.training.config import TrainConfig
+from tasks.training.loop import build_optimizer
+from tasks.training.run_folder import load_checkpoint
+from tasks.training.settings import TrainingSettings
 from tasks.data.course import read_predictions
-from tasks.training.best_model import load_checkpoint
-from tasks.training.optimizer import build_optimizer
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang".split()
 
@@ -79,7 +79,7 @@ def test_label_embeddings_are_a_head_and_the_encoder_is_registered_once(tiny_ber
     assert "label_embeddings" in names and all(n.startswith(("bert.", "head.", "label_embeddings"))
                                                for n in names)
     assert not any(k.startswith("bert.bert.") for k in model.state_dict())
-    groups = build_optimizer(model, TrainConfig(lr=1e-5, head_lr=1e-3))
+    groups = build_optimizer(model, TrainingSettings(lr=1e-5, head_lr=1e-3))
     head_params = [p for g in groups.param_groups if g["lr"] == 1e-3 for p in g["params"]]
     assert any(p is model.label_embeddings for p in head_params)
     assert sum(len(g["params"]) for g in groups.param_groups) == len(names)

@@ -1,12 +1,12 @@
 """Every command-line surface is checked by one rule, and a run directory is claimed before it is written.
 
 - every flag of every job's parser that takes a value has choices or a checking type
-  (tasks/training/arguments.py): a new flag cannot skip the checks;
+  (tasks/training/flags.py): a new flag cannot skip the checks;
 - the path types tell a file from a folder, and name the flag;
-- a job's flags come from its settings dataclasses (tasks/training/settings.py): the job's own defaults are
+- a job's flags come from its settings dataclasses (tasks/training/flags.py): the job's own defaults are
   the ones parsed and shown, the course's spellings work, parsing changes nothing in place, and config.json
   holds the resolved settings, read back through the same classes;
-- claim_run (tasks/training/run_dir.py): another job's run, another model, a busy folder, and a failure
+- claim_run (tasks/training/run_folder.py): another job's run, another model, a busy folder, and a failure
   before training are each handled as the docstring says, and --resume refuses settings that would change
   the run.
 """
@@ -23,10 +23,10 @@ import sys
 import pytest
 import torch
 
-from tasks.training import arguments
-from tasks.training.config import JobSettings, TrainConfig, resolve
-from tasks.training.run_dir import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
-from tasks.training.settings import SettingsParser, from_dict
+from tasks.training import flags
+from tasks.training.flags import SettingsParser, from_dict
+from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
+from tasks.training.settings import JobSettings, TrainingSettings, resolve_training
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
@@ -48,7 +48,7 @@ def test_every_flag_that_takes_a_value_is_checked(module):
     unchecked = [a.option_strings or [a.dest] for a in flags
                  if a.choices is None and not getattr(a.type, "checked", False)]
     assert not unchecked, (f"{module}: these flags take any value; give them a type from "
-                           f"tasks/training/arguments.py or choices: {unchecked}")
+                           f"tasks/training/flags.py or choices: {unchecked}")
 
 
 def test_how_many_job_flag_pairs_are_checked():
@@ -58,13 +58,13 @@ def test_how_many_job_flag_pairs_are_checked():
 
 
 @pytest.mark.parametrize("check, make, message", [
-    (arguments.existing_file, "folder", "is a folder, not a file"),
-    (arguments.existing_file, "nothing", "no such file"),
-    (arguments.existing_dir, "file", "is a file, not a folder"),
-    (arguments.existing_dir, "nothing", "no such folder"),
-    (arguments.output_dir, "file", "is a file, not a folder"),
-    (arguments.output_dir, "under-file", "cannot be created"),
-    (arguments.output_file, "folder", "is a folder, not a file"),
+    (flags.existing_file, "folder", "is a folder, not a file"),
+    (flags.existing_file, "nothing", "no such file"),
+    (flags.existing_dir, "file", "is a file, not a folder"),
+    (flags.existing_dir, "nothing", "no such folder"),
+    (flags.output_dir, "file", "is a file, not a folder"),
+    (flags.output_dir, "under-file", "cannot be created"),
+    (flags.output_file, "folder", "is a folder, not a file"),
 ])
 def test_path_types_tell_files_from_folders(tmp_path, check, make, message):
     target = {"folder": tmp_path, "nothing": tmp_path / "absent", "file": tmp_path / "f.txt",
@@ -76,14 +76,14 @@ def test_path_types_tell_files_from_folders(tmp_path, check, make, message):
 
 def test_path_types_accept_what_they_should(tmp_path):
     (tmp_path / "f.txt").write_text("x")
-    assert arguments.existing_file(str(tmp_path / "f.txt")) == str(tmp_path / "f.txt")
-    assert arguments.existing_dir(str(tmp_path)) == str(tmp_path)
-    assert arguments.output_dir(str(tmp_path / "new" / "deeper")) == str(tmp_path / "new" / "deeper")
-    assert arguments.output_file(str(tmp_path / "new" / "out.csv")) == str(tmp_path / "new" / "out.csv")
+    assert flags.existing_file(str(tmp_path / "f.txt")) == str(tmp_path / "f.txt")
+    assert flags.existing_dir(str(tmp_path)) == str(tmp_path)
+    assert flags.output_dir(str(tmp_path / "new" / "deeper")) == str(tmp_path / "new" / "deeper")
+    assert flags.output_file(str(tmp_path / "new" / "out.csv")) == str(tmp_path / "new" / "out.csv")
     with pytest.raises(argparse.ArgumentTypeError, match="must not be empty"):
-        arguments.nonempty("  ")
+        flags.nonempty("  ")
     with pytest.raises(argparse.ArgumentTypeError, match="comma-separated list of train, dev"):
-        arguments.choice_list(("train", "dev"))("train,valid")
+        flags.choice_list(("train", "dev"))("train,valid")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
@@ -93,7 +93,7 @@ def test_output_dir_under_a_read_only_folder(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(argparse.ArgumentTypeError, match="not writable"):
-            arguments.output_dir(str(locked / "run"))
+            flags.output_dir(str(locked / "run"))
     finally:
         locked.chmod(0o700)
 
@@ -143,7 +143,7 @@ def test_the_main_jobs_help_fits_on_two_screens(monkeypatch):
 
 
 def test_the_courses_spellings_and_their_hyphenated_aliases_reach_the_same_field():
-    parser = SettingsParser("test", None, JobSettings(), TrainConfig())
+    parser = SettingsParser("test", None, JobSettings(), TrainingSettings())
     for argv in (["--batch_size", "8", "--hidden_dropout_prob", "0.2", "--use_gpu"],
                  ["--batch-size", "8", "--hidden-dropout-prob", "0.2", "--use-gpu"]):
         job, train = parser.parse(argv)
@@ -151,10 +151,10 @@ def test_the_courses_spellings_and_their_hyphenated_aliases_reach_the_same_field
 
 
 def test_a_bool_on_by_default_is_turned_off_by_its_no_flag():
-    (train,) = SettingsParser("test", None, TrainConfig(eval_first=True)).parse(["--no-eval-first"])
+    (train,) = SettingsParser("test", None, TrainingSettings(eval_first=True)).parse(["--no-eval-first"])
     assert not train.eval_first
     with pytest.raises(SystemExit):  # the job's default is on: there is no --eval-first to give
-        SettingsParser("test", None, TrainConfig(eval_first=True)).parse(["--eval-first"])
+        SettingsParser("test", None, TrainingSettings(eval_first=True)).parse(["--eval-first"])
 
 
 def test_a_contradiction_between_settings_is_a_usage_error_naming_the_flags(capsys):
@@ -167,10 +167,10 @@ def test_a_contradiction_between_settings_is_a_usage_error_naming_the_flags(caps
 
 
 def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_class(tmp_path):
-    parsed = TrainConfig(threads=1, precision="fp32", seed=3, task_weights=(("sts", 4.0),))
+    parsed = TrainingSettings(threads=1, precision="fp32", seed=3, task_weights=(("sts", 4.0),))
     before = torch.get_num_threads()
     try:
-        resolved = resolve(parsed)
+        resolved = resolve_training(parsed)
     finally:
         torch.set_num_threads(before)
     assert parsed.precision == "fp32" and resolved is not parsed
@@ -179,7 +179,7 @@ def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_cla
         run.metrics.write_text("{}\n")
     saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
     assert saved["data_kind"] == "sample" and saved["max_length"] == 128
-    assert from_dict(TrainConfig, saved) == resolved  # lists back to tuples: task_weights compares equal
+    assert from_dict(TrainingSettings, saved) == resolved  # lists back to tuples: task_weights compares equal
 
 
 def trained(run) -> None:
@@ -190,16 +190,16 @@ def trained(run) -> None:
 
 
 def test_resume_refuses_settings_that_shape_the_run_and_allows_the_others(tmp_path):
-    job, train = JobSettings(), TrainConfig(threads=1)
+    job, train = JobSettings(), TrainingSettings(threads=1)
     with claim_run(tmp_path / "run", "sentiment", "tiny", settings=(job, train)) as run:
         run.write_config(job, train)
         trained(run)
-    changed = TrainConfig(threads=1, lr=1e-4, batch_size=8)
+    changed = TrainingSettings(threads=1, lr=1e-4, batch_size=8)
     with pytest.raises(SystemExit, match=r"was started with --lr 5e-05, --batch_size 32, but this command "
                                          r"asks for --lr 0.0001, --batch_size 8"):
         with claim_run(tmp_path / "run", "sentiment", "tiny", resume=True, settings=(job, changed)):
             pass
-    free = TrainConfig(threads=2, max_steps=9, resume=True, keep_checkpoints=True)
+    free = TrainingSettings(threads=2, max_steps=9, resume=True, keep_checkpoints=True)
     with claim_run(tmp_path / "run", "sentiment", "tiny", resume=True,
                    settings=(JobSettings(out=str(tmp_path / "run"), strict=True), free)):
         pass  # threads, --max-steps, --out, --strict may change

@@ -6,19 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.training import precision
-from tasks.training.config import TrainConfig, resolve
-from tasks.training.settings import SettingsParser
+from tasks.training.flags import SettingsParser
+from tasks.training.settings import TrainingSettings, resolve_precision, resolve_training
 
 
-def parse(*argv: str) -> TrainConfig:
-    (train,) = SettingsParser("test", None, TrainConfig()).parse(list(argv))
+def parse(*argv: str) -> TrainingSettings:
+    (train,) = SettingsParser("test", None, TrainingSettings()).parse(list(argv))
     return train
 
 
 @pytest.fixture(autouse=True)
 def keep_threads():
-    """resolve() sets PyTorch's threads (--threads); the tests after these keep theirs."""
+    """resolve_training() sets PyTorch's threads (--threads); the tests after these keep theirs."""
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
@@ -35,39 +34,39 @@ def cpu_bf16(monkeypatch):
 
 def test_auto_picks_fp32_on_a_cpu_without_native_bf16(cpu_bf16):
     cpu_bf16(False)
-    chosen, why = precision.resolve_precision("auto", "cpu")
+    chosen, why = resolve_precision("auto", "cpu")
     assert chosen == "fp32" and "no native bfloat16" in why
 
 
 def test_auto_picks_bf16_on_a_cpu_with_native_bf16(cpu_bf16):
     cpu_bf16(True)
-    chosen, why = precision.resolve_precision("auto", "cpu")
+    chosen, why = resolve_precision("auto", "cpu")
     assert chosen == "bf16" and "natively" in why
 
 
 @pytest.mark.parametrize("native", [False, True])
 def test_an_explicit_precision_is_taken_as_given(cpu_bf16, native):
     cpu_bf16(native)
-    assert precision.resolve_precision("fp32", "cpu")[0] == "fp32"
-    assert precision.resolve_precision("bf16", "cpu")[0] == "bf16"
+    assert resolve_precision("fp32", "cpu")[0] == "fp32"
+    assert resolve_precision("bf16", "cpu")[0] == "bf16"
 
 
 def test_an_unknown_precision_names_the_flag_and_the_choices():
     with pytest.raises(ValueError, match=r"--precision must be one of \('auto', 'fp32', 'bf16'\)"):
-        precision.resolve_precision("fp16", "cpu")
+        resolve_precision("fp16", "cpu")
 
 
 def test_resolve_decides_auto_and_says_so_without_changing_the_parsed_settings(cpu_bf16, capsys):
     cpu_bf16(True)
     parsed = parse("--precision", "auto", "--threads", "1")
-    resolved = resolve(parsed)
+    resolved = resolve_training(parsed)
     assert resolved.precision == "bf16" and parsed.precision == "auto"  # a new value; config.json gets it
     assert "precision: bf16" in capsys.readouterr().err
     cpu_bf16(False)
-    assert resolve(parse("--threads", "1")).precision == "fp32"
+    assert resolve_training(parse("--threads", "1")).precision == "fp32"
 
 
 def test_the_default_is_auto(cpu_bf16):
     cpu_bf16(True)
     assert parse().precision == "auto"
-    assert resolve(parse("--threads", "1")).precision == "bf16"
+    assert resolve_training(parse("--threads", "1")).precision == "bf16"

@@ -1,10 +1,10 @@
-"""Plain progress lines (tasks/training/progress.py) with a fake clock: when they print and what they say."""
+"""Plain progress lines (tasks/training/loop.py) with a fake clock: when they print and what they say."""
 
 from __future__ import annotations
 
 import io
 
-from tasks.training.progress import ProgressLines, format_duration
+from tasks.training.loop import ProgressLines, format_duration
 
 
 class Clock:

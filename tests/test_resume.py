@@ -2,7 +2,7 @@
 was never interrupted: the same weights, optimizer moments and schedule (compared with torch.equal: the
 resumed run replays the same arithmetic from the restored state, RNG included) and the same dev metrics.
 So does a run stopped by Ctrl-C or SIGTERM (a real signal, sent by the process to itself), which saves itself
-at the next step boundary and prints the command that continues it (tasks/training/interrupt.py)."""
+at the next step boundary and prints the command that continues it (tasks/training/run_folder.py)."""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from tasks.training.arguments import name_weights
-from tasks.training.config import TrainConfig
+from tasks.training.flags import name_weights
 from tasks.training.loop import train
-from tasks.training.run_dir import RunDir
+from tasks.training.run_folder import RunDir
+from tasks.training.settings import TrainingSettings
 
 
 class ToyTask:
@@ -36,7 +36,7 @@ def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logge
     model = one_weight_model()
     gradients = []
     model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
-    config = TrainConfig(epochs=1, sampling="round-robin", max_grad_norm=0.0, task_weights=(("b", 3.0),))
+    config = TrainingSettings(epochs=1, sampling="round-robin", max_grad_norm=0.0, task_weights=(("b", 3.0),))
     run = RunDir(tmp_path / "run")
     train(model, [ToyTask("a"), ToyTask("b")], config, run, lambda dev: 0.0,
           lambda m, folder: (folder / "weights.txt").write_text("w"))
@@ -58,4 +58,4 @@ def test_the_flag_reads_name_factor_pairs_and_names_what_is_wrong():
 
 def test_a_non_positive_weight_is_refused_by_the_config():
     with pytest.raises(ValueError, match="--task-weights"):
-        TrainConfig(task_weights=(("sts", 0.0),))
+        TrainingSettings(task_weights=(("sts", 0.0),))

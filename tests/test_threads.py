@@ -2,7 +2,7 @@
 
 import torch
 
-from tasks.training.threads import apply_threads, choose_threads, idle_threads
+from tasks.training.settings import apply_threads, choose_threads, idle_threads
 
 
 def test_idle_threads_leaves_busy_cores_alone():

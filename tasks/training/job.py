@@ -1,40 +1,69 @@
-"""What every fine-tuning job starts with: the course's file flags, the pre-trained encoder, one-line errors.
+"""What every job is made of around the loop, written once: its command line parsed and resolved, its run
+(`JobRun`), the pre-trained encoder, one-line errors, the course's file flags, several seeds of one run.
 
-- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
-  config.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
-- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
+A job says only what is its own (its settings, data, model, tasks and outputs); the rest is here:
+
+    with user_errors():  # one line, "error: ...", for what a user can fix
+        settings, job, training = parse_settings(build_parser(), argv)  # threads, precision, kernel decided
+        with JobRun("sentiment", (settings, job, training), {"task": settings.task}) as run:  # seed, folder
+            run.write_config(data_path=...)  # config.json: every setting, and where the data was
+            bert, tokenizer, model_dir = run.load_encoder()  # checked against --max-length
+            ...  # the job's model and tasks
+            state = run.train(model, tasks, score, tokenizer=tokenizer, head_settings=heads)  # best/ back
+
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
-  and SIGTERM (interrupt.py: the line says how to continue; exit status 130 or 143).
+  and SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143);
+- `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
+  epoch and loaded back, the encoder frozen under --option pretrain;
+- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
+- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
+  settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
+- several seeds (--seeds): a job's `run_one(training, out, resume)` trains one model and returns its result, a
+  dict with (at least) "final" and "best", each {metric: value} (the dev metrics of the last epoch and of
+  the best epoch), or None in a torchrun process other than rank 0. `run_seeds` calls it once per seed into
+  <out>/seed-<n>/, skips seeds whose result.json exists when resuming (and resumes the others from their
+  checkpoints), and writes <out>/summary.json with every dev metric's mean and sample standard deviation
+  (n - 1 in the denominator; 0.0 for a single seed).
 
-Read next: best_model.py (what a job saves and loads back).
+Read next: ../sentiment.py (the smallest job).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import errno
+import json
 import os
 import signal
+import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
+import torch
+from torch import nn
+
+from minbert.loading.atomic import atomic_write_text
 from minbert.loading.checkpoint import CheckpointError
 from minbert.config import BertConfig, ConfigError
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
+from minbert.loading.sentence_files import SentenceSettings
 from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
 from tasks.data.sources import DownloadError, data_env
-from tasks.training import interrupt
-from tasks.training.arguments import existing_file, output_file
-from tasks.training.distributed import process_rank
-from tasks.training.settings import flag
+from tasks.training import distributed
+from tasks.training.flags import SettingsParser, existing_file, flag, non_negative_int, output_file
+from tasks.training.loop import train
+from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
+                                       save_checkpoint, signals_stop_the_job)
+from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
 
 
 def course_input(dataset: str, split: str) -> Any:
@@ -83,19 +112,19 @@ WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.ERO
 def user_errors():
     """Run a job's body; an error the user can fix becomes one line on stderr ("error: ...") and exit 1.
 
-    Every file is written atomically (minbert/loading/atomic.py), so a failed write leaves the previous
-    version intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
+    Every file is written atomically (minbert/loading/atomic.py), so a failed write leaves the previous version
+    intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
     (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. Set MINBERT_TRACEBACK=1 to
     get the traceback instead.
     """
     try:
-        with interrupt.signals_stop_the_job():
+        with signals_stop_the_job():
             yield
     except KeyboardInterrupt as error:
         if os.environ.get("MINBERT_TRACEBACK"):
             raise
-        stop = error if isinstance(error, interrupt.Interrupted) else interrupt.Interrupted(signal.SIGINT)
-        if process_rank() == 0:  # under torchrun, every process got the signal; one says so
+        stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
+        if distributed.process_rank() == 0:  # under torchrun, every process got the signal; one says so
             print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
                   "to save", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
@@ -149,3 +178,185 @@ def load_encoder(name_or_path: str,
     print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
           f"{attn_implementation} attention); {report}", file=sys.stderr)
     return bert, tokenizer, model_dir
+
+
+def freeze(module: nn.Module) -> None:
+    """The course's `--option pretrain`: the encoder's weights stay as loaded, only heads learn."""
+    for param in module.parameters():
+        param.requires_grad_(False)
+
+
+def parse_settings(parser: SettingsParser, argv: Sequence[str] | None, resolve: bool = True) -> tuple:
+    """The command line as the job's settings instances (its own first, with --seeds checked against --seed)
+    and, unless `resolve` is False, the run's real ones decided (`resolve_settings`)."""
+    settings = parser.parse(argv)
+    check_seeds(parser, getattr(settings[0], "seeds", None), argv)
+    return resolve_settings(*settings) if resolve else settings
+
+
+def resolve_settings(*settings: Any) -> tuple:
+    """The instances, with TrainingSettings resolved (--use_gpu checked, threads and precision decided, each
+    said on stderr) and JobSettings' attention kernel decided for it."""
+    training = resolve_training(next(s for s in settings if isinstance(s, TrainingSettings)))
+    return tuple(training if isinstance(s, TrainingSettings) else resolve_job(s, training)
+                 if isinstance(s, JobSettings) else s for s in settings)
+
+
+class JobRun:
+    """One run of a job in its run folder: the steps every job takes around its own data, model and tasks.
+
+    As a context manager it seeds torch with --seed (`seed=False`: the job did, before drawing fresh heads)
+    and claims the folder (`claim_run`: --out, else runs/<job>/<date-time>; checked against --resume and the
+    settings it started with, locked, failed.txt if the job fails). Inside, `write_config` records the
+    settings, `load_encoder` loads the pre-trained encoder, and `train` runs the loop and loads best/ back.
+    `settings`: every settings instance the job parsed, its own first (config.json holds them all);
+    `identity`: what else a --resume must match (the task, the dataset, ...).
+    """
+
+    def __init__(self, name: str, settings: Sequence[Any], identity: dict | None = None, *,
+                 out: str | Path | None = None, resume: bool | None = None, model: str | None = None,
+                 seed: bool = True) -> None:
+        self.name, self.settings, self.identity, self.seed = name, tuple(settings), identity or {}, seed
+        self.job = next((s for s in settings if isinstance(s, JobSettings)), None)
+        self.training = next(s for s in settings if isinstance(s, TrainingSettings))
+        self.out = out or (self.job.out if self.job else None) or default_run_dir(name)
+        self.resume = self.training.resume if resume is None else resume
+        self.model = model or self.job.model
+        self.folder: RunDir | None = None
+
+    def __enter__(self) -> "JobRun":
+        if self.seed:
+            torch.manual_seed(self.training.seed)
+        self._claim = claim_run(self.out, self.name, self.model, self.identity, self.resume, self.settings)
+        self.folder = self._claim.__enter__()
+        return self
+
+    def __exit__(self, *error: Any) -> bool | None:
+        return self._claim.__exit__(*error)
+
+    def write_config(self, **facts: Any) -> None:
+        """config.json: every settings instance as the run really uses it, and `facts` (where the data
+        was, ...)."""
+        self.folder.write_config(*self.settings, **facts)
+
+    def load_encoder(self, pairs: bool = False) -> tuple[BertModel, BertTokenizer, Path]:
+        """--model's encoder, its tokenizer and its folder; --max-length checked against it (pairs: two
+        [SEP])."""
+        bert, tokenizer, model_dir = load_encoder(self.job.model, self.job.attn_implementation)
+        check_max_length(self.job.max_length, bert.config, pairs)
+        return bert, tokenizer, model_dir
+
+    def train(self, model: nn.Module, tasks: Sequence, overall_score: Callable[[dict], float], *,
+              tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
+              sentence: SentenceSettings | None = None,
+              save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
+        """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
+        encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
+        the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
+        (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
+        outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
+        rank 0 writes the outputs."""
+        if self.job is not None and self.job.freeze_encoder:
+            freeze(model.bert)
+        if save_best is None:
+            def save_best(model: nn.Module, directory: Path) -> None:
+                save_checkpoint(model, directory, tokenizer, head_settings, sentence)
+        state = train(model, tasks, self.training, self.folder, overall_score, save_best, resume=self.resume)
+        if distributed.process_rank() != 0:
+            return None
+        if not self.training.keep_checkpoints:
+            self.folder.drop_checkpoints(state, self.training.epochs)
+        if head_settings is not None:
+            load_checkpoint(model, self.folder.best)
+            model.eval()
+        return state
+
+
+# ----- several seeds of one run ------------------------------------------------------------------------
+
+
+RESULT_FILE = "result.json"
+
+
+def seeds_flag() -> Any:
+    """The --seeds field of a job's settings (None: one run, with --seed)."""
+    # a resumed study may add seeds: the finished ones are skipped
+    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=non_negative_int,
+                nargs="+", same_on_resume=False)
+
+
+def check_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int] | None,
+                argv: Sequence[str] | None) -> None:
+    """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
+        parser.error("give --seed or --seeds, not both")
+    if seeds is not None and len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds has repeats: {list(seeds)}")
+
+
+def write_result(directory: Path, result: dict) -> None:
+    atomic_write_text(directory / RESULT_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+def summarise(results: Sequence[dict]) -> dict:
+    """mean and std (n - 1) of every numeric dev metric over seeds, for the last and for the best epoch."""
+    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
+    for which in ("final", "best"):
+        summary[which] = {}
+        for metric, value in results[0][which].items():
+            if not isinstance(value, (int, float)):
+                continue
+            values = [r[which][metric] for r in results]
+            summary[which][metric] = {"mean": statistics.fmean(values),
+                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                                      "values": values}
+    return summary
+
+
+def format_summary(title: str, summary: dict, metrics: Sequence[str] | None = None) -> str:
+    """Two lines (last epoch, best epoch), each metric as percent mean ± std."""
+    lines = [f"{title}: {summary['runs']} seed(s) {summary['seeds']}"]
+    for which, name in (("final", "last epoch"), ("best", "best epoch on dev")):
+        shown = metrics or list(summary[which])
+        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}"
+                 for m in shown]
+        lines.append(f"  {name}: " + ", ".join(cells))
+    return "\n".join(lines)
+
+
+def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[int, Path, bool], dict],
+              title: str, extra: dict, metrics: Sequence[str] | None = None) -> dict:
+    """Run every seed (see the module docstring); returns and writes the summary (with `extra` merged in)."""
+    results = []
+    for seed in seeds:
+        seed_dir = out / f"seed-{seed}"
+        if resume and (seed_dir / RESULT_FILE).is_file():
+            print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
+            results.append(json.loads((seed_dir / RESULT_FILE).read_text(encoding="utf-8")))
+            continue
+        results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
+    if None in results:  # under torchrun, the processes other than rank 0 train but do not report
+        return {}
+    summary = {**extra, **summarise(results)}
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
+    return summary
+
+
+def run_one_or_seeds(name: str, seeds: Sequence[int] | None, job: JobSettings, training: TrainingSettings,
+                     run_one: Callable[[TrainingSettings, Path, bool], dict | None], title: str, extra: dict,
+                     metrics: Sequence[str] | None = None) -> None:
+    """`run_one(training, out, resume)` once per seed of --seeds (`run_seeds`) or, without --seeds, once with
+    --seed straight into --out (default runs/<name>/<date-time>), its summary printed."""
+    out = Path(job.out or default_run_dir(name))
+
+    def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
+        return run_one(replace(training, seed=seed), directory, resume)
+
+    if seeds is not None:
+        run_seeds(seeds, out, training.resume, one_seed, title, extra, metrics)
+        return
+    result = one_seed(training.seed, out, training.resume)
+    if result is not None:  # None: a torchrun process other than rank 0
+        print(format_summary(title, summarise([result]), metrics) + f"\noutputs in {out}", file=sys.stderr)

