@@ -1,7 +1,7 @@
 """What every fine-tuning job starts with: the course's file flags, the pre-trained encoder, one-line errors.
 
-- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
-  config.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
+- `course_file_flags`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks,
+  settings like config.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
 - `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
@@ -18,9 +18,9 @@ import errno
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from minbert.checkpoint import CheckpointError
 from minbert.config import BertConfig, ConfigError
@@ -48,25 +48,17 @@ def course_output(prefix: str, split: str) -> Any:
                 course=True, same_on_resume=False)
 
 
-@dataclass(frozen=True)
-class CourseFiles:
-    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
-
-    sst_train: str | None = course_input("sst", "train")
-    sst_dev: str | None = course_input("sst", "dev")
-    sst_test: str | None = course_input("sst", "test")
-    para_train: str | None = course_input("quora", "train")
-    para_dev: str | None = course_input("quora", "dev")
-    para_test: str | None = course_input("quora", "test")
-    sts_train: str | None = course_input("sts", "train")
-    sts_dev: str | None = course_input("sts", "dev")
-    sts_test: str | None = course_input("sts", "test")
-    sst_dev_out: str | None = course_output("sst", "dev")
-    sst_test_out: str | None = course_output("sst", "test")
-    para_dev_out: str | None = course_output("para", "dev")
-    para_test_out: str | None = course_output("para", "test")
-    sts_dev_out: str | None = course_output("sts", "dev")
-    sts_test_out: str | None = course_output("sts", "test")
+def course_file_flags(tasks: Mapping[str, str]) -> type:
+    """The course's file flags of `tasks` (prefix -> dataset: {"sst": "sst", "para": "quora", ...}) as a
+    settings class: --{prefix}_{train,dev,test} for the inputs, then --{prefix}_{dev,test}_out for the
+    predictions, each None unless given."""
+    inputs = [(f"{p}_{split}", str | None, course_input(dataset, split))
+              for p, dataset in tasks.items() for split in ("train", "dev", "test")]
+    outputs = [(f"{p}_{split}_out", str | None, course_output(p, split))
+               for p in tasks for split in ("dev", "test")]
+    files = make_dataclass("CourseFiles", inputs + outputs, frozen=True)
+    files.__doc__ = "The course's files (each flag replaces one file that --data-dir or --out gives)."
+    return files
 
 
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
