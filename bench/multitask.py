@@ -5,12 +5,12 @@ examples of SST, Quora and STS, and everything that decides what is learnt is th
 weights, initial head weights (copied), heads and losses (`tasks.multitask.MultitaskBERT`: mean-pooled
 SST classifier with cross-entropy, cosine paraphrase head with binary cross-entropy, cosine similarity head
 with SBERT's cosine MSE), batch size, round-robin task sampling (one batch of every task per step, losses
-summed; `tasks.training.loop.interleave`), parameter groups and learning rates (the job's defaults
-from `TrainingSettings`: encoder lr, heads head_lr, no decay on biases and LayerNorm), linear warm-up and
-decay over the same number of steps, gradient clipping, and the seed. What differs is how the work is done:
+summed; `tasks.training.loop.interleave`), parameter groups and learning rates (the job's defaults from
+`TrainingSettings`: encoder lr, heads head_lr, no decay on biases and LayerNorm), linear warm-up and decay over
+the same number of steps, gradient clipping, and the seed. What differs is how the work is done:
 
-- ours: the job's own code, run as users run it: our `BertModel` (SDPA attention), `SentimentTask` and
-  `PairTask` with length-bucketed batches padded only to each batch's longest sequence
+- ours: the job's own code, run as users run it: our `BertModel` (SDPA attention), the job's task rows
+  (`tasks/models/course_task.py`) with length-bucketed batches padded only to each batch's longest sequence
   (`tasks/data/batching.py`), our AdamW, inside `tasks.training.loop.train`;
 - plain: the loop a student writes: `transformers.BertModel.from_pretrained` (its default attention,
   SDPA), the checkpoint's own tokenizer with every sequence padded to 128 tokens, a `DataLoader` with
@@ -52,7 +52,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 from unittest import mock
@@ -70,9 +70,8 @@ from tasks.data.batching import TokenBatch
 from tasks.data.course import read_split, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.heads import cosine_mse_loss
-from tasks.models.pair_task import PairTask
-from tasks.models.sentiment_task import SentimentTask
-from tasks.multitask import COURSE_TASKS, MultitaskBERT, overall_score
+from tasks.models.course_task import RDrop, TaskData
+from tasks.multitask import TASKS, MultitaskBERT, overall_score
 from tasks.training.flags import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.job import load_encoder
 from tasks.training.loop import build_optimizer, interleave
@@ -118,16 +117,20 @@ class Stopwatch:
 # ----- data -----------------------------------------------------------------------------------------
 
 
+# The job's rows with equal task weights and SST's plain cross-entropy, as when this benchmark was written.
+ROWS = tuple(replace(t, weight=1.0, loss=RDrop(0.0) if t.name == "sst" else t.loss) for t in TASKS)
+
+
 def load_data(data_dir: str | None, limit: int, dev_limit: int) -> tuple[dict, str]:
     """(prefix, split) -> examples: the first `limit` training and `dev_limit` dev examples (0: all)."""
     env = dict(os.environ)
     env.setdefault("MINBERT_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
-    source = resolve_data_dir(data_dir, task_files(COURSE_TASKS.values(), ("train", "dev")), env=env)
+    source = resolve_data_dir(data_dir, task_files([t.dataset for t in ROWS], ("train", "dev")), env=env)
     if source.is_sample:
         raise SystemExit("error: only the synthetic demo sample was found; a benchmark on it means nothing. "
                          "Pass --data-dir or set MINBERT_DATA.")
     data = {}
-    for prefix, dataset in COURSE_TASKS.items():
+    for prefix, dataset in ((t.name, t.dataset) for t in ROWS):
         for split, n in (("train", limit), ("dev", dev_limit)):
             examples = read_split(source.path, dataset, split).examples
             data[prefix, split] = list(examples[:n] if n else examples)
@@ -136,12 +139,8 @@ def load_data(data_dir: str | None, limit: int, dev_limit: int) -> tuple[dict, s
 
 def build_tasks(data: dict, tokenizer, batch_size: int, seed: int) -> list:
     """The multitask job's three tasks with its default heads (as `tasks.multitask.main` builds them)."""
-    common = dict(tokenizer=tokenizer, batch_size=batch_size, seed=seed, max_length=PLAIN_LENGTH)
-    return [
-        SentimentTask("sst", train=data["sst", "train"], dev=data["sst", "dev"], **common),
-        PairTask("para", "paraphrase", train=data["para", "train"], dev=data["para", "dev"], **common),
-        PairTask("sts", "similarity", train=data["sts", "train"], dev=data["sts", "dev"], **common),
-    ]
+    return [TaskData(t, tokenizer, data[t.name, "train"], data[t.name, "dev"], batch_size, seed, PLAIN_LENGTH)
+            for t in ROWS]
 
 
 def evaluate(model: MultitaskBERT, task_list: list) -> tuple[dict, float]:
@@ -165,7 +164,8 @@ def run_ours(model: MultitaskBERT, task_list: list, config: TrainingSettings) ->
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-multitask-"))
         for task in task_list:  # these task objects only, for this run only
             stack.enter_context(mock.patch.object(task, "evaluate", evaluation.wrap(task.evaluate)))
-        state = tasks.training.loop.train(model, task_list, config, RunDir(tmp), overall_score,
+        state = tasks.training.loop.train(model, task_list, config, RunDir(tmp),
+                                          lambda dev: overall_score(ROWS, dev),
                                           save_best=lambda m, d: None)
     examples = sum(len(t.train_labels) for t in task_list) * config.epochs
     train_s = sum(record["train_s"] for record in state.history)
@@ -199,13 +199,13 @@ def plain_loss(model: MultitaskBERT, name: str, batch: list[torch.Tensor]) -> to
     if name == "sst":
         ids, mask, labels = batch
         tokens = TokenBatch(ids, mask, torch.zeros_like(ids))
-        return F.cross_entropy(model.predict_sentiment(tokens), labels)
+        return F.cross_entropy(model.predict("sst", tokens), labels)
     ids1, mask1, ids2, mask2, labels = batch
     ids, mask = torch.cat([ids1, ids2]), torch.cat([mask1, mask2])  # (2B, 128): u's sentences, then v's
     pair = TokenBatch(ids, mask, torch.zeros_like(ids))
     if name == "para":
-        return F.binary_cross_entropy_with_logits(model.predict_paraphrase(pair), labels)
-    return cosine_mse_loss(model.predict_similarity(pair), labels)
+        return F.binary_cross_entropy_with_logits(model.predict("para", pair), labels)
+    return cosine_mse_loss(model.predict("sts", pair), labels)
 
 
 def run_plain(model: MultitaskBERT, datasets: dict[str, TensorDataset], config: TrainingSettings,
@@ -257,7 +257,7 @@ def report(ours: Result, plain: Result) -> None:
         ("SST accuracy", lambda r: r.dev["sst"]["accuracy"], "{:.4f}"),
         ("Quora accuracy", lambda r: r.dev["para"]["accuracy"], "{:.4f}"),
         ("STS Pearson", lambda r: r.dev["sts"]["pearson"], "{:.4f}"),
-        ("overall score", lambda r: overall_score(r.dev), "{:.4f}"),
+        ("overall score", lambda r: overall_score(ROWS, r.dev), "{:.4f}"),
     ]
     print(f"\n{'':<24}{'ours':>10}{'plain':>10}{'ours/plain':>12}{'ours-plain':>12}")
     print("-" * 68)
@@ -266,7 +266,7 @@ def report(ours: Result, plain: Result) -> None:
         extra = f"{a / b:>11.2f}x" if "/ s" in label else (f"{a - b:>+12.4f}" if fmt == "{:.4f}" else "")
         print(f"{label:<24}{fmt.format(a):>10}{fmt.format(b):>10}{extra}")
     ratio = ours.throughput / plain.throughput
-    gap = overall_score(ours.dev) - overall_score(plain.dev)
+    gap = overall_score(ROWS, ours.dev) - overall_score(ROWS, plain.dev)
     verdict = "meets" if ratio >= 2 else "MISSES"
     print(f"\nthroughput: ours {ratio:.2f}x the plain loop ({verdict} the 2x target); "
           f"overall dev score ours - plain = {gap:+.4f} ({'no worse' if gap >= 0 else 'worse'}; one seed, so "
@@ -315,16 +315,16 @@ def main(argv: list[str] | None = None) -> int:
     data, description = load_data(args.data_dir, args.limit, args.dev_limit)
     torch.manual_seed(config.seed)
     bert, tokenizer, model_dir = load_encoder(DEFAULT_MODEL)
-    ours_model = MultitaskBERT(bert)
+    ours_model = MultitaskBERT(bert, ROWS)
     hf_bert = transformers.BertModel.from_pretrained(model_dir)  # attention: transformers' default (SDPA)
-    plain_model = MultitaskBERT(hf_bert)
+    plain_model = MultitaskBERT(hf_bert, ROWS)
     plain_model.load_state_dict({**plain_model.state_dict(), **head_state(ours_model)})  # same initial heads
     same = all(torch.equal(p, dict(hf_bert.named_parameters())[n]) for n, p in bert.named_parameters())
     task_list = build_tasks(data, tokenizer, config.batch_size, config.seed)
     datasets = plain_datasets(data, transformers.AutoTokenizer.from_pretrained(model_dir))
 
-    counts = {name: len(data[name, "train"]) for name in COURSE_TASKS}
-    dev_counts = {name: len(data[name, "dev"]) for name in COURSE_TASKS}
+    counts = {t.name: len(data[t.name, "train"]) for t in ROWS}
+    dev_counts = {t.name: len(data[t.name, "dev"]) for t in ROWS}
     steps = len(interleave({t.name: t.train_batches(0) for t in task_list}, "round-robin", config.seed, 0))
     print(f"multitask training throughput: ours vs plain; torch {torch.__version__} "
           f"({torch.get_num_threads()} threads), transformers {transformers.__version__} "

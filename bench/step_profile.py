@@ -28,7 +28,6 @@ import argparse
 import sys
 import time
 from collections import defaultdict
-from dataclasses import replace
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -37,8 +36,8 @@ from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
 from minbert.fast.dropout import use_fast_dropout
 from tasks.data.course import read_splits
-from tasks.data.course_files import COURSE_TASKS, SPLITS, course_files, find_data
-from tasks.multitask import build_model
+from tasks.data.course_files import SPLITS, course_files, find_data
+from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
 from tasks.training.job import freeze
@@ -54,15 +53,15 @@ SOFTMAX = ("aten::_softmax", "aten::_softmax_backward_data")
 def build_job(argv: list[str]):
     """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
     settings, job, train, files = job_parser().parse(argv)
-    train = resolve_training(replace(train, task_weights=settings.task_weights))
+    train = resolve_training(train)
     job = resolve_job(job, train)
     torch.manual_seed(train.seed)
-    paths = course_files(files, SPLITS)
-    source = find_data(job.data_dir, paths, ("train", "dev"))
-    data = {prefix: read_splits(source, dataset, job.strict, job.limit, splits=("train", "dev"),
-                                files=paths[prefix])
-            for prefix, dataset in COURSE_TASKS.items()}
-    model, task_list, _, _ = build_model(settings, job, train, data)
+    paths = course_files(TASKS, files, SPLITS)
+    source = find_data(TASKS, job.data_dir, paths, ("train", "dev"))
+    data = {t.name: read_splits(source, t.dataset, job.strict, job.limit, splits=("train", "dev"),
+                                files=paths[t.name])
+            for t in TASKS}
+    model, task_list, _, _ = build_model(with_settings(TASKS, settings), job, train, data)
     if job.freeze_encoder:  # as the job's run does before its loop
         freeze(model.bert)
     tasks = {t.name: t for t in task_list}
@@ -112,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     model, tasks, optimizer, scheduler, steps, train, job, r_drop = build_job(job_argv)
     if args.warmup_steps + args.steps > len(steps):
         raise SystemExit(f"error: an epoch has {len(steps)} steps; ask for fewer")
-    weight = dict(train.task_weights)
+    weight = {name: task.weight for name, task in tasks.items()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
     use_fast_dropout(model)  # as the job's loop does

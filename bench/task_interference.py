@@ -22,14 +22,15 @@ import argparse
 import json
 import tempfile
 import time
+from dataclasses import replace
 
 import torch
 
 from minbert.pooling import POOLINGS
 from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
-from tasks.models.heads import SIMILARITY_LOSSES
-from tasks.multitask import COURSE_TASKS, MultitaskBERT, course_task
+from tasks.models.course_task import MultitaskBERT, RDrop, TaskData
+from tasks.multitask import TASKS
 from tasks.training.flags import choice_list, existing_dir, nonempty, positive, positive_int
 from tasks.training.job import load_encoder
 from tasks.training.loop import train
@@ -41,13 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.task_interference", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # The default is a string, so argparse parses it too: args.tasks is always a list.
-    parser.add_argument("--tasks", type=choice_list(tuple(COURSE_TASKS)), default="sts",
+    parser.add_argument("--tasks", type=choice_list(tuple(t.name for t in TASKS)), default="sts",
                         help="comma-separated subset of sst, para, sts")
     parser.add_argument("--epochs", type=positive_int, default=1)
     parser.add_argument("--lr", type=positive, default=TrainingSettings.lr)
     parser.add_argument("--sampling", choices=SAMPLINGS, default="proportional")
     parser.add_argument("--sst-pooling", choices=POOLINGS, default="mean")
-    parser.add_argument("--similarity-loss", choices=sorted(SIMILARITY_LOSSES), default="cosine-mse")
     parser.add_argument("--model", type=nonempty, default=DEFAULT_MODEL, help="a model name or folder")
     parser.add_argument("--data-dir", type=existing_dir, default=None)
     return parser
@@ -58,12 +58,15 @@ def main(argv=None) -> int:
     names = args.tasks
     config = TrainingSettings(epochs=args.epochs, lr=args.lr, sampling=args.sampling, eval_first=True)
     torch.manual_seed(config.seed)
-    source = resolve_data_dir(args.data_dir, task_files([COURSE_TASKS[n] for n in names], ("train", "dev")))
-    data = {n: read_splits(source, COURSE_TASKS[n], strict=False, limit=0) for n in names}
+    rows = [replace(t, weight=1.0) for t in TASKS if t.name in names]  # equal weights
+    sst = dict(head=replace(TASKS[0].head, pooling=args.sst_pooling), loss=RDrop(0.0))  # plain cross-entropy
+    rows = [replace(t, **sst) if t.name == "sst" else t for t in rows]
+    source = resolve_data_dir(args.data_dir, task_files([t.dataset for t in rows], ("train", "dev")))
+    data = {t.name: read_splits(source, t.dataset, strict=False, limit=0) for t in rows}
     bert, tokenizer, _ = load_encoder(args.model)
-    model = MultitaskBERT(bert, sentiment_pooling=args.sst_pooling)
-    tasks = [course_task(n, data[n], tokenizer, config, 128, similarity_loss=args.similarity_loss)
-             for n in names]
+    model = MultitaskBERT(bert, rows)
+    tasks = [TaskData(t, tokenizer, data[t.name]["train"], data[t.name]["dev"], config.batch_size,
+                      config.seed, 128) for t in rows]
 
     def score(dev):  # only picks the "best" epoch, and nothing is saved here
         return sum(next(iter(metrics.values())) for metrics in dev.values())

@@ -7,7 +7,7 @@ The course's `classifier.py`, on the shared training loop:
 
 It writes into its run directory: config.json, metrics.jsonl, loss_and_dev.png, best/ (the encoder in
 Hugging Face format plus the head), and predictions/{task}-{dev,test}-output.csv in the course's format.
-The task itself (batches, loss, predictions) is tasks/models/sentiment_task.py, which the main job trains too.
+The task is one row of tasks/models/course_task.py, as the main job's SST is.
 
 Read next: multitask.py.
 """
@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from torch import nn
 
-from minbert.model import BertModel
 from minbert.pooling import POOLINGS
-from tasks.data.batching import TokenBatch
-from tasks.data.course import read_splits, task_files
+from tasks.data.course import read_splits, task_files, write_predictions
 from tasks.data.sources import resolve_data_dir
-from tasks.models.heads import SentenceClassifier
-from tasks.models.sentiment_task import SentimentTask
+from tasks.models.course_task import (Accuracy, Classifier, CourseTask, MultitaskBERT, TaskData, argmax,
+                                      cross_entropy)
 from tasks.training.flags import SettingsParser, flag
 from tasks.training.job import JobRun, parse_settings, user_errors
 from tasks.training.settings import JobSettings, TrainingSettings, check_job
@@ -35,18 +32,10 @@ from tasks.training.settings import JobSettings, TrainingSettings, check_job
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 
 
-class SentimentModel(nn.Module):
-    """BERT encoder + a sentence classifier head (the course's BertSentimentClassifier)."""
-
-    def __init__(self, bert: BertModel, num_classes: int, dropout: float, pooling: str) -> None:
-        super().__init__()
-        self.bert = bert
-        self.sentiment = SentenceClassifier(bert.config.hidden_size, num_classes, dropout, pooling)
-
-    def predict_sentiment(self, tokens: TokenBatch) -> torch.Tensor:
-        """tokens: (B, T) batch. Returns logits (B, K)."""
-        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
-        return self.sentiment(output, tokens.attention_mask)
+def sentiment_task(name: str, pooling: str) -> CourseTask:
+    """The row of `name` ("sst", "cfimdb"): the course's BertSentimentClassifier, plain cross-entropy."""
+    return CourseTask(name, name, "sentiment", Classifier(NUM_CLASSES[name], pooling), cross_entropy, argmax,
+                      Accuracy(), "Predicted_Sentiment")
 
 
 def read_task_data(data_dir, task: str, strict: bool, limit: int):
@@ -80,10 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             source, data = read_task_data(job.data_dir, settings.task, job.strict, job.limit)
             run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
             bert, tokenizer, model_dir = run.load_encoder()
-            model = SentimentModel(bert, NUM_CLASSES[settings.task], job.hidden_dropout_prob,
-                                   settings.pooling)
-            task = SentimentTask(settings.task, tokenizer, data["train"], data["dev"], training.batch_size,
-                                 training.seed, job.max_length)
+            row = sentiment_task(settings.task, settings.pooling)
+            model = MultitaskBERT(bert, [row], job.hidden_dropout_prob)
+            task = TaskData(row, tokenizer, data["train"], data["dev"], training.batch_size, training.seed,
+                            job.max_length)
             heads = {"job": "sentiment", "task": settings.task, "pooling": settings.pooling,
                      "model": str(model_dir), "num_classes": NUM_CLASSES[settings.task],
                      "data": source.description}
@@ -91,8 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                               head_settings=heads)
             if state is None:  # a torchrun process other than rank 0: done
                 return 0
-            with torch.no_grad():
-                task.write_outputs(model, data["test"], run.folder.predictions)
+            with torch.no_grad():  # the course's format, dev and (when given) test
+                for split in ("dev", "test"):
+                    if data[split] is not None:
+                        write_predictions(run.folder.predictions / f"{task.name}-{split}-output.csv",
+                                          task.header, [e.id for e in data[split]],
+                                          task.predict_examples(model, data[split]))
             print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in "
                   f"{run.folder.path}", file=sys.stderr)
             return 0

@@ -194,7 +194,7 @@ def test_bad_hyperparameters_name_the_flag(tiny_model_dir, data, tmp_path, capsy
 
 def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, data, tmp_path, capsys,
                                                                monkeypatch):
-    real_loss = sentiment.SentimentTask.loss
+    real_loss = sentiment.TaskData.loss
     calls = []
 
     def loss_then_nan(self, model, batch):
@@ -202,7 +202,7 @@ def test_a_loss_that_becomes_nan_stops_the_run_naming_the_step(tiny_model_dir, d
         loss = real_loss(self, model, batch)
         return loss * float("nan") if len(calls) == 2 else loss
 
-    monkeypatch.setattr(sentiment.SentimentTask, "loss", loss_then_nan)
+    monkeypatch.setattr(sentiment.TaskData, "loss", loss_then_nan)
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", "--checkpoint-every", "1"),
                "the sst loss became nan at step 2 (epoch 1); the last good checkpoint is")
     assert (tmp_path / "out" / "checkpoints" / "last.pt").is_file()  # step 1's state, intact

@@ -155,7 +155,7 @@ def test_pretraining_with_span_boundary_runs_under_torchrun(tiny_model_dir, tmp_
 
 
 def test_bi_encoder_pair_batches_slice_both_halves():
-    from tasks.models.pair_task import PairBatch
+    from tasks.models.course_task import PairBatch
 
     tokens, _ = toy_batch(6)  # 3 pairs: rows 0-2 are the first sentences, 3-5 the second ones
     part = slice_rows(PairBatch(tokens, torch.tensor([0.0, 1.0, 2.0])), 1, 3)

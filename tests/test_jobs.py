@@ -43,7 +43,7 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     assert set(record["dev"]) == {"sst", "para", "sts"} and record["global_step"] == 2
     assert first["train_s"] is None and record["train_s"] >= 0  # the epoch's training time alone
     assert 0 <= record["overall"] <= 1
-    for prefix, dataset in multitask.COURSE_TASKS.items():
+    for prefix, dataset in ((t.name, t.dataset) for t in multitask.TASKS):
         for split in ("dev", "test"):
             header, rows = read_predictions(out / "predictions" / f"{prefix}-{split}-output.csv")
             assert header == COURSE_HEADERS[prefix]
@@ -61,10 +61,8 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     assert "sentiment.classifier.weight" in load_file(out / "best" / "heads.safetensors")
 
 
-@pytest.mark.parametrize("heads", [["--option", "pretrain", "--similarity-loss", "cosine-embedding",
-                                    "--sentiment-pooling", "mean"],
-                                   ["--paraphrase-loss", "bce+mnrl", "--pair-pooling", "max", "--r-drop", "0",
-                                    "--sampling", "round-robin"]])
+@pytest.mark.parametrize("heads", [["--option", "pretrain", "--sentiment-pooling", "mean"],
+                                   ["--r-drop", "0", "--task-weights", "sst=2"]])
 def test_multitask_head_options_run(tiny_model_dir, tmp_path, heads):
     assert multitask.main(small_run(tiny_model_dir, tmp_path / "run", "--max-steps", "2", *heads)) == 0
     assert (tmp_path / "run" / "predictions" / "sts-dev-output.csv").is_file()
@@ -130,7 +128,9 @@ def test_contradictory_flags_are_errors(tiny_model_dir, tmp_path, flags, message
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["--epoch", "3"], "unrecognized arguments: --epoch"),  # no silent abbreviation of --epochs
     (["--epochs", "3x"], "argument --epochs: must be an integer >= 1, got '3x'"),
-    (["--similarity-loss", "mse"], "invalid choice: 'mse'"),
+    (["--sentiment-pooling", "sum"], "invalid choice: 'sum'"),
+    (["--sampling", "round-robin"], "unrecognized arguments: --sampling"),  # measured: not the main job's
+    (["--schedule", "cosine"], "unrecognized arguments: --schedule"),
 ])
 def test_unknown_or_malformed_flags_are_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as error:

@@ -4,6 +4,7 @@ records. The losses themselves: test_task_heads.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,23 +15,24 @@ from tasks import multitask
 from tasks.data.course import read_split
 from tasks.data.sources import SAMPLE_DIR
 from tasks.models.heads import classification_loss, symmetric_kl
-from tasks.models.sentiment_task import SentimentTask
+from tasks.models.course_task import RDrop, TaskData
 from tasks.training.job import load_encoder
 
 
 @pytest.fixture(scope="module")
 def tiny_parts(tiny_model_dir):
     """A fresh MultitaskBERT maker (dropout 0.3 everywhere, so that masks matter) and the tokenizer."""
-    def make(**options) -> multitask.MultitaskBERT:
+    def make() -> multitask.MultitaskBERT:
         torch.manual_seed(0)
         bert, _, _ = load_encoder(str(tiny_model_dir), "eager")
-        return multitask.MultitaskBERT(bert, dropout=0.3, **options)
+        return multitask.MultitaskBERT(bert, multitask.TASKS, dropout=0.3)
     return make, load_encoder(str(tiny_model_dir), "eager")[1]
 
 
-def sst_task(tokenizer, r_drop: float = 0.0) -> SentimentTask:
+def sst_task(tokenizer, r_drop: float = 0.0) -> TaskData:
     train = read_split(SAMPLE_DIR, "sst", "train").examples[:6]
-    return SentimentTask("sst", tokenizer, train, train, batch_size=6, seed=0, max_length=64, r_drop=r_drop)
+    return TaskData(replace(multitask.SST, loss=RDrop(r_drop)), tokenizer, train, train, batch_size=6, seed=0,
+                    max_length=64)
 
 
 def capture_head_outputs(model) -> list[torch.Tensor]:
@@ -48,7 +50,7 @@ def test_sst_without_r_drop_is_the_plain_cross_entropy(tiny_parts):
     torch.manual_seed(1)
     ours = task.loss(model, batch)
     torch.manual_seed(1)
-    plain = classification_loss(model.predict_sentiment(tokens), labels)
+    plain = classification_loss(model.predict("sst", tokens), labels)
     assert ours.item() == plain.item()
 
 
@@ -81,9 +83,9 @@ def test_the_default_run_records_its_head_and_regulariser_settings(tiny_multitas
     run = tmp_path / "run"
     assert multitask.main(tiny_multitask_run(run)) == 0
     config = json.loads(Path(run / "config.json").read_text())
-    expected = {"r_drop": 1.0, "sentiment_pooling": "cls", "pair_pooling": "mean",
-                "paraphrase_loss": "bce", "similarity_loss": "cosine-mse"}
+    expected = {"r_drop": 1.0, "sentiment_pooling": "cls", "task_weights": [["sts", 4.0]],
+                "sampling": "proportional", "schedule": "linear"}
     assert {k: config[k] for k in expected} == expected
     # --predict rebuilds the heads from heads.json: it must say how SST's head pools.
     heads = json.loads(Path(run / "best" / "heads.json").read_text())
-    assert (heads["sentiment_pooling"], heads["pair_pooling"]) == ("cls", "mean")
+    assert heads["sentiment_pooling"] == "cls"

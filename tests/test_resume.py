@@ -26,14 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 KILLER = """
 import os, signal, sys
 from tasks import sentiment
-real = sentiment.SentimentTask.loss
+real = sentiment.TaskData.loss
 calls = []
 def loss(self, model, batch):
     calls.append(1)
     if len(calls) == 9:
         os.kill(os.getpid(), signal.SIGKILL)
     return real(self, model, batch)
-sentiment.SentimentTask.loss = loss
+sentiment.TaskData.loss = loss
 sys.exit(sentiment.main(sys.argv[1:]))
 """
 
@@ -97,10 +97,10 @@ def assert_same_end(straight: Path, killed: Path) -> None:
 # would, so that the job prints the command that continues it.
 INTERRUPTER = """
 import os, runpy, signal, sys
-from tasks.models.sentiment_task import SentimentTask
+from tasks.models.course_task import TaskData
 from tasks.training import job
 what, n, signum, times = sys.argv[1], int(sys.argv[2]), signal.Signals[sys.argv[3]], int(sys.argv[4])
-owner = job if what == "load_encoder" else SentimentTask
+owner = job if what == "load_encoder" else TaskData
 real = getattr(owner, what)
 calls = []
 def hooked(*args, **kwargs):

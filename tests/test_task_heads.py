@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
 from minbert.pooling import attention_pool, max_pool, mean_pool, pool
-from tasks.models.heads import (CosinePairHead, SentenceClassifier, cosine_embedding_loss, cosine_mse_loss,
-                                cosine_similarity, multiple_negatives_ranking_loss, symmetric_kl)
+from tasks.models.heads import (CosinePairHead, SentenceClassifier, cosine_mse_loss, cosine_similarity,
+                                symmetric_kl)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
@@ -63,17 +63,6 @@ def test_cosine_mse_loss_by_hand():
     assert cosine_mse_loss(cosine, score).item() == pytest.approx(((0.1) ** 2 + (0.2) ** 2) / 2)
 
 
-def test_cosine_embedding_loss_by_hand():
-    cosine, score = torch.tensor([0.9, 0.3, -0.2]), torch.tensor([4.0, 1.0, 0.5])
-    # similar pair pays 1 - 0.9; dissimilar pays max(0, 0.3) and max(0, -0.2) = 0
-    assert cosine_embedding_loss(cosine, score).item() == pytest.approx((0.1 + 0.3 + 0.0) / 3)
-    reference = torch.nn.CosineEmbeddingLoss()
-    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
-    v = torch.tensor([[0.6, 0.8], [0.0, 1.0]])
-    ours = cosine_embedding_loss(cosine_similarity(u, v), torch.tensor([5.0, 0.0]))
-    assert ours.item() == pytest.approx(reference(u, v, torch.tensor([1, -1])).item())
-
-
 def test_symmetric_kl_by_hand():
     p_logits, q_logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]]), torch.tensor([[0.0, 1.0, 0.0],
                                                                                            [1.0, -1.0, 0.5]])
@@ -83,21 +72,6 @@ def test_symmetric_kl_by_hand():
     assert symmetric_kl(p_logits, q_logits).item() == pytest.approx(expected.item(), rel=1e-5)
     assert symmetric_kl(q_logits, p_logits).item() == pytest.approx(expected.item(), rel=1e-5)
     assert symmetric_kl(p_logits, p_logits + 3.0).item() == pytest.approx(0.0, abs=1e-6)  # same softmax
-
-
-def test_multiple_negatives_ranking_loss_by_hand():
-    torch.manual_seed(0)
-    u, v = torch.randn(4, 3), torch.randn(4, 3)
-    positive = torch.tensor([True, False, True, True])
-    terms = []
-    for i in (0, 2, 3):  # each duplicate pair: its own v_i against every v_j of the batch, as a softmax
-        logits = [20 * F.cosine_similarity(u[i], v[j], dim=0).item() for j in range(4)]
-        terms.append(-logits[i] + math.log(sum(math.exp(x) for x in logits)))
-    ours = multiple_negatives_ranking_loss(u, v, positive)
-    assert ours.item() == pytest.approx(sum(terms) / 3, rel=1e-5)
-    # a perfect embedding (v_i = u_i, the others orthogonal) costs almost nothing
-    eye = torch.eye(4)
-    assert multiple_negatives_ranking_loss(eye, eye, positive).item() < 1e-6
 
 
 def test_sentence_classifier_shapes_and_dropout_only_in_training():

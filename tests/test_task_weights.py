@@ -1,14 +1,17 @@
-"""--task-weights: a task's loss counts its factor times in the gradient; the logged loss stays unweighted."""
+"""A task's weight (its row's, or --task-weights): its loss counts that many times in the gradient; the
+logged loss stays unweighted."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 from torch import nn
 
+from tasks import multitask
 from tasks.training.flags import name_weights
 from tasks.training.loop import train
 from tasks.training.run_folder import RunDir
@@ -18,8 +21,8 @@ from tasks.training.settings import TrainingSettings
 class ToyTask:
     """One batch per epoch; loss = w * x, so its gradient with respect to w is x (here 1)."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, weight: float = 1.0) -> None:
+        self.name, self.weight = name, weight
 
     def train_batches(self, epoch: int) -> list:
         return [torch.ones(1, 1)]
@@ -36,9 +39,9 @@ def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logge
     model = one_weight_model()
     gradients = []
     model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
-    config = TrainingSettings(epochs=1, sampling="round-robin", max_grad_norm=0.0, task_weights=(("b", 3.0),))
+    config = TrainingSettings(epochs=1, sampling="round-robin", max_grad_norm=0.0)
     run = RunDir(tmp_path / "run")
-    train(model, [ToyTask("a"), ToyTask("b")], config, run, lambda dev: 0.0,
+    train(model, [ToyTask("a"), ToyTask("b", weight=3.0)], config, run, lambda dev: 0.0,
           lambda m, folder: (folder / "weights.txt").write_text("w"))
     assert gradients == [1.0, 3.0]  # task a's backward, then task b's
     record = json.loads(run.metrics.read_text().splitlines()[-1])
@@ -56,6 +59,14 @@ def test_the_flag_reads_name_factor_pairs_and_names_what_is_wrong():
             parse(bad)
 
 
-def test_a_non_positive_weight_is_refused_by_the_config():
-    with pytest.raises(ValueError, match="--task-weights"):
-        TrainingSettings(task_weights=(("sts", 0.0),))
+def test_a_non_positive_weight_is_refused_by_the_row():
+    with pytest.raises(ValueError, match="--task-weights: sts's weight must be positive"):
+        replace(multitask.TASKS[2], weight=0.0)
+
+
+def test_the_flag_defaults_to_the_rows_weights_and_names_every_task_it_weighs():
+    (settings, *_) = multitask.build_parser().parse([])
+    rows = multitask.with_settings(multitask.TASKS, settings)
+    assert settings.task_weights == (("sts", 4.0),) and [t.weight for t in rows] == [1.0, 1.0, 4.0]
+    (settings, *_) = multitask.build_parser().parse(["--task-weights", "sst=2"])
+    assert [t.weight for t in multitask.with_settings(multitask.TASKS, settings)] == [2.0, 1.0, 1.0]

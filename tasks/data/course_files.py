@@ -3,8 +3,9 @@
 The course's own `multitask_classifier.py` names every input and output file on the command line
 (`--sst_train data/ids-sst-train.csv ... --sts_test_out predictions/sts-test-output.csv`). The main job
 keeps those flags: each replaces the one file that `--data-dir` (for inputs) or the run folder (for
-predictions) would give, and the flags left out keep their defaults. `settings` below is anything with an
-attribute per flag (`sst_train`, ..., `sts_test_out`), None where the flag is not given.
+predictions) would give, and the flags left out keep their defaults. `tasks` below is the job's table (each
+row with a `name`, the course's prefix, and a `dataset`); `settings` is anything with an attribute per flag
+(`sst_train`, ..., `sts_test_out`), None where the flag is not given.
 
 Read next: batching.py (examples to padded batches).
 """
@@ -13,27 +14,31 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from tasks.data.course import read_course_file, read_splits, task_files
 from tasks.data.sources import DataSource, resolve_data_dir
 
-COURSE_TASKS = {"sst": "sst", "para": "quora", "sts": "sts"}  # output prefix -> dataset
 SPLITS = ("train", "dev", "test")
 OUTPUT_SPLITS = ("dev", "test")
 
 
-def course_files(settings: Any, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
+class Row(Protocol):
+    name: str  # the prefix of the flags and the output files: "sst", "para", "sts"
+    dataset: str  # tasks/data/course.py's name of its files: "sst", "quora", "sts"
+
+
+def course_files(tasks: Sequence[Row], settings: Any,
+                 splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
     """prefix -> split -> the file a --{prefix}_{split} flag names (None: the data folder's)."""
-    return {prefix: {split: getattr(settings, f"{prefix}_{split}") for split in splits}
-            for prefix in COURSE_TASKS}
+    return {t.name: {split: getattr(settings, f"{t.name}_{split}") for split in splits} for t in tasks}
 
 
-def find_data(data_dir: str | None, files: dict[str, dict[str, str | None]],
+def find_data(tasks: Sequence[Row], data_dir: str | None, files: dict[str, dict[str, str | None]],
               needed: Sequence[str]) -> DataSource:
     """The data folder holding every `needed` split's file that no flag replaces."""
-    required = [task_files([COURSE_TASKS[prefix]], [split])[0] for prefix in COURSE_TASKS for split in needed
-                if not files[prefix][split]]
+    required = [task_files([t.dataset], [split])[0] for t in tasks for split in needed
+                if not files[t.name][split]]
     source = resolve_data_dir(data_dir, required)
     print(f"data: {source.description}", file=sys.stderr)
     return source
@@ -44,15 +49,13 @@ def output_path(settings: Any, prefix: str, split: str, folder: Path) -> Path:
     return Path(getattr(settings, f"{prefix}_{split}_out") or folder / f"{prefix}-{split}-output.csv")
 
 
-def read_prediction_inputs(settings: Any, data_dir: str | None, strict: bool,
+def read_prediction_inputs(tasks: Sequence[Row], settings: Any, data_dir: str | None, strict: bool,
                            limit: int) -> dict[str, dict[str, list | None]]:
     """prefix -> split ("dev", "test") -> examples to predict: exactly the files the flags name, or, when
     none is named, the data folder's dev files and whichever test files it has."""
-    files = course_files(settings, OUTPUT_SPLITS)
+    files = course_files(tasks, settings, OUTPUT_SPLITS)
     if any(path for by_split in files.values() for path in by_split.values()):
-        return {prefix: {split: read_course_file(COURSE_TASKS[prefix], path, split, strict, limit)
-                                if path else None
-                         for split, path in files[prefix].items()} for prefix in COURSE_TASKS}
-    source = find_data(data_dir, files, ("dev",))
-    return {prefix: read_splits(source, dataset, strict, limit, OUTPUT_SPLITS)
-            for prefix, dataset in COURSE_TASKS.items()}
+        return {t.name: {split: read_course_file(t.dataset, path, split, strict, limit) if path else None
+                         for split, path in files[t.name].items()} for t in tasks}
+    source = find_data(tasks, data_dir, files, ("dev",))
+    return {t.name: read_splits(source, t.dataset, strict, limit, OUTPUT_SPLITS) for t in tasks}

@@ -123,10 +123,3 @@ def mean_r_precision(scores: ArrayLike, gold: ArrayLike) -> tuple[float, int]:
         return 0.0, 0
     return float(np.mean([r_precision(s[i], g[i]) for i in rows])), len(rows)
 
-
-def course_metrics(name: str, predictions: Sequence, gold: Sequence) -> dict[str, float]:
-    """The course's dev metrics: accuracy for "sst" and "para", correlations for "sts"."""
-    if name == "sts":
-        return {"pearson": pearson(predictions, gold),
-                "spearman": spearman(predictions, gold)}
-    return {"accuracy": accuracy(predictions, gold)}

@@ -1,8 +1,8 @@
 """What the jobs put on top of BertModel: task heads, losses, and task-specific models.
 
     heads.py           sentence classifier, SBERT-style cosine pair heads, the losses
-    sentiment_task.py  the sentiment task (SST, CFIMDB): batches, cross-entropy with R-Drop, predictions
-    pair_task.py       the main job's pair tasks (Quora paraphrase, STS similarity)
+    course_task.py     a course task as one row (data, head, loss, metric, output file, weight), the model
+                       with a head per row, and a row's examples at work in the training loop
     classifier.py      tasks.classify's model: layer features, long texts by windows, label embeddings
     features.py        which layers a classifier reads, and pooling over a long text's windows
     structured.py      structured (layer-wise) classifiers for label hierarchies

@@ -97,31 +97,6 @@ def cosine_mse_loss(cosine: torch.Tensor, score: torch.Tensor, max_score: float 
     return F.mse_loss(cosine, score / max_score)
 
 
-def cosine_embedding_loss(cosine: torch.Tensor, score: torch.Tensor, max_score: float = 5.0,
-                          margin: float = 0.0) -> torch.Tensor:
-    """PyTorch's CosineEmbeddingLoss on graded scores: a pair scored at least max/2 counts as similar.
-
-    Similar pairs pay 1 - cos; dissimilar pairs pay max(0, cos - margin). Cruder than the MSE loss
-    (it throws the grades away), kept for comparison.
-    """
-    similar = score >= max_score / 2
-    return torch.where(similar, 1 - cosine, (cosine - margin).clamp(min=0)).mean()
-
-
-def multiple_negatives_ranking_loss(u: torch.Tensor, v: torch.Tensor, positive: torch.Tensor,
-                                    scale: float = 20.0) -> torch.Tensor:
-    """In-batch negatives (Henderson et al. 2017; SBERT's MultipleNegativesRankingLoss, as SBERT trains
-    on Quora's duplicates): for every duplicate pair (u_i, v_i), v_i must be the closest to u_i of all the
-    batch's second sentences v_j, by cross-entropy over scale * cos(u_i, v_j).
-
-    u, v: (B, C) embeddings of the pairs' two sides; positive: (B,) bool, the duplicate pairs. The other
-    pairs' second sentences serve as negatives too (a non-duplicate v_j is often a hard one).
-    """
-    cosines = F.normalize(u, dim=-1) @ F.normalize(v, dim=-1).T  # (B, B): cos(u_i, v_j)
-    rows = positive.nonzero().squeeze(1)  # (P,) the duplicate pairs
-    return F.cross_entropy(scale * cosines[rows].float(), rows)  # pair i's own v_i is class i
-
-
 def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """R-Drop's consistency term (Liang et al. 2021): (KL(p || q) + KL(q || p)) / 2 for the softmax
     distributions of two sets of logits, (B, K) each, summed over classes and averaged over the batch."""
@@ -130,6 +105,3 @@ def symmetric_kl(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor
     kl_qp = F.kl_div(log_p, log_q, log_target=True, reduction="batchmean")  # KL(q || p)
     return (kl_pq + kl_qp) / 2
 
-
-PARAPHRASE_LOSSES = ("bce", "bce+mnrl")
-SIMILARITY_LOSSES = {"cosine-mse": cosine_mse_loss, "cosine-embedding": cosine_embedding_loss}

@@ -18,9 +18,9 @@ training loop (loop.py) joins the process group (gloo on CPU, nccl on GPU) and t
   record to the others, so every process keeps the same history and picks the same best epoch.
 
 What cannot match a single process exactly: dropout draws its masks per process, so with dropout on, the
-runs are equally valid but not equal; and losses that compare rows with each other (the in-batch
-negatives of `--paraphrase-loss bce+mnrl` rank each pair against the batch's others; masked-LM averages
-over masked tokens, not rows) see each slice separately.
+runs are equally valid but not equal; and losses that compare rows with each other (in-batch negatives
+rank each pair against the batch's others; masked-LM averages over masked tokens, not rows) see each slice
+separately.
 
 Read next: loop.py.
 """

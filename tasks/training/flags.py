@@ -93,17 +93,19 @@ class SettingsParser(argparse.ArgumentParser):
     """A job's command line, made from its settings' default instances; `parse` gives new instances back."""
 
     def __init__(self, prog: str, description: str | None, *defaults: Any,
-                 check: Callable[..., None] | None = None) -> None:
+                 check: Callable[..., None] | None = None, fixed: Sequence[str] = ()) -> None:
+        """fixed: fields the job does not offer as flags (they keep the defaults' values)."""
         course = any(f.metadata["course"] for d in defaults for f in flag_fields(d))
         super().__init__(prog=prog, description=description, usage="%(prog)s [options]",
                          epilog="Flags spelled with underscores (the course's) also take hyphens." if course
                          else None, formatter_class=HelpFormatter, allow_abbrev=False)
-        self.defaults, self.check = defaults, check
+        self.defaults, self.check, self.fixed = defaults, check, set(fixed)
         for settings in defaults:
             title = (type(settings).__doc__ or type(settings).__name__).splitlines()[0].rstrip(".")
             group = self.add_argument_group(title)
             for field in flag_fields(settings):
-                add_flag(group, field, getattr(settings, field.name))
+                if field.name not in self.fixed:
+                    add_flag(group, field, getattr(settings, field.name))
 
     def parse(self, argv: Sequence[str] | None = None) -> tuple:
         """The command line as new instances of the defaults' classes, in their order, checked by each
@@ -111,7 +113,8 @@ class SettingsParser(argparse.ArgumentParser):
         args = self.parse_args(argv)
         try:
             settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
-                                                       for f in flag_fields(d)}) for d in self.defaults)
+                                                       for f in flag_fields(d) if f.name not in self.fixed})
+                             for d in self.defaults)
             if self.check:
                 self.check(*settings)
         except ValueError as error:  # the messages name the flags

@@ -17,8 +17,8 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
   epoch and loaded back, the encoder frozen under --option pretrain;
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
-- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out), settings like
-  settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
+- `course_file_flags`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks,
+  settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
 - several seeds (--seeds): a job's `run_one(training, out, resume)` trains one model and returns its result, a
   dict with (at least) "final" and "best", each {metric: value} (the dev metrics of the last epoch and of
   the best epoch), or None in a torchrun process other than rank 0. `run_seeds` calls it once per seed into
@@ -40,9 +40,9 @@ import os
 import signal
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import make_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -77,25 +77,17 @@ def course_output(prefix: str, split: str) -> Any:
                 course=True, same_on_resume=False)
 
 
-@dataclass(frozen=True)
-class CourseFiles:
-    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
-
-    sst_train: str | None = course_input("sst", "train")
-    sst_dev: str | None = course_input("sst", "dev")
-    sst_test: str | None = course_input("sst", "test")
-    para_train: str | None = course_input("quora", "train")
-    para_dev: str | None = course_input("quora", "dev")
-    para_test: str | None = course_input("quora", "test")
-    sts_train: str | None = course_input("sts", "train")
-    sts_dev: str | None = course_input("sts", "dev")
-    sts_test: str | None = course_input("sts", "test")
-    sst_dev_out: str | None = course_output("sst", "dev")
-    sst_test_out: str | None = course_output("sst", "test")
-    para_dev_out: str | None = course_output("para", "dev")
-    para_test_out: str | None = course_output("para", "test")
-    sts_dev_out: str | None = course_output("sts", "dev")
-    sts_test_out: str | None = course_output("sts", "test")
+def course_file_flags(tasks: Mapping[str, str]) -> type:
+    """The course's file flags of `tasks` (prefix -> dataset: {"sst": "sst", "para": "quora", ...}) as a
+    settings class: --{prefix}_{train,dev,test} for the inputs, then --{prefix}_{dev,test}_out for the
+    predictions, each None unless given."""
+    inputs = [(f"{p}_{split}", str | None, course_input(dataset, split))
+              for p, dataset in tasks.items() for split in ("train", "dev", "test")]
+    outputs = [(f"{p}_{split}_out", str | None, course_output(p, split))
+               for p in tasks for split in ("dev", "test")]
+    files = make_dataclass("CourseFiles", inputs + outputs, frozen=True)
+    files.__doc__ = "The course's files (each flag replaces one file that --data-dir or --out gives)."
+    return files
 
 
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a

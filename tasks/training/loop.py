@@ -9,7 +9,7 @@ This loop does the rest, the same way for every job:
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
   initialised heads, optional layer-wise learning-rate decay, warm-up then decay (below), global
-  gradient clipping, optional bf16 autocast, optional task loss weights (--task-weights); the settings
+  gradient clipping, optional bf16 autocast, optional task loss weights (a task's `weight`); the settings
   are settings.py's TrainingSettings;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_folder.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
@@ -51,6 +51,7 @@ class Task(Protocol):
     """What the loop needs from a task. Batches are whatever the task's `loss` accepts."""
 
     name: str
+    # optional: `weight`, how many times the task's loss counts in the gradient (1 where absent)
 
     def train_batches(self, epoch: int) -> list[Any]:
         """This epoch's training batches, in order (deterministic given the task's seed and `epoch`)."""
@@ -114,7 +115,7 @@ def train(
     last = run.checkpoints / "last.pt"
     if resume:
         state = load_training_state(last, model, optimizer, scheduler)
-    task_weight = dict(training.task_weights)  # --task-weights; the logged losses stay unweighted
+    task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 

@@ -85,8 +85,6 @@ class TrainingSettings:
     resume: bool = flag(False, "continue the run in --out from its last checkpoint", same_on_resume=False)
     keep_checkpoints: bool = flag(False, "keep the resume checkpoints of a finished run",
                                   same_on_resume=False)
-    # (task, factor): that task's loss counts factor times in the gradient (tasks.multitask's --task-weights)
-    task_weights: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         checks = [
@@ -102,7 +100,6 @@ class TrainingSettings:
             (self.precision in PRECISIONS, f"--precision must be one of {PRECISIONS}"),
             (self.max_steps >= 0 and self.checkpoint_every >= 0,
              "--max-steps and --checkpoint-every must be >= 0"),
-            (all(w > 0 for _, w in self.task_weights), "--task-weights must all be positive"),
         ]
         for ok, message in checks:
             if not ok:
