@@ -34,11 +34,11 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = nn.GELU(approximate="none")  # the exact erf GELU, as in layer.py (HF's name)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        projected = self.dense(hidden_states)  # (..., C)
-        return self.LayerNorm(F.gelu(projected, approximate="none"))  # the exact erf GELU, as in layer.py
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))  # (..., C)
 
 
 class BertLMPredictionHead(nn.Module):
