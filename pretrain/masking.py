@@ -78,6 +78,11 @@ def maskable_units(input_ids: Sequence[int], vocab: MaskingVocab, whole_word: bo
     A word is a piece followed by its "##" continuations. Special tokens belong to no unit.
     Example (whole_word=True): [CLS] em ##bed the [SEP] -> [[1, 2], [3]].
     """
+    # Hints: 1. walk the positions in order; skip special tokens (vocab.special_ids): they are never
+    #           predicted.
+    #        2. with whole_word, a continuation piece (vocab.is_continuation[token]) joins the unit of the
+    #           piece just before it, but only if that piece sits at the previous position; otherwise
+    #           (or without whole_word) every position is a unit of its own.
     # BEGIN SOLUTION
     units: list[list[int]] = []
     for position, token in enumerate(input_ids):
@@ -104,6 +109,9 @@ def number_to_predict(input_ids: Sequence[int], vocab: MaskingVocab, mask_prob: 
 
 def choose_replacement(rng: random.Random) -> str:
     """BERT's 80/10/10 rule: "mask", "random" or "keep"."""
+    # Hints: 1. draw once from `rng` (never from the module `random`: a seeded run must repeat).
+    #        2. split [0, 1) into three intervals of widths 0.8, 0.1 and 0.1 (BERT §3.1): where the draw
+    #           falls picks the replacement.
     # BEGIN SOLUTION
     draw = rng.random()
     if draw < 0.8:

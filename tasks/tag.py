@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from minbert.heads import masked_lm_loss
 from minbert.loading.atomic import atomic_write_text
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
@@ -162,13 +162,14 @@ class TaggingTask:
         batch = to_device(batch, device_of(model))
         if self.method == "bio":
             scores = model.classifier(model.pieces(batch.tokens))  # (B, T, K)
-            return F.cross_entropy(scores.flatten(0, 1), batch.piece_labels.flatten(), ignore_index=IGNORE)
+            # The mean cross-entropy over the labelled pieces (IGNORE elsewhere): the masked-LM loss's rule.
+            return masked_lm_loss(scores, batch.piece_labels)
         if self.method == "bio-crf":
             return model.crf(self.word_scores(model, batch), batch.word_tags, batch.word_mask)
         words = word_vectors(model.pieces(batch.tokens), batch.word_index, batch.word_tags.size(1),
                              "first")[0]
         logits = model.spans(words, batch.spans)  # (B, S, K+1)
-        return F.cross_entropy(logits.flatten(0, 1), batch.span_labels.flatten(), ignore_index=IGNORE)
+        return masked_lm_loss(logits, batch.span_labels)  # over the real spans (IGNORE on padding)
 
     def predict(self, model: TaggingModel,
                 encoded: Sequence[EncodedSentence]) -> list[list[tuple[str, int, int]]]:

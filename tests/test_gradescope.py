@@ -11,9 +11,11 @@ Cost, on 2 cores shared with other work: 4 to 7 minutes, of which setup.sh 85 to
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -131,6 +133,45 @@ def test_the_archive_readme_and_makefile_pin_the_same_torch_and_checkpoint(hando
     assert f"pip install --quiet {TORCH}" in makefile and f"--no-deps {CHECKPOINT}" in makefile
     assert f"pip install {TORCH} --index-url https://download.pytorch.org/whl/cpu" in readme
     assert f"pip install --no-deps {CHECKPOINT}" in readme
+
+
+def requirements(setup_cfg: Path, extra: str) -> set[str]:
+    """setup.cfg's install_requires and one of its extras, one requirement each."""
+    config = configparser.ConfigParser(interpolation=None)
+    config.read(setup_cfg)
+    listed = config["options"]["install_requires"] + "\n" + config["options.extras_require"][extra]
+    return {line.strip() for line in listed.splitlines() if line.strip()}
+
+
+def make_setup_installs(folder: Path) -> set[str]:
+    """What `make setup` in `folder` would pip install (make -n prints the commands without running them):
+    the named requirements, the project's `-e .[extra]` expanded from the folder's setup.cfg."""
+    commands = subprocess.run(["make", "-n", "-B", "setup"], cwd=folder, capture_output=True, text=True,
+                              env={**os.environ, "MAKEFLAGS": ""}, check=True).stdout
+    installed: set[str] = set()
+    for command in commands.splitlines():
+        if "pip install" not in command:
+            continue
+        for argument in shlex.split(command.split("pip install", 1)[1]):
+            project = re.fullmatch(r"\.\[(\w+)\]", argument)
+            if project:
+                installed |= requirements(folder / "setup.cfg", project.group(1))
+            elif not argument.startswith("-"):
+                installed.add(argument)
+    return installed
+
+
+def test_the_handouts_make_setup_installs_what_setup_sh_installs_and_no_test_extra(handouts):
+    # A TODO answered through a package of the test extra (transformers) would pass on the student's
+    # machine and score 0 on Gradescope: the handout's environment must be the autograder's.
+    setup = (STAFF_ROOT / "grading" / "gradescope" / "setup.sh").read_text()
+    assert re.findall(r'extras_require"\]\["(\w+)"\]', setup) == ["grading"], "setup.sh reads another extra"
+    autograder = requirements(STAFF_ROOT / "setup.cfg", "grading") | {TORCH, CHECKPOINT}
+    handout = handouts("default").out
+    assert make_setup_installs(handout) == autograder
+    assert "transformers>=4.40" in make_setup_installs(STAFF_ROOT)  # the staff checkout keeps its test tools
+    readme = (handout / "README.md").read_text()
+    assert "pip install -e '.[grading]'" in readme and ".[test]" not in readme
 
 
 # ----- hidden tests stay hidden ------------------------------------------------------------------------

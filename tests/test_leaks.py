@@ -133,6 +133,58 @@ def test_a_region_shorter_than_min_tokens_leaks_only_whole():
         "pkg/f.py::f (lines 2-4) is restated at pkg/h.py:2-2 (4 of the region's 4 tokens, 100%)"]
 
 
+# A region shaped like the sentence classifier's TODO, and a model that ships its one expression cut into
+# two statements, as the classify job's model once did (the leak check's "spread copy").
+HEAD = textwrap.dedent('''\
+    from torch import nn
+
+
+    class Head(nn.Module):
+        def forward(self, pooled):
+            # BEGIN SOLUTION
+            return self.linear(self.dropout(pooled))
+            # END SOLUTION
+    ''')
+SPREAD = textwrap.dedent('''\
+    class Model:
+        def forward(self, pooled):
+            x = self.dropout(pooled)
+            self.calls += 1
+            return self.linear(x)
+    ''')
+
+
+def test_a_region_expression_spread_over_two_statements_is_found():
+    assert _leaks({"pkg/head.py": HEAD, "pkg/model.py": SPREAD}) == [
+        "pkg/head.py::Head.forward (lines 6-8) is restated at pkg/model.py:5-5 (12 of the region's 12 "
+        "tokens, 100%)"]
+    # The same in the region's own file, and through a chain of names in a notebook cell.
+    assert _leaks({"pkg/head.py": HEAD + "\n\n" + SPREAD}) == [
+        "pkg/head.py::Head.forward (lines 6-8) is restated at pkg/head.py:15-15 (12 of the region's 12 "
+        "tokens, 100%)"]
+    chain = "pooled = head.pool(h)\ndropped = head.dropout(pooled)\nlogits = head.linear(dropped)\n"
+    notebook = json.dumps({"cells": [{"cell_type": "code", "source": chain.splitlines(keepends=True)}]})
+    assert _leaks({"pkg/head.py": HEAD, "nb/head.ipynb": notebook}) == []  # an assignment, not a return
+    region = HEAD.replace("return self.linear(", "logits = self.linear(")
+    assert _leaks({"pkg/head.py": region, "nb/head.ipynb": notebook}) == [
+        "pkg/head.py::Head.forward (lines 6-8) is restated at nb/head.ipynb cell 0:3-3 (13 of the region's "
+        "13 tokens, 100%)"]
+
+
+def test_a_name_assigned_twice_or_a_parameter_is_not_written_back():
+    # Which value a reader sees depends on the path: no single expression to write back.
+    twice = SPREAD.replace("self.calls += 1", "x = x * 2")
+    argument = SPREAD.replace("def forward(self, pooled)", "def forward(self, pooled, x)")
+    looped = SPREAD.replace("self.calls += 1", "for x in range(3):\n            pass")
+    assert [_leaks({"pkg/head.py": HEAD, "pkg/model.py": code}) for code in (twice, argument, looped)] == [
+        [], [], []]
+    # Nor does a read before the assignment count, nor one in another function.
+    before = "def f(self, pooled):\n    y = self.linear(x)\n    x = self.dropout(pooled)\n    return y\n"
+    elsewhere = ("def f(self, pooled):\n    x = self.dropout(pooled)\n\n\n"
+                 "def g(self, x):\n    return self.linear(x)\n")
+    assert _leaks({"pkg/head.py": HEAD, "pkg/a.py": before, "pkg/b.py": elsewhere}) == []
+
+
 def test_notebook_cells_and_markdown_code_blocks_are_searched():
     body = RENAMED.split("# the usual scaled dot product\n")[1]
     notebook = json.dumps({"cells": [
@@ -233,6 +285,13 @@ def test_a_restatement_around_another_argument_is_found_a_generic_shape_is_not()
     assert _restated({"pkg/loss.py": loss, "pkg/others.py": others}) == []
     # Stubbed regions are not searched (the region's own copy), unstubbed ones are (reference code).
     assert _restated({"pkg/loss.py": loss, "pkg/job.py": job}, todos=[]) == []
+    # Cut into two statements, the expression is found in the statement that reads the name.
+    spread = "def job_loss(model, tokens, labels, device):\n    target = labels.to(device)\n" \
+             "    return F.cross_entropy(model(tokens), target)\n"
+    assert _leaks({"pkg/loss.py": loss, "pkg/job.py": spread}) == []  # tokens: the halves are apart
+    assert _restated({"pkg/loss.py": loss, "pkg/job.py": spread}) == [
+        "pkg/loss.py::loss (lines 5-7): `F.cross_entropy(logits, labels.to(device))` is restated at pkg/job.py:3 "
+        "as `F.cross_entropy(model(tokens), labels.to(device))`"]
 
 
 def test_the_idioms_of_the_token_check_do_not_count_as_restated():

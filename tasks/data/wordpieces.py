@@ -24,9 +24,10 @@ from typing import Sequence
 
 import torch
 
+from minbert.heads import IGNORE_INDEX
 from minbert.text.tokenizer import BertTokenizer
 
-IGNORE = -100  # cross-entropy's ignore_index
+IGNORE = IGNORE_INDEX  # -100, cross-entropy's ignore_index: the masked-LM loss skips these positions
 
 
 def encode_words(tokenizer: BertTokenizer, words: Sequence[str],

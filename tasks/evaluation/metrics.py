@@ -85,7 +85,9 @@ def confusion_matrix(predictions: ArrayLike, gold: ArrayLike, num_classes: int) 
 
 def top_labels(scores: ArrayLike, r: int) -> np.ndarray:
     """The indices of the r highest scores, best first; ties go to the lower index (a stable order, so the
-    result does not depend on the platform). scores: (K,). Returns (min(r, K),) integers."""
+    result does not depend on the platform). scores: (K,) real numbers of any dtype (floats of any
+    precision, integers, bools), compared as float64: negating unsigned integers would wrap around and
+    bools cannot be negated. Returns (min(r, K),) integers."""
     # Hint: sort the labels by score, highest first, keeping equal scores in label order; negating the
     # scores turns numpy's ascending sort into a descending one without reversing the order of ties.
     # BEGIN SOLUTION
@@ -104,6 +106,9 @@ def r_precision(scores: ArrayLike, gold: ArrayLike) -> float:
     r = int(np.sum(g > 0))
     if r == 0:
         raise ValueError("R-Precision is undefined for a document without gold labels")
+    # Hints: 1. R is the number of gold labels (r above), not the number of labels K.
+    #        2. take the R labels scored highest (`top_labels`, with its tie rule) and count the gold ones
+    #           among them; the result is that count over R, a float in [0, 1].
     # BEGIN SOLUTION
     return float(np.sum(g[top_labels(s, r)] > 0) / r)  # of the R best-scored labels, the gold ones
     # END SOLUTION

@@ -20,7 +20,6 @@ from torch import nn
 
 from minbert.extras.label_attention import add_label_attention, parse_label_layers
 from minbert.model import BertModel, BertModelOutput
-from minbert.pooling import pool
 from tasks.data.batching import TokenBatch
 from tasks.models.features import ChunkPooling, feature_size, layer_features, select_layers
 from tasks.models.heads import SentenceClassifier
@@ -35,6 +34,27 @@ class ChunkBatch(NamedTuple):
 
     def to(self, device) -> "ChunkBatch":
         return ChunkBatch(*(t.to(device) for t in self))
+
+
+class FeatureClassifier(SentenceClassifier):
+    """The classify job's SentenceClassifier: its forward (dropout, then the linear layer) is the parent's;
+    only the sentence vector s differs: the last layer pooled, or the chosen layers' [CLS] vectors combined
+    (--layer-features, features.py), or one computed already (a text's chunks pooled, --chunks)."""
+
+    def __init__(self, size: int, num_classes: int, dropout: float, pooling: str,
+                 feature_layers: tuple[int, ...] | None, layer_combine: str) -> None:
+        super().__init__(size, num_classes, dropout, pooling)
+        self.feature_layers, self.layer_combine = feature_layers, layer_combine
+
+    def sentence_vector(self, output: BertModelOutput | torch.Tensor,
+                        attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """output: BertModel's (with its hidden states when layers are combined), or a (B, D) vector
+        computed already, taken as it is. Returns s, (B, D)."""
+        if isinstance(output, torch.Tensor):
+            return output
+        if self.feature_layers is None:
+            return super().sentence_vector(output, attention_mask)  # the last layer, pooled
+        return layer_features(output.hidden_states, self.feature_layers, self.layer_combine)
 
 
 class ClassifyModel(nn.Module):
@@ -56,7 +76,7 @@ class ClassifyModel(nn.Module):
                                else select_layers(layer_features, bert.config.num_hidden_layers))
         self.layer_combine = layer_combine
         size = feature_size(hidden, self.feature_layers, layer_combine) if self.feature_layers else hidden
-        self.head = SentenceClassifier(size, num_classes, dropout, pooling)
+        self.head = FeatureClassifier(size, num_classes, dropout, pooling, self.feature_layers, layer_combine)
         self.chunk_pooling = ChunkPooling(size, chunk_pooling) if chunk_pooling else None
         if label_layers is None:
             self.label_layers: tuple[int, ...] = ()
@@ -75,18 +95,15 @@ class ClassifyModel(nn.Module):
     def features(self, tokens: TokenBatch) -> torch.Tensor:
         """The classifier's input (B, D): the last layer pooled, or the chosen layers' [CLS] vectors
         combined."""
-        if self.feature_layers is None:
-            return pool(self.encode(tokens), tokens.attention_mask, self.head.pooling)
-        output = self.encode(tokens, output_hidden_states=True)
-        return layer_features(output.hidden_states, self.feature_layers, self.layer_combine)
+        output = self.encode(tokens, output_hidden_states=self.feature_layers is not None)
+        return self.head.sentence_vector(output, tokens.attention_mask)
 
     def forward(self, batch: TokenBatch | ChunkBatch) -> torch.Tensor:
         """A (B, T) batch, or a (B, N, T) batch of chunked texts. Returns logits (B, M)."""
         if isinstance(batch, ChunkBatch):
-            features = self.chunk_features(batch)
-        else:
-            features = self.features(batch)
-        return self.head.classifier(self.head.dropout(features))
+            return self.head(self.chunk_features(batch), None)  # (B, M): dropout, then the linear layer
+        output = self.encode(batch, output_hidden_states=self.feature_layers is not None)
+        return self.head(output, batch.attention_mask)
 
     def chunk_features(self, batch: ChunkBatch) -> torch.Tensor:
         """Encode the real chunks only (padding chunks would cost a full forward each), then pool per text."""

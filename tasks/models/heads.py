@@ -24,7 +24,15 @@ from minbert.pooling import POOLINGS, pool
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """cos(u, v) = u.v / (|u| |v|) per row. (B, C), (B, C) -> (B,)."""
+    """cos(u, v) = u.v / max(|u| |v|, eps) per row. (B, C), (B, C) -> (B,).
+
+    eps bounds the product of the two lengths from below: a row where u or v is the zero vector gets a
+    cosine of 0, not 0 / 0 = NaN; rows whose |u| |v| exceeds eps are the exact cosine.
+    """
+    # Hints: 1. u.v per row is a sum over the last axis of the elementwise product; |u| is its norm
+    #           over the same axis.
+    #        2. keep the denominator at eps or above (as the docstring says), not eps added to it, so
+    #           that the cosine of rows of any length is exact.
     # BEGIN SOLUTION
     return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)
     # END SOLUTION
@@ -42,7 +50,12 @@ class SentenceClassifier(nn.Module):
         self.classifier = nn.Linear(hidden_size, num_classes)
 
     def forward(self, output: BertModelOutput, attention_mask: torch.Tensor) -> torch.Tensor:
-        """output: BertModel's, (B, T, C) token vectors; attention_mask: (B, T). Returns logits (B, K)."""
+        """output: BertModel's, (B, T, C) token vectors; attention_mask: (B, T). Returns logits (B, K).
+
+        The pooled vector s is read through self.sentence_vector(output, attention_mask), always: a
+        subclass changes the vector there and keeps this forward (tasks/models/classifier.py's
+        FeatureClassifier combines other layers' [CLS] vectors, or takes a text's pooled chunks).
+        """
         # Hint: z = W dropout(s) + b, where s = self.sentence_vector(output, attention_mask) is the pooled
         # vector this head was built to read; dropout between the pooled vector and the linear layer.
         # BEGIN SOLUTION

@@ -36,7 +36,7 @@ def context_mistakes(q, k, v, mask):
     """What common mistakes return, from torch's kernel given the mistake's inputs."""
     D = q.size(-1)
     return [(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0),
-             f"scores are sqrt(D) = {math.sqrt(D):.3g}x too large: {SCALE_HINT}"),
+             f"scores are sqrt(D) = {D ** 0.5:.3g}x too large: {SCALE_HINT}"),
             (lambda: F.scaled_dot_product_attention(q, k, v),
              f"it equals attention with no mask: padding keys are attended; {MASK_HINT}")]
 

@@ -78,6 +78,24 @@ def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(pooled):
     ])
 
 
+@pytest.mark.points(1)
+@pytest.mark.todo("SentenceClassifier.forward")
+def test_head_reads_its_sentence_vector_through_self_sentence_vector(pooled):
+    given = torch.randn(B, C, generator=torch.Generator().manual_seed(7))
+
+    class GivenVector(SentenceClassifier):  # as the classify job's head does (tasks/models/classifier.py)
+        def sentence_vector(self, output, attention_mask):
+            return given
+
+    head = randomize(GivenVector(C, K, dropout=0.1, pooling="mean")).eval()
+    logits = head(output(), torch.ones(B, T, dtype=torch.long))
+    check_close(logits, F.linear(given, head.classifier.weight, head.classifier.bias),
+                "the logits of a head whose sentence_vector is overridden (eval mode)", [
+        (F.linear(POOLED["mean"], head.classifier.weight, head.classifier.bias),
+         "the head pooled by itself instead of calling self.sentence_vector(output, attention_mask): a "
+         "subclass that changes the sentence vector (the classify job's head) would be ignored")])
+
+
 class DoubleIt(nn.Module):
     def forward(self, x):
         return 2 * x

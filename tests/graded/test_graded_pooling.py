@@ -46,3 +46,18 @@ def test_mean_pool_is_differentiable_and_skips_padding():
     check_close(hidden.grad[0, :, 0], torch.tensor([0.5, 0.5, 0.0, 0.0]),
                 "the gradient of a 2-token mean over its 4 positions (2 real)")
     check_close(hidden.grad[1, :, 0], torch.full((4,), 0.25), "the gradient of a 4-token mean")
+
+
+@pytest.mark.points(1)
+def test_a_row_of_padding_only_gives_the_zero_vector():
+    hidden = torch.randn(3, 4, 2, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])  # row 1: no real token (an empty chunk)
+    pooled = mean_pool(hidden, mask)
+    if isinstance(pooled, torch.Tensor) and not torch.isfinite(pooled).all():
+        fail("a row with no real token gives NaN or inf: its count of real tokens is 0, and 0 / 0 is NaN; "
+             "keep the count at least 1, so that the row's empty sum (the zero vector) comes out as it is")
+    check_close(pooled, torch.stack([hidden[0, :2].mean(0), torch.zeros(2), hidden[2].mean(0)]),
+                "the means of a batch whose row 1 is all padding (row 1: the zero vector)")
+    pooled.sum().backward()
+    if not torch.isfinite(hidden.grad).all():
+        fail("the gradient through a row of padding only is NaN or inf: 0 / 0 in the backward pass")

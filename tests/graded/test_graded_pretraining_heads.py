@@ -78,6 +78,58 @@ def test_masked_lm_loss_ignores_the_scores_of_unpredicted_positions():
         fail("positions labelled IGNORE_INDEX (-100) received a gradient: they must add nothing to the loss")
 
 
+def loss_or_failure(logits: torch.Tensor, labels: torch.Tensor, shapes: str, advice: str) -> torch.Tensor:
+    """masked_lm_loss(logits, labels), or a failure naming the shapes it crashed on (a stub's
+    NotImplementedError passes through)."""
+    try:
+        return masked_lm_loss(logits, labels)
+    except NotImplementedError:
+        raise
+    except (ValueError, RuntimeError, IndexError, TypeError) as error:
+        fail(f"masked_lm_loss crashed on {shapes} ({type(error).__name__}: {error}): {advice}")
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("masked_lm_loss")
+def test_masked_lm_loss_takes_the_n_by_v_scores_pretraining_passes():
+    # pretrain/run.py decodes only the N masked positions: (N, V) scores and (N,) labels, all predicted.
+    logits = torch.randn(4, V, dtype=torch.float64)
+    labels = torch.tensor([3, 0, 10, 3])
+    expected = -torch.log_softmax(logits, dim=-1).gather(1, labels[:, None]).mean()
+    loss = loss_or_failure(logits, labels, "(N, V) scores and (N,) labels, the shapes pre-training passes",
+                           "do not unpack a fixed number of dimensions (B, T, V = logits.shape): select the "
+                           "predicted positions with a boolean mask of the labels' shape, which works for "
+                           "(B, T, V) and (N, V) alike")
+    check_value(loss, expected.item(), "the loss of 4 predicted positions given as (N, V) and (N,)",
+                tolerance=1e-9)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("masked_lm_loss")
+@pytest.mark.parametrize("shape", [(2, 3), (0,)], ids=["no-label-predicted", "no-position-at-all"])
+def test_masked_lm_loss_with_nothing_predicted_is_zero_and_backpropagates(shape):
+    # A batch with nothing masked must add 0 to the pre-training loss: NaN (the mean over no positions,
+    # as cross_entropy gives it) would spoil every weight at the next step.
+    logits = torch.randn(*shape, V, requires_grad=True)
+    labels = torch.full(shape, IGNORE_INDEX)
+    loss = loss_or_failure(logits, labels, f"logits {tuple(logits.shape)} with no predicted position",
+                           "the scores may come as (N, V), here with N = 0 (do not unpack B, T, V = "
+                           "logits.shape), and with nothing predicted the loss is 0")
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        fail(f"with no predicted position the loss should be a scalar tensor (0), got {loss!r}")
+    if torch.isnan(loss):
+        fail("with no predicted position the loss is NaN (the mean over no positions, which cross-entropy "
+             "gives): return 0, so that a batch with nothing masked does not spoil pre-training")
+    check_value(loss, 0.0, "the loss with no predicted position")
+    if not loss.requires_grad:
+        fail("with no predicted position the loss is a constant that does not depend on the logits, so "
+             "backward() fails in training: return a zero computed from the logits (times 0)")
+    loss.backward()
+    if logits.grad is None or bool((logits.grad != 0).any()):
+        fail("with no predicted position the logits got a nonzero gradient (or none): the loss must add "
+             "nothing")
+
+
 @pytest.mark.points(2)
 @pytest.mark.todo("next_sentence_loss")
 def test_next_sentence_loss_by_hand_label_zero_is_is_next():

@@ -52,6 +52,23 @@ def test_top_labels_by_hand_best_first():
 
 @pytest.mark.points(1)
 @pytest.mark.todo("top_labels")
+def test_top_labels_takes_unsigned_integer_and_bool_scores():
+    # The docstring's contract: any real dtype, compared as float64. Negated, uint8 scores wrap around
+    # (-3 is 253) and bools raise a TypeError.
+    check_top(np.array([3, 9, 3, 0], dtype=np.uint8), 2, [1, 0], "uint8 scores (3, 9, 3, 0), r = 2",
+              [([3, 1], "negating unsigned integers wraps around (-3 is 253 in uint8): compare the scores as "
+                "float64, as the docstring says")])
+    try:
+        top = top_labels(np.array([False, True, True]), 2)
+    except TypeError as error:
+        fail(f"top_labels of bool scores (False, True, True) raised TypeError ({error}): bools cannot be "
+             "negated; compare the scores as float64, as the docstring says")
+    got = [int(i) for i in np.asarray(top).reshape(-1)]
+    if got != [1, 2]:
+        fail(f"top_labels of bool scores (False, True, True), r = 2 gave labels {got}, expected [1, 2]")
+
+@pytest.mark.points(1)
+@pytest.mark.todo("top_labels")
 def test_top_labels_breaks_ties_by_label_order():
     check_top([0.5, 0.9, 0.5, 0.5], 3, [1, 0, 2], "scores (0.5, 0.9, 0.5, 0.5), r = 3",
               [([1, 3, 2], "ties must go to the lower label; reversing an ascending sort reverses the ties "
