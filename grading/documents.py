@@ -67,9 +67,10 @@ def dead_references(out: Path, files: list[str], staff_files: list[str]) -> list
     return dead
 
 
-def student_readme(edition: str, tests) -> str:
+def student_readme(edition: str, tests, shipped: set[str] | None = None) -> str:
     """The student README: set-up, data, the main job, and each TODO of `edition` once, with its own
-    tests (the edition's graded tests, GradedTest) and points."""
+    tests (the edition's graded tests, GradedTest) and points; the other editions' TODOs whose files the
+    handout ships (`shipped`: its files; None: all) as given code to read."""
     components = edition_components(edition)
     todos = edition_todos(edition)
     stop = next((f"`{todo}`" for todo in MAIN_JOB_STOPS if todo in todos), "the first TODO on its path")
@@ -164,7 +165,7 @@ def student_readme(edition: str, tests) -> str:
                   "A failure names the first output that differs (the embeddings, a layer, or the pooler).",
                   ""] + [f"- `{t.nodeid}` ({t.points:g})" for t in mine if not t.hidden_from_handout] + [""]
     given = [todo for component in COMPONENTS if component not in components
-             for todo in COMPONENTS[component]]
+             for todo in COMPONENTS[component] if shipped is None or todo.split("::")[0] in shipped]
     if given:
         lines += ["## Given: read these, they are not graded", "",
                   "These functions are written out for you (a longer course makes them TODOs too):",

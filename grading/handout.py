@@ -176,7 +176,7 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
         if not test.hidden_from_handout:
             handout.tests_by_component.setdefault(test.component, []).append(test.nodeid)
             handout.todo_of[test.nodeid] = test.todo
-    (out / "README.md").write_text(student_readme(edition, tests), encoding="utf-8")
+    (out / "README.md").write_text(student_readme(edition, tests, set(handout.files)), encoding="utf-8")
     handout.files.append("README.md")
     dead = dead_references(out, handout.files, every_file)
     if dead:

@@ -301,14 +301,10 @@ def test_the_command_line_entry_point(files):
 
 
 def test_file_names_and_headers_are_the_main_jobs():
-    from tasks.data.course_files import COURSE_TASKS
-    from tasks.models.pair_task import PairTask
-    from tasks.models.sentiment_task import SentimentTask
+    from tasks import multitask
 
-    headers = {"sst": SentimentTask.header,
-               "para": PairTask.header.fget(SimpleNamespace(kind="paraphrase")),
-               "sts": PairTask.header.fget(SimpleNamespace(kind="similarity"))}
-    assert COURSE_TASKS == DATASET
+    headers = {t.name: t.header for t in multitask.TASKS}
+    assert {t.name: t.dataset for t in multitask.TASKS} == DATASET
     for output in OUTPUTS:
         assert output.input_name == TASKS[DATASET[output.prefix]].files[output.split]
         assert output.header == f"id \t {headers[output.prefix]} "

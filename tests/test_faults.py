@@ -36,7 +36,7 @@ from pathlib import Path
 from minbert.loading import checkpoint
 from tasks import multitask
 scores = []
-def rising(dev):
+def rising(tasks, dev):
     scores.append(1)
     return 0.001 * len(scores)  # below any real score, so the resumed run saves a new best
 multitask.overall_score = rising
@@ -271,7 +271,7 @@ def test_a_full_disk_while_best_is_written_keeps_the_previous_best(tiny_model_di
     from minbert.loading import checkpoint
 
     scores = iter([0.1, 0.2, 0.3])  # every epoch a new best
-    monkeypatch.setattr(multitask, "overall_score", lambda dev: next(scores))
+    monkeypatch.setattr(multitask, "overall_score", lambda tasks, dev: next(scores))
     real = checkpoint.save_safetensors
     calls, kept = [], {}
     out = tmp_path / "run"
