@@ -85,6 +85,7 @@ def _import(candidate: dict):
     path = candidate["name"].split("::")[0]
     spec = importlib.util.spec_from_file_location(f"_minbert_paste_{candidate['module']}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would: a dataclass in it looks its module up there
     spec.loader.exec_module(module)
     return module
 
