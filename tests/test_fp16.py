@@ -96,7 +96,7 @@ def test_the_scale_grows_after_growth_interval_good_steps_and_backs_off_on_an_in
     optimizer = AdamW(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4, growth_interval=3)
     ids = torch.randint(1, 99, (4, 12))
-    scales, moved = [], []
+    scales, took = [], []
     for step in range(8):
         optimizer.zero_grad()
         with torch.autocast("cpu", dtype=torch.float16):
@@ -108,10 +108,10 @@ def test_the_scale_grows_after_growth_interval_good_steps_and_backs_off_on_an_in
         scaler.step(optimizer)
         scaler.update()
         scales.append(scaler.get_scale())
-        moved.append(not torch.equal(before, model.classifier.weight))
+        took.append(not torch.equal(before, model.classifier.weight))
     # good, good, good (grow), good, nan (back off, and the growth count restarts), good, good, good (grow)
     assert scales == [16.0, 16.0, 32.0, 32.0, 16.0, 16.0, 16.0, 32.0]
-    assert moved == [True, True, True, True, False, True, True, True]
+    assert took == [True, True, True, True, False, True, True, True]
     assert optimizer.state[model.classifier.weight]["step"] == 7  # our AdamW counted only the steps taken
 
 
