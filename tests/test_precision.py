@@ -52,8 +52,8 @@ def test_an_explicit_precision_is_taken_as_given(cpu_bf16, native):
 
 
 def test_an_unknown_precision_names_the_flag_and_the_choices():
-    with pytest.raises(ValueError, match=r"--precision must be one of \('auto', 'fp32', 'bf16'\)"):
-        resolve_precision("fp16", "cpu")
+    with pytest.raises(ValueError, match=r"--precision must be one of \('auto', 'fp32', 'bf16', 'fp16'\)"):
+        resolve_precision("fp8", "cpu")
 
 
 def test_resolve_decides_auto_and_says_so_without_changing_the_parsed_settings(cpu_bf16, capsys):
@@ -70,3 +70,12 @@ def test_the_default_is_auto(cpu_bf16):
     cpu_bf16(True)
     assert parse().precision == "auto"
     assert resolve_training(parse("--threads", "1")).precision == "bf16"
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_auto_on_a_gpu_picks_bf16_where_native_else_fp16(monkeypatch, native):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: native)
+    chosen, why = resolve_precision("auto", "cuda")
+    assert chosen == ("bf16" if native else "fp16")
+    assert ("multiplies bfloat16 natively" if native else "dynamic loss scale") in why

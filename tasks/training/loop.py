@@ -9,8 +9,14 @@ This loop does the rest, the same way for every job:
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
   initialised heads, optional layer-wise learning-rate decay, warm-up then decay (below), global
-  gradient clipping, optional bf16 autocast, optional task loss weights (a task's `weight`); the settings
+  gradient clipping, optional bf16 autocast or fp16 autocast with a dynamic loss scale (below), optional task
+  loss weights (a task's `weight`); the settings
   are settings.py's TrainingSettings;
+- fp16 (`--precision fp16`): float16's 5-bit exponent underflows small gradients, so the loss is multiplied by
+  a scale before backward (torch.amp.GradScaler, PyTorch's AMP recipe): the gradients are unscaled before
+  clipping; a step whose gradients hold an inf or NaN is skipped and the scale halves; after 2000 good steps
+  it doubles. As in that recipe the schedule advances on a skipped step too, so --max-steps and the
+  schedule's length stay what they are. The scale is part of the resumable checkpoint;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
 - a run directory (run_folder.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
 - Ctrl-C or SIGTERM: the run stops at the next step boundary, saved, and says how to continue
@@ -29,6 +35,7 @@ import random
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, TextIO
 
@@ -111,16 +118,18 @@ def train(
     total_steps = steps_per_epoch * training.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    scaler = torch.amp.GradScaler(device.type, enabled=training.precision == "fp16")  # a no-op when disabled
+    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state = TrainState()
     last = run.checkpoints / "last.pt"
     if resume:
-        state = load_training_state(last, model, optimizer, scheduler)
+        state = load_training_state(last, model, optimizer, scheduler, scaler)
     task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 
     def save() -> None:
-        save_training_state(last, model, optimizer, scheduler, state, world)
+        save_training_state(last, model, optimizer, scheduler, state, world, scaler)
 
     def where() -> str:
         return f"at step {state.global_step} of {total_steps}"
@@ -158,15 +167,14 @@ def train(
                 for name, batch in step:
                     examples += distributed.batch_rows(batch)
                     rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
-                    bf16 = training.precision == "bf16"
-                    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                    with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                         loss = task_loss(name, rows) * weight
                     if not torch.isfinite(loss):
                         raise FloatingPointError(
                             f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
                             f"{state.epoch + 1}); the last good checkpoint is {last}")
                     if loss.requires_grad:
-                        (loss * task_weight.get(name, 1.0)).backward()
+                        scaler.scale(loss * task_weight.get(name, 1.0)).backward()
                     elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
                         untrainable.add(name)
                         print(f"note: the {name} loss reaches no trainable parameter (frozen encoder, "
@@ -174,9 +182,13 @@ def train(
                     losses[name].append(loss.item() / world.world_size)  # summed over processes below
                     total += loss.item()
                 if training.max_grad_norm > 0:
+                    scaler.unscale_(optimizer)  # clipping sees the true gradients
                     torch.nn.utils.clip_grad_norm_(trainable, training.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
+                scaler.step(optimizer)  # optimizer.step(), unless fp16's gradients hold an inf or NaN
+                scaler.update()
+                with warnings.catch_warnings():  # a skipped first fp16 step is not the misordering it names
+                    warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)`")
+                    scheduler.step()
                 state.step_in_epoch += 1
                 state.global_step += 1
                 bar.update(1)

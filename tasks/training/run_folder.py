@@ -363,8 +363,10 @@ class TrainState:
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed()) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG.
+                        world: distributed.Distributed = distributed.Distributed(),
+                        scaler: torch.amp.GradScaler | None = None) -> None:
+    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and fp16's
+    loss scale (`scaler`, when enabled).
 
     Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
     """
@@ -378,6 +380,8 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         "torch_rng": torch.get_rng_state(),
         "python_rng": random.getstate(),
     }
+    if scaler is not None and scaler.is_enabled():
+        payload["scaler"] = scaler.state_dict()
     previous = path.with_suffix(".prev.pt")
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as file:  # through a file object, a full disk's error keeps its errno
@@ -389,8 +393,9 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
 
 
 def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        scheduler: Any) -> TrainState:
-    """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one."""
+                        scheduler: Any, scaler: torch.amp.GradScaler | None = None) -> TrainState:
+    """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one. A checkpoint
+    without a loss scale (written before fp16 was an option) leaves `scaler` as it starts."""
     candidates = [path, path.with_suffix(".prev.pt")]
     errors = []
     for candidate in candidates:
@@ -401,6 +406,8 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
+            if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
+                scaler.load_state_dict(payload["scaler"])
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
             errors.append(f"{candidate}: {error}")
             print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",

