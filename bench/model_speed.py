@@ -52,8 +52,9 @@ from tqdm import tqdm
 
 from bench.batches import Batch, course_lengths, default_data_dir, describe, make_batch, matmul_flops
 from minbert.config import BertConfig
-from minbert.model import BertModel
+from minbert.fast.dropout import use_fast_dropout
 from minbert.fast.unpadded import UnpaddedBertModel
+from minbert.model import BertModel
 from tasks.training.flags import choice_list, existing_dir, integer, non_negative_int, nonempty, positive_int
 
 # Model sizes by name; dropout is 0 so that train mode (for the backward pass) is deterministic.
@@ -114,9 +115,11 @@ def build_runners(config: BertConfig, args: argparse.Namespace, seed: int = 0) -
         models[f"transformers-{impl}"] = hf
     if args.compile:
         models["ours-unpadded-compiled"] = UnpaddedBertModel(config)
-    for model in models.values():
+    for name, model in models.items():
         model.load_state_dict(ours.state_dict(), strict=True)  # the same keys, so a strict copy
         model.to(args.device)
+        if name.startswith("ours"):
+            use_fast_dropout(model)  # as the jobs' training loop does (at dropout 0 it passes its input on)
     if args.compile:
         # Layer by layer: the model itself finds the real tokens (unpadded.py), a read on the host.
         layers = models["ours-unpadded-compiled"].encoder.layer
