@@ -8,7 +8,8 @@ strings: `importlib.import_module("minbert.x")`, a lazy `__init__`'s table, `[py
     - the files holding the edition's TODOs (config.py COMPONENTS, EDITIONS),
     - the edition's shipped graded tests, with the conftest.py files above them,
     - the main job (MAIN_JOB), and each other job (a module with `if __name__ == "__main__":`) that reaches
-      a TODO of the edition the main job does not reach: what a job reaches is followed by name from
+      a TODO of the edition that no job before it reaches (the main job first, then the others in name
+      order; one job that runs a TODO is enough): what a job reaches is followed by name from
       the top-level code of the files it imports (its own `if __name__` block included) through their
       definitions,
     - each notebook whose imports, and the jobs its code names, all lie in that set.
@@ -330,10 +331,13 @@ def contents(edition: str, files: list[str], read, shipped_tests: list[str], can
     main_reaches = reached(closure([MAIN_JOB], python, sources, memo), sources)
     todo_keys = {_todo_key(t) for t in todos}
     result = Contents(jobs=[MAIN_JOB] if MAIN_JOB in python else [])
+    covered = main_reaches & todo_keys  # the TODOs a shipped job already runs
     for job in sorted(jobs - {MAIN_JOB}):
-        if (reached(closure([job], python, sources, memo), sources) & todo_keys) - main_reaches:
+        uses = reached(closure([job], python, sources, memo), sources) & todo_keys
+        if uses - covered:  # one job per TODO is enough to run it (pre-training, not tagging, for the LM loss)
             roots.add(job)
             result.jobs.append(job)
+            covered |= uses
     shipped = closure(roots, python, sources, memo)
     data = named_files(sources, shipped, allowed)
     while data & python - shipped:  # a named folder's scripts, and what they import

@@ -228,7 +228,8 @@ def test_handout_check_names_a_package_export_whose_module_is_left_out(handout, 
 
 @pytest.mark.parametrize("edition", ["default", "full"])
 def test_student_readme_lists_each_todo_once_with_its_own_tests_and_points(handouts, edition):
-    readme = (handouts[edition].out / "README.md").read_text()
+    handout = handouts[edition]
+    readme = (handout.out / "README.md").read_text()
     rows = [line for line in readme.splitlines() if line.startswith("| ") and "`" in line]
     tests = [t for t in graded_tests(STAFF_ROOT) if t.component in edition_components(edition)]
     assert len(rows) == len(edition_todos(edition))
@@ -246,7 +247,9 @@ def test_student_readme_lists_each_todo_once_with_its_own_tests_and_points(hando
     assert "hidden/" not in readme
     for component in COMPONENTS:
         if component not in edition_components(edition):
-            assert f"- `{COMPONENTS[component][0]}`" in readme  # listed as given, to read
+            given = f"- `{COMPONENTS[component][0]}`" in readme  # listed as given, to read
+            # where the handout ships its file: a given function the student cannot open is not listed
+            assert given == (COMPONENTS[component][0].split("::")[0] in handout.files), component
 
 
 def test_handout_refuses_unbalanced_markers_naming_the_file(tmp_path):
