@@ -14,6 +14,7 @@ Read next: embeddings.py (token ids to vectors).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from minbert.loading.pretrained import ConfigError, PretrainedConfig
@@ -53,15 +54,21 @@ class BertConfig(PretrainedConfig):
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12  # 1e-12 matches the TF checkpoints
-    pad_token_id: int = 0
+    pad_token_id: int | None = 0  # None: no padding row (transformers allows it too)
     position_embedding_type: str = "absolute"
 
     def __post_init__(self) -> None:
+        # Each field's type first, so that a config.json holding "0.1" or null is named, not a TypeError.
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not _is_int(value) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
+                     "layer_norm_eps"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+                raise ValueError(f"BertConfig.{name} must be a finite number, got {value!r}")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
@@ -81,11 +88,14 @@ class BertConfig(PretrainedConfig):
                 f"BertConfig.position_embedding_type={self.position_embedding_type!r} is not supported: "
                 "minbert implements BERT's learned absolute positions only ('absolute')"
             )
-        if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(f"BertConfig.pad_token_id ({self.pad_token_id}) must be a token id below "
-                             f"vocab_size ({self.vocab_size})")
-        if self.layer_norm_eps <= 0 or self.initializer_range <= 0:
-            raise ValueError("BertConfig.layer_norm_eps and initializer_range must be positive")
+        # None, as in transformers: no embedding row is kept at zero for padding (nn.Embedding's padding_idx).
+        if self.pad_token_id is not None and not (_is_int(self.pad_token_id)
+                                                  and 0 <= self.pad_token_id < self.vocab_size):
+            raise ValueError(f"BertConfig.pad_token_id must be a token id below vocab_size "
+                             f"({self.vocab_size}) or null, got {self.pad_token_id!r}")
+        for name in ("layer_norm_eps", "initializer_range"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"BertConfig.{name} must be positive, got {getattr(self, name)!r}")
 
     @property
     def head_dim(self) -> int:
@@ -131,3 +141,8 @@ class BertConfig(PretrainedConfig):
             return cls(**kwargs)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: {error}") from None
+
+
+def _is_int(value: object) -> bool:
+    """An int that is not a bool (JSON's true would otherwise count as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)

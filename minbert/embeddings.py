@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
+from minbert.forward_contract import check_ids
 
 
 class BertEmbeddings(nn.Module):
@@ -50,14 +51,15 @@ class BertEmbeddings(nn.Module):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
         if input_ids is not None:
-            check_ids(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
+            input_ids = check_ids(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
             B, T = input_ids.shape
         else:
             B, T, _ = inputs_embeds.shape
         if token_type_ids is None:
             token_type_ids = torch.zeros(B, T, dtype=torch.long, device=self._device())
         else:
-            check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids", "type_vocab_size")
+            token_type_ids = check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids",
+                                       "type_vocab_size")
         if position_ids is None:
             if T > self.config.max_position_embeddings:
                 raise ValueError(
@@ -68,8 +70,8 @@ class BertEmbeddings(nn.Module):
         else:
             # Checked by value, as the ids are: a packed row (fast/unpadded.py) may hold more tokens than the
             # table has positions, since only each token's own position must lie in the table.
-            check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
-                      "max_position_embeddings")
+            position_ids = check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
+                                     "max_position_embeddings")
 
         # Hints: 1. the word vectors: look input_ids up in the word table, unless inputs_embeds gives them.
         #        2. add, position by position, the vector of the token's position and of its segment; the
@@ -91,20 +93,3 @@ class BertEmbeddings(nn.Module):
     def _device(self) -> torch.device:
         return self.word_embeddings.weight.device
 
-
-def check_ids(ids: torch.Tensor, limit: int, name: str, limit_name: str) -> None:
-    """Refuse ids outside [0, limit): nn.Embedding would crash with an index error far from the cause.
-
-    The range is checked only for CPU tensors outside torch.compile: reading min and max back to the
-    host would stall an accelerator once per call and break a compiled graph. Ids from our tokenizer
-    always lie in range; elsewhere a bad id fails inside the embedding (on CUDA, a device-side assert).
-    """
-    if ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
-    if ids.dtype not in (torch.long, torch.int, torch.int16, torch.int8, torch.uint8):
-        raise TypeError(f"{name} must be an integer tensor, got {ids.dtype}")
-    if ids.device.type != "cpu" or torch.compiler.is_compiling():
-        return
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= limit):
-        raise ValueError(f"{name} must lie in [0, {limit}) ({limit_name}), got values from "
-                         f"{int(ids.min())} to {int(ids.max())}")

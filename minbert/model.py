@@ -25,6 +25,7 @@ from minbert.attention import check_kernel_name
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.encoder import BertEncoder
+from minbert.forward_contract import check_model_inputs
 from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 
 
@@ -110,27 +111,17 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
         """
-        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                      inputs_embeds=inputs_embeds)
+        # Every argument's type, shape, dtype and range, checked once (forward_contract.py: what is allowed).
+        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
+            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
         embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, T, C)
         B, T, _ = embedding_output.shape
         if attention_mask is None:
             attention_mask = torch.ones(B, T, dtype=torch.long, device=embedding_output.device)
-        elif attention_mask.shape != (B, T):
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but the input "
-                             f"has shape {(B, T)}")
         additive_mask = extended_attention_mask(attention_mask, embedding_output.dtype)  # (B, 1, 1, T)
         encoded = self.encoder(embedding_output, additive_mask, output_hidden_states, output_attentions)
         pooled = self.pooler(encoded.last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(encoded.last_hidden_state, pooled, encoded.hidden_states, encoded.attentions)
-
-
-def check_tensors(**inputs: torch.Tensor | None) -> None:
-    """Refuse an input that is not a tensor (a list, a NumPy array), naming it: it would fail far inside."""
-    for argument, value in inputs.items():
-        if value is not None and not isinstance(value, torch.Tensor):
-            raise TypeError(f"{argument} must be a torch.Tensor, got {type(value).__name__}; the "
-                            "tokenizer makes them: model(**tokenizer(texts, padding=True))")
 
 
 def init_bert_weights(module: nn.Module, config: BertConfig) -> None:

@@ -37,8 +37,9 @@ from tqdm.auto import tqdm
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
-from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, read_settings, replace,
-                                            write_settings)
+from minbert.loading.files import check_output_dir
+from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
+                                            read_settings, replace, write_settings)
 from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
 
@@ -98,10 +99,12 @@ class SentenceEncoder(nn.Module):
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        check_arguments(model, tokenizer, normalize=normalize, truncate_dim=truncate_dim, prompts=prompts,
+                        default_prompt_name=default_prompt_name)
         stated = (read_settings(self.model_dir) if self.model_dir is not None else None) or SentenceSettings()
         settings = replace(stated, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length,
                            similarity_fn_name=similarity_fn_name, prompts=prompts,
-                           default_prompt_name=default_prompt_name)
+                           default_prompt_name=default_prompt_name, truncate_dim=truncate_dim)
 
         self.model = model.to(device)
         self.tokenizer = tokenizer
@@ -124,7 +127,8 @@ class SentenceEncoder(nn.Module):
         self.max_seq_length = settings.max_seq_length or min(tokenizer.model_max_length,
                                                              model.config.max_position_embeddings)
         self.similarity_fn_name = settings.similarity_fn_name
-        self.truncate_dim = truncate_dim
+        # The argument wins over the folder's config_sentence_transformers.json, as in sentence-transformers.
+        self.truncate_dim = settings.truncate_dim
 
     # ---------------------------------------------------------------- settings, checked when set
 
@@ -168,7 +172,7 @@ class SentenceEncoder(nn.Module):
         """The settings `save` writes."""
         return SentenceSettings(self.pooling, self.normalize, self.max_seq_length, self.lowercase,
                                 self.similarity_fn_name, self.prompts, self.default_prompt_name,
-                                self.include_prompt)
+                                self.include_prompt, self.truncate_dim)
 
     # ---------------------------------------------------------------- the module
 
@@ -241,6 +245,7 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         if output_value not in OUTPUT_VALUES:
             raise ValueError(f"output_value must be one of {OUTPUT_VALUES}, got {output_value!r}")
+        check_truncate_dim(truncate_dim)
         prompt = self._prompt(prompt, prompt_name, items)
         if prompt:
             items = [prompt + item for item in items]
@@ -299,7 +304,10 @@ class SentenceEncoder(nn.Module):
         """(N, C) and (M, C) vectors (tensors, numpy arrays, or lists of them; one vector counts as
         N = 1) -> (N, M) scores by `similarity_fn_name`: cosine, dot product, or the negated euclidean or
         manhattan distance (higher is always more similar)."""
-        a, b = _as_matrix(embeddings1), _as_matrix(embeddings2)
+        a, b = _as_matrix(embeddings1, "embeddings1"), _as_matrix(embeddings2, "embeddings2")
+        if a.shape[1] != b.shape[1] and a.numel() and b.numel():
+            raise ValueError(f"embeddings1 has {a.shape[1]} dimensions per vector, embeddings2 {b.shape[1]}: "
+                             "compare vectors of one size (the same truncate_dim)")
         if self.similarity_fn_name == "cosine":
             return F.normalize(a, p=2, dim=1) @ F.normalize(b, p=2, dim=1).T
         if self.similarity_fn_name == "dot":
@@ -311,6 +319,9 @@ class SentenceEncoder(nn.Module):
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model, its tokenizer and sentence-transformers' files into `path`, which
         `SentenceEncoder(path)` and `sentence_transformers.SentenceTransformer(path)` both load."""
+        # All that could refuse is checked before the first byte: a refused save leaves `path` as it was.
+        check_writable(self.settings)
+        check_output_dir(path)
         directory = self.model.save_pretrained(path, tokenizer=self.tokenizer)
         write_settings(directory, self.settings, self.model.config.hidden_size)
         return directory
@@ -334,12 +345,53 @@ class SentenceEncoder(nn.Module):
                 f"max_seq_length={self.max_seq_length}, similarity_fn_name={self.similarity_fn_name!r}")
 
 
-def _as_matrix(embeddings) -> torch.Tensor:
-    """Tensors, numpy arrays, or lists of either -> a float (N, C) tensor."""
-    if isinstance(embeddings, (list, tuple)):
-        embeddings = torch.stack([torch.as_tensor(vector) for vector in embeddings]) if embeddings else \
-            torch.empty(0, 0)
-    matrix = torch.as_tensor(embeddings)
+def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> None:
+    """The constructor's arguments that have no setter of their own, named when wrong; and a tokenizer
+    whose ids the model has embeddings for."""
+    if settings["normalize"] is not None and not isinstance(settings["normalize"], bool):
+        raise TypeError(f"normalize must be True, False or None (the folder's), got "
+                        f"{settings['normalize']!r}")
+    check_truncate_dim(settings["truncate_dim"])
+    prompts = settings["prompts"]
+    if prompts is not None and not (isinstance(prompts, Mapping)
+                                    and all(isinstance(x, str) for x in (*prompts, *prompts.values()))):
+        raise TypeError(f"prompts must be a dict of name: prompt text (str: str), got {prompts!r:.80}")
+    if settings["default_prompt_name"] is not None and not isinstance(settings["default_prompt_name"], str):
+        raise TypeError(f"default_prompt_name must be a str or None, got {settings['default_prompt_name']!r}")
+    if not callable(tokenizer):
+        raise TypeError(f"tokenizer must be a BertTokenizer, got {type(tokenizer).__name__}")
+    vocab_size = len(tokenizer)
+    if vocab_size > model.config.vocab_size:
+        raise ValueError(f"the tokenizer has {vocab_size} tokens, but the model has vocab_size "
+                         f"{model.config.vocab_size} embeddings: ids from {model.config.vocab_size} on would "
+                         "fail; the tokenizer and the model do not belong together")
+
+
+def check_truncate_dim(truncate_dim: object) -> None:
+    """None (every dimension) or a positive int; more than the model's dimensions keeps them all, as in
+    sentence-transformers."""
+    if truncate_dim is not None and not (isinstance(truncate_dim, int) and not isinstance(truncate_dim, bool)
+                                         and truncate_dim > 0):
+        raise ValueError(f"truncate_dim must be a positive int (the dimensions to keep) or None, got "
+                         f"{truncate_dim!r}")
+
+
+def _as_matrix(embeddings, name: str) -> torch.Tensor:
+    """Tensors, numpy arrays, or lists of either -> a float (N, C) tensor; `name` is the argument's."""
+    if not isinstance(embeddings, (torch.Tensor, np.ndarray, list, tuple)):
+        raise TypeError(f"{name} must be a tensor, a numpy array or a list of vectors (encode's output), got "
+                        f"{type(embeddings).__name__}")
+    try:
+        if isinstance(embeddings, (list, tuple)):
+            embeddings = torch.stack([torch.as_tensor(vector) for vector in embeddings]) if embeddings else \
+                torch.empty(0, 0)
+        matrix = torch.as_tensor(embeddings)
+    except (TypeError, ValueError, RuntimeError):  # items that are not numbers, or vectors of two sizes
+        raise TypeError(f"{name} must be vectors of one size (a tensor, a numpy array of numbers, or a list "
+                        "of 1-D vectors)") from None
+    if matrix.dim() not in (1, 2) or matrix.is_complex() or matrix.dtype == torch.bool:
+        raise ValueError(f"{name} must be real vectors, (N, C) or one (C,), got shape {tuple(matrix.shape)} "
+                         f"of {matrix.dtype}")
     matrix = matrix.float() if not matrix.is_floating_point() or matrix.dtype == torch.bfloat16 else matrix
     return matrix.unsqueeze(0) if matrix.dim() == 1 else matrix
 

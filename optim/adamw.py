@@ -51,6 +51,8 @@ Read next: schedules.py (how the learning rate changes during training).
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -119,18 +121,20 @@ def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_dec
     """Raise ValueError naming the first invalid hyper-parameter, its value and the allowed values."""
 
     def is_number(x: Any) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
+        # numbers.Real takes numpy's scalars too (np.float32(1e-3)), as torch.optim does; inf would turn
+        # every weight into inf or nan at the first step, so only finite numbers count.
+        return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
     if not is_number(lr) or not lr >= 0:
-        raise ValueError(f"{where}: lr must be a number >= 0, got {lr!r}")
+        raise ValueError(f"{where}: lr must be a number >= 0 and finite, got {lr!r}")
     if (not isinstance(betas, (tuple, list)) or len(betas) != 2
             or not all(is_number(b) and 0.0 <= b < 1.0 for b in betas)):
         raise ValueError(f"{where}: betas must be two numbers (beta1, beta2), each in [0, 1), got {betas!r}")
     if not is_number(eps) or not eps > 0:
-        raise ValueError(f"{where}: eps must be a number > 0 (it keeps the denominator away from zero), "
-                         f"got {eps!r}")
+        raise ValueError(f"{where}: eps must be a number > 0 and finite (it keeps the denominator away from "
+                         f"zero), got {eps!r}")
     if not is_number(weight_decay) or not weight_decay >= 0:
-        raise ValueError(f"{where}: weight_decay must be a number >= 0, got {weight_decay!r}")
+        raise ValueError(f"{where}: weight_decay must be a number >= 0 and finite, got {weight_decay!r}")
     if not isinstance(amsgrad, bool):
         raise ValueError(f"{where}: amsgrad must be True or False, got {amsgrad!r}")
     if not any(foreach is allowed for allowed in (None, True, False)):
@@ -192,7 +196,15 @@ class AdamW(torch.optim.Optimizer):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group (see torch.optim.Optimizer), checking its hyper-parameters after defaults fill in."""
-        super().add_param_group(param_group)
+        where = f"AdamW param group {len(self.param_groups)}"
+        if not isinstance(param_group, dict) or "params" not in param_group:
+            raise TypeError(f"{where}: a parameter group must be a dict with a 'params' key, got "
+                            f"{param_group!r:.80}")
+        params = param_group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        if len({id(p) for p in params}) != len(params):  # torch only warns; the update would run twice
+            raise ValueError(f"{where}: a parameter appears more than once in params")
+        super().add_param_group({**param_group, "params": params})
         group = self.param_groups[-1]
         _check_hyperparameters(f"AdamW param group {len(self.param_groups) - 1}", group["lr"],
                                group["betas"], group["eps"], group["weight_decay"], group["amsgrad"],

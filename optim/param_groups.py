@@ -24,6 +24,8 @@ Read next: tasks/training/loop.py (where the optimizer, the schedule and these g
 
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Any
 
@@ -101,8 +103,8 @@ def make_param_groups(
     a parameter unfrozen later trains without rebuilding the optimizer.
     """
     for arg, value in (("lr", lr), ("weight_decay", weight_decay)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-            raise ValueError(f"make_param_groups: {arg} must be a number >= 0, got {value!r}")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+            raise ValueError(f"make_param_groups: {arg} must be a number >= 0 and finite, got {value!r}")
     if not isinstance(layer_decay, (int, float)) or not 0 < layer_decay <= 1:
         raise ValueError(f"make_param_groups: layer_decay must be in (0, 1] (1 = no layer-wise decay), "
                          f"got {layer_decay!r}")

@@ -41,7 +41,8 @@ from torch import nn
 
 from minbert.attention import ATTENTION_KERNELS, sdpa_attention
 from minbert.config import BertConfig
-from minbert.model import BertModel, BertModelOutput, check_tensors
+from minbert.forward_contract import check_model_inputs
+from minbert.model import BertModel, BertModelOutput
 
 
 class Packing(NamedTuple):
@@ -150,8 +151,9 @@ class UnpaddedBertModel(BertModel):
     ) -> BertModelOutput:
         """BertModel.forward's arguments and outputs; the outputs are 0 at the padding positions (the
         padded path computes vectors there that mean nothing)."""
-        check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                      inputs_embeds=inputs_embeds)
+        # BertModel's contract, before the mask decides the packing (a mask holding 2 must not pack as 1).
+        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
+            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
         packing = None if attention_mask is None or output_attentions else Packing.from_mask(attention_mask)
         if packing is None:
             return super().forward(input_ids, attention_mask, token_type_ids, inputs_embeds,

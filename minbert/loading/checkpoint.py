@@ -38,6 +38,7 @@ from torch import nn
 
 from minbert.loading.atomic import atomic_write, atomic_write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
+from minbert.loading.files import check_file, check_output_dir, read_json_object
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -114,8 +115,13 @@ def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     path = Path(path)
     if path.is_dir():
         path = find_weights_file(path)
-    if not path.is_file():
+    if not path.exists():
         raise CheckpointError(f"no weights file at {path}")
+    # A folder, a file this user may not read, an empty file: named as such, never "corrupt".
+    check_file(path, CheckpointError)
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): the weights were never written, or the copy was "
+                              "cut short; save or copy it again")
     if path.name.endswith(".index.json"):
         return _read_sharded(path)
     if path.suffix == ".safetensors":
@@ -149,10 +155,10 @@ def _read_torch(path: Path) -> dict:
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     """A sharded checkpoint: the index maps each key to the file that holds it."""
-    try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{index}: not a valid checkpoint index ({error!r})") from None
+    weight_map = read_json_object(index, CheckpointError).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{index}: not a valid checkpoint index (expected \"weight_map\": an object "
+                              "mapping each key to the file that holds it)")
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         state.update(read_weights(index.parent / shard))
@@ -191,7 +197,7 @@ def saved_dtype(model_dir: str | os.PathLike) -> torch.dtype:
     transformers does: config.json's dtype (transformers 5's name) or torch_dtype, else the dtype of the
     weights' first floating-point tensor."""
     config_file = Path(model_dir) / "config.json"
-    values = json.loads(config_file.read_text(encoding="utf-8"))
+    values = read_json_object(config_file, CheckpointError)
     for key in ("dtype", "torch_dtype"):
         if values.get(key) is not None:
             return as_dtype(values[key], f"{config_file}: {key}")
@@ -241,7 +247,7 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
 
 def _check_tied_config(config_file: Path) -> None:
     """config.json may say the decoder is untied; our masked-LM head cannot represent that."""
-    values = json.loads(config_file.read_text(encoding="utf-8"))
+    values = read_json_object(config_file, CheckpointError)
     if values.get("tie_word_embeddings") is False:
         raise CheckpointError(f"{config_file}: tie_word_embeddings is false, but minbert's masked-LM "
                               "decoder is always tied to the word embeddings; load a BertModel instead")
@@ -318,7 +324,10 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
     config = getattr(model, "config", None)
     if not callable(getattr(config, "to_dict", None)):  # a BertConfig (config.py, which imports this file)
         raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
-    directory = Path(directory)
+    # Everything checked before the first byte is written: a refused save leaves the folder as it was.
+    if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
+        raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
+    directory = check_output_dir(directory)
     directory.mkdir(parents=True, exist_ok=True)
 
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
@@ -340,8 +349,6 @@ def save_model(model: nn.Module, directory: str | os.PathLike,
               "torch_dtype": str(dtype).removeprefix("torch.")}
     atomic_write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
     if tokenizer is not None:
-        if not callable(getattr(tokenizer, "save", None)):
-            raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
         tokenizer.save(directory)
     return directory
 

@@ -164,6 +164,10 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
     path = Path(text).expanduser()
     if path.is_dir():
         if not has_checkpoint(path):
+            folders = [name for name in ("config.json",) + WEIGHTS_FILES if (path / name).is_dir()]
+            if folders:
+                raise CheckpointError(f"{path / folders[0]} is a folder, not a file: a checkpoint directory "
+                                      f"holds config.json and one of {list(WEIGHTS_FILES)} as files")
             present = sorted(p.name for p in path.iterdir())
             raise ModelNotFoundError(f"{path}: a directory, but not a checkpoint: it needs config.json and "
                                      f"one of {list(WEIGHTS_FILES)}; it holds {present}")

@@ -34,6 +34,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
+from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
 from minbert.loading.hub import check_name_or_path, resolve_model
 
@@ -51,14 +52,9 @@ class PretrainedConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"no config.json at {path}")
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ConfigError(f"{path}: not valid JSON ({error})") from None
-        if not isinstance(values, dict):
-            raise ConfigError(f"{path}: expected a JSON object, got {type(values).__name__}")
+        values = read_json_object(path, ConfigError)  # a folder, unreadable, empty, not UTF-8, not JSON
         return cls.from_dict(values, source=str(path))
 
     @classmethod

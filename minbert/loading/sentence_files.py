@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minbert.loading.atomic import atomic_write_text
+from minbert.loading.files import FileContentError, read_text
 
 # modules.json names a module by its class's import path, which sentence-transformers has moved between
 # versions ("sentence_transformers.models.Pooling", "....sentence_transformer.modules.pooling.Pooling").
@@ -57,6 +58,7 @@ class SentenceSettings:
     prompts: dict[str, str] = field(default_factory=dict)
     default_prompt_name: str | None = None
     include_prompt: bool = True  # False: a prompt's tokens are left out of the pooling
+    truncate_dim: int | None = None  # keep the first dimensions of every vector (Matryoshka models)
     source: Path | None = None  # the file the pooling came from, for error messages
 
 
@@ -65,25 +67,33 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
     Hugging Face checkpoint). A module we cannot run (Dense, a second Transformer, ...) is a ValueError:
     its vectors would not be this model's."""
     model_dir = Path(model_dir)
-    if not (model_dir / "modules.json").is_file():
+    if not (model_dir / "modules.json").exists():
         return None
     values: dict = {"normalize": False}
-    for module in _read_json(model_dir / "modules.json"):
+    modules = _read_json(model_dir / "modules.json", list)
+    for i, module in enumerate(modules):
+        if not isinstance(module, dict):
+            raise FileContentError(f"{model_dir / 'modules.json'}: entry {i} must be an object with \"type\" "
+                                   f"and \"path\", got {json.dumps(module)[:80]}")
         kind, path = str(module.get("type", "")), str(module.get("path", ""))
         name = kind.rsplit(".", 1)[-1] if kind.startswith(_LIBRARY) else kind
         if name == "Transformer" and path in ("", "."):
             config = model_dir / "sentence_bert_config.json"
-            transformer = _read_json(config) if config.is_file() else {}
-            if transformer.get("max_seq_length"):
-                values["max_seq_length"] = int(transformer["max_seq_length"])
-            values["lowercase"] = bool(transformer.get("do_lower_case", False))
+            transformer = _read_json(config, dict) if config.exists() else {}
+            if transformer.get("max_seq_length") is not None:
+                values["max_seq_length"] = _field(transformer, "max_seq_length", config, positive_int)
+            values["lowercase"] = _field(transformer, "do_lower_case", config, is_bool, default=False)
         elif name == "Pooling":
             values["source"] = model_dir / path / "config.json"
-            pooling = _read_json(values["source"])
+            pooling = _read_json(values["source"], dict)
             modes = pooling.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items()
                                                     if pooling.get(flag)]
+            if not (isinstance(modes, str) or all(isinstance(mode, str) for mode in modes)):
+                raise FileContentError(f"{values['source']}: pooling_mode must be a name such as "
+                                       f"\"mean\", got {json.dumps(modes)}")
             values["pooling"] = modes if isinstance(modes, str) else "+".join(modes)  # several: concatenated
-            values["include_prompt"] = bool(pooling.get("include_prompt", True))
+            values["include_prompt"] = _field(pooling, "include_prompt", values["source"], is_bool,
+                                              default=True)
         elif name == "Normalize":
             values["normalize"] = True
         else:
@@ -92,20 +102,20 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
                              "SentenceEncoder runs (it has a BERT Transformer at the top, Pooling and "
                              "Normalize), so its vectors would not be this model's")
     top = model_dir / "config_sentence_transformers.json"
-    if top.is_file():
-        config = _read_json(top)
-        for key in ("similarity_fn_name", "prompts", "default_prompt_name"):
+    if top.exists():
+        config = _read_json(top, dict)
+        checks = {"similarity_fn_name": is_str, "prompts": is_prompts, "default_prompt_name": is_str,
+                  "truncate_dim": positive_int}  # sentence-transformers 3+ writes truncate_dim here
+        for key, check in checks.items():
             if config.get(key) is not None:
-                values[key] = config[key]
+                values[key] = _field(config, key, top, check)
     return SentenceSettings(**values)
 
 
 def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hidden_size: int) -> None:
     """Write modules.json, sentence_bert_config.json, 1_Pooling/config.json and
     config_sentence_transformers.json beside a checkpoint already in `directory`."""
-    if settings.pooling not in ("cls", "mean", "max"):
-        raise ValueError(f"pooling {settings.pooling!r} has no sentence-transformers Pooling mode; "
-                         "save with cls, mean or max")
+    check_writable(settings)
     directory = Path(directory)
     modules = [{"idx": 0, "name": "0", "path": "", "type": _WRITTEN_TYPE + "Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": _WRITTEN_TYPE + "Pooling"}]
@@ -117,12 +127,21 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
     _write_json(directory / "1_Pooling" / "config.json", pooling)
     _write_json(directory / "sentence_bert_config.json",
                 {"max_seq_length": settings.max_seq_length, "do_lower_case": settings.lowercase})
-    _write_json(directory / "config_sentence_transformers.json",
-                {"model_type": "SentenceTransformer", "prompts": settings.prompts,
-                 "default_prompt_name": settings.default_prompt_name,
-                 "similarity_fn_name": settings.similarity_fn_name})
+    top = {"model_type": "SentenceTransformer", "prompts": settings.prompts,
+           "default_prompt_name": settings.default_prompt_name,
+           "similarity_fn_name": settings.similarity_fn_name}
+    if settings.truncate_dim is not None:  # as sentence-transformers writes it: only when set
+        top["truncate_dim"] = settings.truncate_dim
+    _write_json(directory / "config_sentence_transformers.json", top)
     # modules.json last: a folder with it is a sentence-transformers model, so it comes when the rest is there.
     _write_json(directory / "modules.json", modules)
+
+
+def check_writable(settings: SentenceSettings) -> None:
+    """Refuse settings sentence-transformers' files cannot state, before anything is written."""
+    if settings.pooling not in ("cls", "mean", "max"):
+        raise ValueError(f"pooling {settings.pooling!r} has no sentence-transformers Pooling mode; "
+                         "save with cls, mean or max (nothing was written)")
 
 
 def replace(settings: SentenceSettings, **changes) -> SentenceSettings:
@@ -130,11 +149,35 @@ def replace(settings: SentenceSettings, **changes) -> SentenceSettings:
     return dataclasses.replace(settings, **{k: v for k, v in changes.items() if v is not None})
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, kind: type) -> dict | list:
+    """A JSON file holding an object (dict) or an array (list); errors name the file (files.py)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: cannot read it as JSON: {error}") from None
+        values = json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise FileContentError(f"{path} is not valid JSON (line {error.lineno}, column {error.colno}: "
+                               f"{error.msg})") from None
+    if not isinstance(values, kind):
+        expected = "an object ({...})" if kind is dict else "an array ([...])"
+        raise FileContentError(f"{path}: expected {expected}, got a JSON {type(values).__name__}")
+    return values
+
+
+# What a field of these files must be: (check, what the error says is expected).
+positive_int = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer")
+is_bool = (lambda v: isinstance(v, bool), "true or false")
+is_str = (lambda v: isinstance(v, str), "a string")
+is_prompts = (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in (*v, *v.values())),
+              "an object of name: prompt strings")
+
+
+def _field(values: dict, key: str, path: Path, check: tuple, default: object = None):
+    """values[key] (default when absent), refused naming the file and the key unless check accepts it."""
+    if key not in values:
+        return default
+    accepts, expected = check
+    if not accepts(values[key]):
+        raise FileContentError(f"{path}: {key} must be {expected}, got {json.dumps(values[key])[:80]}")
+    return values[key]
 
 
 def _write_json(path: Path, values) -> None:

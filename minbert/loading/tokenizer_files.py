@@ -5,7 +5,8 @@ A tokenizer.json is the `tokenizers` library's whole pipeline as JSON. For BERT 
 handle_chinese_chars), a BertPreTokenizer, and the [CLS]/[SEP] template. BertTokenizer needs only the
 vocabulary and the normalizer's three settings; from them it builds the same pipeline a vocab.txt gives,
 so both files give the same ids. Anything that is not this BERT pipeline (a BPE or Unigram model, another
-normalizer, added tokens outside the vocabulary) is a ValueError naming the file and what it holds.
+normalizer, added tokens outside the vocabulary) is a FileContentError (a ValueError) naming the file and what
+it holds.
 
 Read next: sentence_files.py (sentence-transformers' files).
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import NamedTuple
+
+from minbert.loading.files import FileContentError, read_json_object
 
 
 class TokenizerJson(NamedTuple):
@@ -28,14 +31,10 @@ class TokenizerJson(NamedTuple):
 
 
 def read_tokenizer_json(path: str | Path) -> TokenizerJson:
-    """The vocabulary and normalizer settings of a BERT WordPiece tokenizer.json; ValueError for any other."""
+    """The vocabulary and normalizer settings of a BERT WordPiece tokenizer.json; FileContentError for any
+    other."""
     path = Path(path)
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(saved, dict):
-        raise ValueError(f"{path} holds a JSON {type(saved).__name__}, not a tokenizer (an object)")
+    saved = read_json_object(path)  # a folder, unreadable, empty, not UTF-8, not JSON: named as such
     model, normalizer, pre_tokenizer = (saved.get(key) or {}
                                         for key in ("model", "normalizer", "pre_tokenizer"))
     wanted = [("model", model, "WordPiece"), ("normalizer", normalizer, "BertNormalizer"),
@@ -43,23 +42,25 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
     for key, part, expected in wanted:
         found = part.get("type") if isinstance(part, dict) else type(part).__name__
         if found != expected:
-            raise ValueError(f"{path}: {key} is {found!r}, not {expected!r}; BertTokenizer reads only a BERT "
-                             "WordPiece tokenizer (a vocab.txt, or a tokenizer.json saved from one)")
+            raise FileContentError(f"{path}: {key} is {found!r}, not {expected!r}; BertTokenizer reads only "
+                                   "a BERT WordPiece tokenizer (a vocab.txt, or a tokenizer.json saved from "
+                                   "one)")
     if model.get("continuing_subword_prefix", "##") != "##" or model.get("unk_token", "[UNK]") != "[UNK]":
         prefix, unk = model.get("continuing_subword_prefix"), model.get("unk_token")
-        raise ValueError(f"{path}: the WordPiece model uses continuing_subword_prefix={prefix!r} and "
-                         f"unk_token={unk!r}; BERT's are '##' and '[UNK]'")
+        raise FileContentError(f"{path}: the WordPiece model uses continuing_subword_prefix={prefix!r} and "
+                               f"unk_token={unk!r}; BERT's are '##' and '[UNK]'")
     vocab = _vocab_list(path, model.get("vocab"))
     for token in saved.get("added_tokens") or []:
         # BERT's special tokens are vocabulary entries; a token added on top would need a bigger embedding.
         token_id, content = token.get("id"), token.get("content")
         if not (isinstance(token_id, int) and 0 <= token_id < len(vocab) and vocab[token_id] == content):
-            raise ValueError(f"{path}: added token {content!r} (id {token_id}) is not the vocabulary's own "
-                             "entry; BertTokenizer supports no tokens added beyond the WordPiece vocabulary")
+            raise FileContentError(f"{path}: added token {content!r} (id {token_id}) is not the vocabulary's "
+                                   "own entry; BertTokenizer supports no tokens added beyond the WordPiece "
+                                   "vocabulary")
     strip_accents = normalizer.get("strip_accents")
     if strip_accents is not None and not isinstance(strip_accents, bool):
-        raise ValueError(f"{path}: normalizer.strip_accents is {strip_accents!r}; expected true, false or "
-                         "null")
+        raise FileContentError(f"{path}: normalizer.strip_accents is {strip_accents!r}; expected true, false "
+                               "or null")
     return TokenizerJson(
         vocab=vocab,
         lowercase=bool(normalizer.get("lowercase", True)),
@@ -72,12 +73,46 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
 def _vocab_list(path: Path, vocab: object) -> list[str]:
     """The token -> id map as a list indexed by id; the ids must be 0..n-1, each once (as vocab.txt's)."""
     if not isinstance(vocab, dict) or not vocab:
-        raise ValueError(f"{path}: model.vocab must be a non-empty map of token to id, got "
-                         f"{type(vocab).__name__}")
+        raise FileContentError(f"{path}: model.vocab must be a non-empty map of token to id, got "
+                               f"{type(vocab).__name__}")
     tokens: list[str | None] = [None] * len(vocab)
     for token, token_id in vocab.items():
         if not isinstance(token_id, int) or not 0 <= token_id < len(vocab) or tokens[token_id] is not None:
-            raise ValueError(f"{path}: model.vocab gives {token!r} the id {token_id!r}; the ids must be "
-                             f"0..{len(vocab) - 1}, each used once")
+            raise FileContentError(f"{path}: model.vocab gives {token!r} the id {token_id!r}; the ids must "
+                                   f"be 0..{len(vocab) - 1}, each used once")
         tokens[token_id] = token
     return tokens
+
+
+# tokenizer_config.json's settings BertTokenizer reads, and what each must be (null: the default).
+_SETTINGS = {"do_lower_case": (bool,), "strip_accents": (bool, type(None)), "tokenize_chinese_chars": (bool,),
+             "model_max_length": (int, type(None))}
+
+
+def check_settings(config: dict, path: Path) -> None:
+    """tokenizer_config.json's fields BertTokenizer reads, each of the right type, named when wrong: a
+    do_lower_case of "no" would otherwise read as true."""
+    for key, types in _SETTINGS.items():
+        value = config.get(key)
+        if key in config and (not isinstance(value, types) or (int in types and isinstance(value, bool))):
+            allowed = " or ".join("null" if t is type(None) else {bool: "true/false", int: "an integer"}[t]
+                                  for t in types)
+            raise FileContentError(f"{path}: {key} must be {allowed}, got {json.dumps(value)}")
+    if isinstance(config.get("model_max_length"), int) and config["model_max_length"] < 1:
+        raise FileContentError(f"{path}: model_max_length must be a positive integer, got "
+                               f"{config['model_max_length']}")
+
+
+def check_fits_model(tokenizer, model_dir: Path, source: Path):
+    """Refuse a vocabulary with more ids than the model beside it has embeddings (config.json's vocab_size):
+    its extra tokens would fail in the first batch that uses one. Returns the tokenizer."""
+    config = model_dir / "config.json"
+    try:
+        vocab_size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
+    except (OSError, ValueError, AttributeError):
+        return tokenizer  # no readable config.json here: loading the model names what is wrong with it
+    if isinstance(vocab_size, int) and tokenizer.vocab_size > vocab_size:
+        raise FileContentError(f"{source} holds {tokenizer.vocab_size} tokens, but {config} gives the model "
+                               f"vocab_size {vocab_size} embeddings: ids from {vocab_size} on would fail; "
+                               "the vocabulary and the model do not belong together")
+    return tokenizer

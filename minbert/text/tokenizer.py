@@ -41,7 +41,8 @@ from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 from minbert.loading.atomic import atomic_write_text
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
-from minbert.loading.tokenizer_files import read_tokenizer_json
+from minbert.loading.files import FileContentError, read_json_object, read_text
+from minbert.loading.tokenizer_files import check_fits_model, check_settings, read_tokenizer_json
 from minbert.text.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
 
 
@@ -86,7 +87,18 @@ class BertTokenizer:
             raise TypeError("vocab must be a list of tokens: for a file use BertTokenizer.from_vocab_file")
         if strip_accents is not None and not isinstance(strip_accents, bool):
             raise TypeError(f"strip_accents must be None, True or False, got {strip_accents!r}")
+        for name, value in (("lowercase", lowercase), ("tokenize_chinese_chars", tokenize_chinese_chars)):
+            if not isinstance(value, bool):  # bool("no") would be True
+                raise TypeError(f"{name} must be True or False, got {value!r}")
+        for name, value in (("model_max_length", model_max_length),
+                            ("max_input_chars_per_word", max_input_chars_per_word)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         self._id_to_token = list(vocab)
+        bad = next((i for i, token in enumerate(self._id_to_token) if not isinstance(token, str)), None)
+        if bad is not None:
+            raise TypeError(f"vocab[{bad}] must be a str (a token), got "
+                            f"{type(self._id_to_token[bad]).__name__}")
         # Later lines win on a duplicate token, as in Hugging Face's load_vocab.
         self._token_to_id = {token: i for i, token in enumerate(self._id_to_token)}
         missing = [t for t in SPECIAL_TOKENS if t not in self._token_to_id]
@@ -148,16 +160,20 @@ class BertTokenizer:
     ) -> "BertTokenizer":
         """Read a vocab.txt: one token per line, the line number (from 0) being its id."""
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(f"no vocabulary file at {path}")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)  # a folder, unreadable, empty or not UTF-8: FileContentError naming the file
         # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         # A vocab.txt saved on Windows ends lines in "\r\n"; the "\r" is not part of the token.
-        return cls([line.rstrip("\r") for line in lines], lowercase=lowercase, strip_accents=strip_accents,
-                   tokenize_chinese_chars=tokenize_chinese_chars, model_max_length=model_max_length)
+        try:
+            return cls([line.rstrip("\r") for line in lines], lowercase=lowercase,
+                       strip_accents=strip_accents, tokenize_chinese_chars=tokenize_chinese_chars,
+                       model_max_length=model_max_length)
+        except ValueError as error:  # a special token missing: say which file lacks it
+            raise FileContentError(f"{path}: {error}") from None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None,
@@ -181,37 +197,35 @@ class BertTokenizer:
                 raise ModelNotFoundError(f"{error}\nA tokenizer also loads from any directory holding "
                                          "vocab.txt or tokenizer.json.") from None
         config_path = model_dir / "tokenizer_config.json"
-        config = {}
-        if config_path.is_file():
-            try:
-                config = json.loads(config_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{config_path} is not valid JSON: {error}") from None
+        config = read_json_object(config_path) if config_path.exists() else {}
         for key, expected in [("unk_token", UNK), ("sep_token", SEP), ("pad_token", PAD), ("cls_token", CLS),
                               ("mask_token", MASK)]:
             value = config.get(key, expected)
             value = value.get("content") if isinstance(value, dict) else value
             if value != expected:
-                raise ValueError(f"{config_path}: {key} is {value!r}; this tokenizer supports only "
-                                 f"{expected!r}")
+                raise FileContentError(f"{config_path}: {key} is {value!r}; this tokenizer supports only "
+                                       f"{expected!r}")
         if config.get("do_basic_tokenize", True) is False or config.get("never_split"):
-            raise ValueError(f"{config_path}: do_basic_tokenize=false and never_split are not supported")
+            raise FileContentError(f"{config_path}: do_basic_tokenize=false and never_split are not "
+                                   "supported")
+        check_settings(config, config_path)
         max_length = config.get("model_max_length") or DEFAULT_MODEL_MAX_LENGTH
         if max_length >= _UNSET_MODEL_MAX_LENGTH:
             max_length = DEFAULT_MODEL_MAX_LENGTH
-        if not (model_dir / "vocab.txt").is_file() and not (model_dir / "tokenizer.json").is_file():
+        if not (model_dir / "vocab.txt").exists() and not (model_dir / "tokenizer.json").exists():
             raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
                                     "folder holds one of them")
-        if (model_dir / "vocab.txt").is_file():
-            return cls.from_vocab_file(
+        if (model_dir / "vocab.txt").exists():
+            tokenizer = cls.from_vocab_file(
                 model_dir / "vocab.txt",
                 lowercase=config.get("do_lower_case", True),
                 strip_accents=config.get("strip_accents"),
                 tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
                 model_max_length=int(max_length),
             )
+            return check_fits_model(tokenizer, model_dir, model_dir / "vocab.txt")
         saved = read_tokenizer_json(model_dir / "tokenizer.json")
-        return cls(
+        tokenizer = cls(
             saved.vocab,
             lowercase=config.get("do_lower_case", saved.lowercase),
             strip_accents=config.get("strip_accents", saved.strip_accents),
@@ -219,6 +233,7 @@ class BertTokenizer:
             model_max_length=int(max_length),
             max_input_chars_per_word=saved.max_input_chars_per_word,
         )
+        return check_fits_model(tokenizer, model_dir, model_dir / "tokenizer.json")
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`; return it."""
@@ -297,6 +312,9 @@ class BertTokenizer:
             if ids.ndim != 1:
                 raise ValueError(f"expected a 1-D tensor of ids, got shape {tuple(ids.shape)}")
             ids = ids.tolist()
+        not_ids = [i for i in ids if not isinstance(i, (int, np.integer)) or isinstance(i, bool)]
+        if not_ids:  # int(1.5) would quietly read 1
+            raise TypeError(f"ids must be integers, got {not_ids[0]!r} ({type(not_ids[0]).__name__})")
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
