@@ -202,6 +202,12 @@ class AdamW(torch.optim.Optimizer):
                             f"{param_group!r:.80}")
         params = param_group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
+        if not params:
+            raise ValueError(f"{where}: params is empty; give the parameters to train (model.parameters())")
+        for i, p in enumerate(params):
+            if isinstance(p, Tensor) and not p.is_leaf:
+                raise ValueError(f"{where}: params[{i}] is not a leaf tensor (it was computed from others, so "
+                                 "an update could not change it); optimize the tensors it came from")
         if len({id(p) for p in params}) != len(params):  # torch only warns; the update would run twice
             raise ValueError(f"{where}: a parameter appears more than once in params")
         super().add_param_group({**param_group, "params": params})

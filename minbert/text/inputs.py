@@ -12,6 +12,7 @@ Read next: truncation.py (which pieces survive a window too short for them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Set
 from typing import NamedTuple
 
 import numpy as np
@@ -196,6 +197,8 @@ def check_list(texts: object, name: str) -> list:
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"{name} must be a list of str, got a single {type(texts).__name__}; "
                         "use encode_example() for one text")
+    if isinstance(texts, (Mapping, Set)):  # list() would take a dict's keys, or a set in no fixed order
+        raise TypeError(f"{name} must be a list of str, got a {type(texts).__name__}")
     try:
         return list(texts)
     except TypeError:

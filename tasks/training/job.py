@@ -49,6 +49,7 @@ from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
 from minbert.loading.checkpoint import CheckpointError
+from minbert.loading.files import FileContentError
 from minbert.config import BertConfig, ConfigError
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
@@ -93,7 +94,7 @@ def course_file_flags(tasks: Mapping[str, str]) -> type:
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
 # diverged run (FloatingPointError from the training loop: the message names the step and the last good
 # checkpoint).
-USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileNotFoundError,
+USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileContentError, FileNotFoundError,
                FloatingPointError)
 # Writing failed for a reason outside the program (EFBIG: the file outgrew the file system's or the process's
 # size limit).
