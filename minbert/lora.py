@@ -55,12 +55,7 @@ class LoRALinear(nn.Module):
         super().__init__()
         if not isinstance(base_layer, nn.Linear):
             raise TypeError(f"LoRALinear wraps an nn.Linear, got {type(base_layer).__name__}")
-        if not (isinstance(r, int) and r >= 1):
-            raise ValueError(f"the LoRA rank r must be a positive integer, got {r!r}")
-        if not alpha > 0:
-            raise ValueError(f"the LoRA alpha must be positive, got {alpha!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"the LoRA dropout must be in [0, 1), got {dropout!r}")
+        check_lora_settings(r, alpha, dropout)
         self.base_layer = base_layer
         # The pretrained weight and bias stay as they are: only A and B learn (§4.1).
         self.base_layer.requires_grad_(False)
@@ -128,6 +123,27 @@ class LoRALinear(nn.Module):
                 f"lora_alpha={self.lora_alpha}, merged={self.merged}")
 
 
+def check_not_adapted(model: nn.Module) -> None:
+    """A model takes one set of adapters: a second would wrap the first's base layer."""
+    already = [name for name, module in model.named_modules() if isinstance(module, LoRALinear)]
+    if already:
+        raise ValueError(f"{type(model).__name__} already has LoRA adapters ({already[:3]}...); "
+                         "merge_and_unload it first, or load it again")
+
+
+def check_lora_settings(r: object, alpha: object, dropout: object, source: str = "") -> None:
+    """r a positive int, alpha a positive finite number, dropout in [0, 1); `source` names a file."""
+    def is_number(x: object) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    where = f"{source}: " if source else ""
+    if not (isinstance(r, int) and not isinstance(r, bool) and r >= 1):
+        raise ValueError(f"{where}the LoRA rank r must be a positive integer, got {r!r}")
+    if not (is_number(alpha) and alpha > 0):
+        raise ValueError(f"{where}the LoRA alpha must be a positive finite number, got {alpha!r}")
+    if not (is_number(dropout) and 0.0 <= dropout < 1.0):
+        raise ValueError(f"{where}the LoRA dropout must be a number in [0, 1), got {dropout!r}")
+
+
 def target_names(model: nn.Module, targets: str | tuple[str, ...] | list[str] = QUERY_VALUE) -> list[str]:
     """The names of the nn.Linear modules of `model` that `targets` picks: "all-linear", or name suffixes
     (a module is picked when its name is one of them or ends with "." + one, as `peft` matches)."""
@@ -152,10 +168,7 @@ def apply_lora(model: nn.Module, r: int = 8, alpha: float = 16.0, dropout: float
     after loading the pretrained weights. Returns the adapted modules' names. The defaults r = 8,
     alpha = 16 are common choices (`peft`'s examples); the paper's GLUE runs use r = 8, alpha = 8 or 16.
     """
-    already = [name for name, module in model.named_modules() if isinstance(module, LoRALinear)]
-    if already:
-        raise ValueError(f"{type(model).__name__} already has LoRA adapters ({already[:3]}...); "
-                         "merge_and_unload it first, or load it again")
+    check_not_adapted(model)
     names = target_names(model, targets)
     model.requires_grad_(False)
     for name in names:

@@ -555,3 +555,45 @@ def test_every_test_named_in_docs_bad_input_exists():
             assert re.search(r"def " + pattern, source), f"docs/bad_input.md names {function}, which is not there"
             checked += 1
     assert checked > 50
+
+
+# ----- LoRA adapters ------------------------------------------------------------------------------------
+
+ADAPTER_FIELDS = ["r", "lora_alpha", "lora_dropout", "target_modules", "peft_type"]
+
+
+@FUZZ
+@given(field=st.sampled_from(ADAPTER_FIELDS), value=st.one_of(WRONG_VALUES, st.just(KeyError)),
+       weights_fault=st.sampled_from([None, "empty", "binary", "a folder", "truncated"]))
+def test_a_refused_adapter_names_its_file_and_leaves_the_model_as_it_was(tmp_path_factory, models, field, value,
+                                                                         weights_fault):
+    """load_adapter checks adapter_config.json's fields and the weights' keys and shapes before it puts a
+    single adapter on the model: refused, the model has no adapter and the same weights."""
+    from minbert.lora import LoRALinear, apply_lora
+    from minbert.loading.adapter_files import load_adapter, save_adapter
+    adapted = BertModel(CONFIG)
+    apply_lora(adapted, r=4)
+    folder = tmp_path_factory.mktemp("adapter")
+    save_adapter(adapted, folder)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    if value is KeyError:
+        config.pop(field)
+    else:
+        config[field] = value
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    if weights_fault is not None:
+        spoil(folder / "adapter_model.safetensors", weights_fault, 0.5)
+    model = BertModel(CONFIG)
+    before = {key: tensor.clone() for key, tensor in model.state_dict().items()}
+    try:
+        load_adapter(model, folder)
+    except REFUSALS as error:
+        assert names(error, "adapter_"), error  # adapter_config.json or adapter_model.safetensors
+        assert not any(isinstance(m, LoRALinear) for m in model.modules())
+        assert model.state_dict().keys() == before.keys()
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())
+        return
+    # Accepted: a value that means what the saved one meant (r 4, a positive alpha, dropout in [0, 1)).
+    assert weights_fault is None, weights_fault
+    assert (field, value) in [("r", 4)] or field in ("lora_alpha", "lora_dropout") and value is not KeyError \
+        or field == "lora_dropout", (field, value)

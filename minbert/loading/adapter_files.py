@@ -40,7 +40,9 @@ from torch import nn
 
 from minbert.loading.atomic import atomic_write, atomic_write_text
 from minbert.loading.checkpoint import CheckpointError, save_model
-from minbert.lora import ALL_LINEAR, LoRALinear, apply_lora, lora_layers, merge_and_unload
+from minbert.loading.files import check_file, read_json_object
+from minbert.lora import (ALL_LINEAR, LoRALinear, apply_lora, check_lora_settings, check_not_adapted,
+                          lora_layers, merge_and_unload, target_names)
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
@@ -104,12 +106,9 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
 def read_adapter_config(directory: str | os.PathLike) -> dict:
     """adapter_config.json, checked: a LoRA adapter whose settings minbert's LoRALinear computes."""
     path = Path(directory) / CONFIG_FILE
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{directory}: no {CONFIG_FILE}; is this a peft adapter folder?") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+    if not path.exists():
+        raise CheckpointError(f"{directory}: no {CONFIG_FILE}; is this a peft adapter folder?")
+    config = read_json_object(path, CheckpointError)  # a folder, unreadable, empty, not UTF-8 or not JSON
     if config.get("peft_type") != "LORA":
         raise CheckpointError(f"{path}: peft_type is {config.get('peft_type')!r}; only LORA adapters load")
     for key in ("r", "lora_alpha", "target_modules"):
@@ -118,6 +117,15 @@ def read_adapter_config(directory: str | os.PathLike) -> dict:
     unsupported = [f"{key}={config[key]!r}" for key in _UNSUPPORTED if not _is_off(config.get(key))]
     if unsupported:
         raise CheckpointError(f"{path}: settings minbert's LoRA does not implement: {', '.join(unsupported)}")
+    targets = config["target_modules"]
+    names_list = isinstance(targets, list) and all(isinstance(t, str) for t in targets)
+    if not (isinstance(targets, str) or names_list):
+        raise CheckpointError(f"{path}: target_modules must be a module name pattern or a list of names, got "
+                              f"{json.dumps(targets)[:80]}")
+    try:
+        check_lora_settings(config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), str(path))
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
     return config
 
 
@@ -136,12 +144,14 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     (`base_model.model.bert.encoder...`) load onto the encoder alone, and the encoder's onto a model with
     heads (BertForPreTraining). Returns the adapted modules' names.
     """
+    check_not_adapted(model)
     config = read_adapter_config(directory)
     path = Path(directory) / WEIGHTS_FILE
+    if not path.exists():
+        raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}")
+    check_file(path, CheckpointError)  # a folder or unreadable: named as such, not "not safetensors"
     try:
         state = load_safetensors(path, device="cpu")
-    except FileNotFoundError:
-        raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}") from None
     except (SafetensorError, OSError) as error:
         raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
     state = {key.removeprefix(PEFT_PREFIX): value for key, value in state.items()}
@@ -159,20 +169,30 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
         targets = [name for name, module in model.named_modules()
                    if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
-    names = apply_lora(model, config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0), targets)
-    expected = {f"{name}.lora_{part}.weight": (name, part) for name in names for part in "AB"}
+    # Keys and shapes are checked before apply_lora changes the model: a refused adapter leaves it as it was.
+    r = config["r"]
+    try:
+        names = target_names(model, targets)
+    except ValueError as error:
+        raise CheckpointError(f"{path}: {error}") from None
+    expected = {}  # key -> (module name, "A" or "B", the shape the model needs)
+    for name in names:
+        base = model.get_submodule(name)
+        expected[f"{name}.lora_A.weight"] = (name, "A", (r, base.in_features))
+        expected[f"{name}.lora_B.weight"] = (name, "B", (base.out_features, r))
     missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or unknown:
         raise CheckpointError(f"{path}: the adapter does not fit the model: missing {missing[:6]}, "
                               f"unknown {unknown[:6]}")
+    for key, (_, _, shape) in expected.items():
+        if tuple(state[key].shape) != shape:
+            raise CheckpointError(f"{path}: {key} has shape {tuple(state[key].shape)}, the model's is "
+                                  f"{shape}")
+    apply_lora(model, r, config["lora_alpha"], config.get("lora_dropout", 0.0), names)
     layers = lora_layers(model)
     with torch.no_grad():
-        for key, (name, part) in expected.items():
-            target = getattr(layers[name], f"lora_{part}")
-            if state[key].shape != target.shape:
-                raise CheckpointError(f"{path}: {key} has shape {tuple(state[key].shape)}, the model's is "
-                                      f"{tuple(target.shape)}")
-            target.copy_(state[key])
+        for key, (name, part, _) in expected.items():
+            getattr(layers[name], f"lora_{part}").copy_(state[key])
     return names
 
 
