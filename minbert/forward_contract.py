@@ -74,6 +74,13 @@ def check_model_inputs(config: BertConfig, model_dtype: torch.dtype, input_ids: 
     return CheckedInputs(input_ids, attention_mask, token_type_ids, inputs_embeds)
 
 
+def check_flags(**flags: object) -> None:
+    """Refuse a switch that is not True or False, naming it: "no" would otherwise count as True."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 def check_tensors(**inputs: torch.Tensor | None) -> None:
     """Refuse an input that is not a tensor (a list, a NumPy array), naming it: it would fail far inside."""
     for argument, value in inputs.items():

@@ -35,6 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.hub import resolve_model
+from minbert.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.loading.files import check_output_dir
@@ -106,7 +107,7 @@ class SentenceEncoder(nn.Module):
                            similarity_fn_name=similarity_fn_name, prompts=prompts,
                            default_prompt_name=default_prompt_name, truncate_dim=truncate_dim)
 
-        self.model = model.to(device)
+        self.model = model.to(as_device(device))
         self.tokenizer = tokenizer
         self.pooling = settings.pooling
         if self.pooling not in POOLINGS:
@@ -246,11 +247,18 @@ class SentenceEncoder(nn.Module):
         if output_value not in OUTPUT_VALUES:
             raise ValueError(f"output_value must be one of {OUTPUT_VALUES}, got {output_value!r}")
         check_truncate_dim(truncate_dim)
+        check_flags(convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor,
+                    normalize_embeddings=normalize_embeddings)
+        if show_progress_bar is not None:
+            check_flags(show_progress_bar=show_progress_bar)
+        for name, text in (("prompt", prompt), ("prompt_name", prompt_name)):
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"{name} must be a str or None, got {type(text).__name__}")
         prompt = self._prompt(prompt, prompt_name, items)
         if prompt:
             items = [prompt + item for item in items]
         if device is not None:
-            self.to(device)
+            self.to(as_device(device))
         dimension = truncate_dim or self.truncate_dim
         # The prompt's tokens ([CLS] included, its [SEP] not), left out of the pooling where include_prompt=false.
         prompt_length = len(self.tokenize([prompt])["input_ids"][0]) - 1 if prompt and not self.include_prompt else 0
@@ -305,6 +313,8 @@ class SentenceEncoder(nn.Module):
         N = 1) -> (N, M) scores by `similarity_fn_name`: cosine, dot product, or the negated euclidean or
         manhattan distance (higher is always more similar)."""
         a, b = _as_matrix(embeddings1, "embeddings1"), _as_matrix(embeddings2, "embeddings2")
+        common = torch.promote_types(a.dtype, b.dtype)  # float32 and float64 vectors compare in float64
+        a, b = a.to(common), b.to(common)
         if a.shape[1] != b.shape[1] and a.numel() and b.numel():
             raise ValueError(f"embeddings1 has {a.shape[1]} dimensions per vector, embeddings2 {b.shape[1]}: "
                              "compare vectors of one size (the same truncate_dim)")
@@ -365,6 +375,15 @@ def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> N
         raise ValueError(f"the tokenizer has {vocab_size} tokens, but the model has vocab_size "
                          f"{model.config.vocab_size} embeddings: ids from {model.config.vocab_size} on would "
                          "fail; the tokenizer and the model do not belong together")
+
+
+def as_device(device: str | torch.device) -> torch.device:
+    """A torch.device from a name; an unknown name is a ValueError naming the argument."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got {device!r} "
+                         f"({str(error).splitlines()[0][:80]})") from None
 
 
 def check_truncate_dim(truncate_dim: object) -> None:

@@ -116,6 +116,7 @@ def _reshape(draw, tensor: torch.Tensor) -> torch.Tensor:
         lambda x: torch.cat([x, x[:, :1]], dim=1), lambda x: torch.cat([x, x[:1]], dim=0)]))(tensor)
 
 
+NOT_BOOLS = st.sampled_from(["no", "yes", 1, 0, None, [], 1.0])  # a switch is True or False, not truthy
 NOT_ID_DTYPES = [torch.bool, torch.float16, torch.float32, torch.float64, torch.complex64]
 
 FORWARD_FAULTS = {
@@ -149,12 +150,13 @@ FORWARD_FAULTS = {
             d(st.sampled_from([torch.long, torch.bool, torch.float64, torch.float16, torch.complex64])))),
         lambda d, kw: kw.update(input_ids=None, inputs_embeds=d(st.sampled_from([
             torch.zeros(5, CONFIG.hidden_size), torch.zeros(1, 2, 5, CONFIG.hidden_size)]))),
-        lambda d, kw: kw.update(input_ids=None, inputs_embeds=torch.zeros(2, 5, CONFIG.hidden_size).index_fill(
-            d(st.integers(0, 2)), torch.tensor([d(st.integers(0, 1))]), d(st.sampled_from([math.nan, math.inf,
-                                                                                          -math.inf])))),
+        lambda d, kw: kw.update(input_ids=None, inputs_embeds=_put(
+            d, torch.zeros(2, 5, CONFIG.hidden_size), d(st.sampled_from([math.nan, math.inf, -math.inf])))),
         lambda d, kw: kw.update(inputs_embeds=torch.zeros(2, 5, CONFIG.hidden_size)),  # both
         lambda d, kw: kw.update(input_ids=None),  # neither
     ],
+    "output_hidden_states": [lambda d, kw: kw.update(output_hidden_states=d(NOT_BOOLS))],
+    "output_attentions": [lambda d, kw: kw.update(output_attentions=d(NOT_BOOLS))],
 }
 
 
@@ -181,7 +183,8 @@ def test_the_position_table_and_the_pretraining_labels_are_checked(models):
     for labels, word in [(torch.full_like(IDS, 99), "labels"), (torch.full_like(IDS, -5), "labels"),
                          (IDS[:, :3], "labels"), (IDS.float(), "labels")]:
         refused(lambda: model(IDS, MASK, labels=labels), word)
-    for label in [torch.tensor([0, 2]), torch.tensor([0, 1, 1]), torch.tensor([[0, 1]]), torch.tensor([0.0, 1.0])]:
+    for label in [torch.tensor([0, 2]), torch.tensor([0, 1, 1]), torch.tensor([[0, 1]]),
+                  torch.tensor([0.0, 1.0])]:
         refused(lambda: model(IDS, MASK, next_sentence_label=label), "next_sentence_label")
     model(IDS, MASK, labels=torch.where(MASK.bool(), IDS, -100), next_sentence_label=torch.tensor([[0], [1]]))
 
@@ -194,7 +197,8 @@ def accepted_batches(draw) -> tuple[torch.Tensor, torch.Tensor]:
     T = max(lengths, default=draw(st.integers(1, 8)))
     ids = torch.zeros(B, T, dtype=torch.long)
     for b, n in enumerate(lengths):
-        ids[b, :n] = torch.tensor(draw(st.lists(st.integers(1, CONFIG.vocab_size - 1), min_size=n, max_size=n)))
+        tokens = st.lists(st.integers(1, CONFIG.vocab_size - 1), min_size=n, max_size=n)
+        ids[b, :n] = torch.tensor(draw(tokens))
     mask = (ids != 0)
     ids_dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]))
     mask_dtype = draw(st.sampled_from([torch.bool, torch.int64, torch.int8, torch.float32, torch.float16]))
@@ -218,8 +222,8 @@ def test_what_the_contract_accepts_gives_the_same_vectors_in_every_kernel(models
 
 # ----- config.json --------------------------------------------------------------------------------------
 
-WRONG_VALUES = st.sampled_from([None, "x", "12", True, False, [], {}, -1, 0, 0.5, 1.5, -0.1, math.nan, math.inf,
-                                2**70, 7])
+WRONG_VALUES = st.sampled_from([None, "x", "12", True, False, [], {}, -1, 0, 0.5, 1.5, -0.1, math.nan,
+                                math.inf, 2**70, 7])
 
 
 @FUZZ
@@ -317,20 +321,22 @@ def test_each_file_of_a_model_folder_spoiled_is_named_or_loads_as_defined(tmp_pa
         with context:
             encoder = SentenceEncoder(folder, device="cpu")
     except REFUSALS as error:
-        assert names(error, name.split("/")[-1]) or names(error, "1_Pooling"), f"{type(error).__name__}: {error}"
+        assert names(error, name.split("/")[-1]) or names(error, "1_Pooling"), f"{type(error).__name__}: " \
+            f"{error}"
         if fault == "a folder":
             assert names(error, "folder") or "no vocab.txt" in str(error), error
         if fault == "unreadable":
             assert names(error, "permission") and "download" not in str(error), error
         return
-    assert fault in ("missing", "truncated", "not UTF-8") and name not in ("config.json", "model.safetensors"), \
-        f"{name} {fault} was accepted"
+    needed = ("config.json", "model.safetensors")
+    assert fault in ("missing", "truncated", "not UTF-8") and name not in needed, f"{name}: {fault} accepted"
     vectors = encoder.encode(["w1 w2", "w3"])
     assert vectors.shape == (2, CONFIG.hidden_size) and np.isfinite(vectors).all()
 
 
-TOKENIZER_FIELDS = {"do_lower_case": bool, "strip_accents": (bool, type(None)), "tokenize_chinese_chars": bool,
-                    "model_max_length": (int, type(None)), "unk_token": "[UNK]", "mask_token": "[MASK]", "pad_token": "[PAD]"}
+TOKENIZER_FIELDS = {"do_lower_case": bool, "strip_accents": (bool, type(None)),
+                    "tokenize_chinese_chars": bool, "model_max_length": (int, type(None)),
+                    "unk_token": "[UNK]", "mask_token": "[MASK]", "pad_token": "[PAD]"}
 
 
 @FUZZ
@@ -347,7 +353,8 @@ def test_each_tokenizer_config_field_of_a_wrong_kind_is_named(tmp_path_factory, 
     expected = TOKENIZER_FIELDS[field]
     if isinstance(expected, str):
         raise AssertionError(f"{field}={value!r} accepted")
-    assert isinstance(value, expected) and not (field == "model_max_length" and isinstance(value, bool)), value
+    assert isinstance(value, expected), value
+    assert not (field == "model_max_length" and isinstance(value, bool)), value
     read = {"do_lower_case": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents,
             "tokenize_chinese_chars": tokenizer.tokenize_chinese_chars,
             "model_max_length": tokenizer.model_max_length}[field]
@@ -355,7 +362,8 @@ def test_each_tokenizer_config_field_of_a_wrong_kind_is_named(tmp_path_factory, 
     assert read == (512 if unset else value)
 
 
-def test_a_vocabulary_larger_than_the_model_is_refused_at_load_naming_both_numbers(tmp_path, model_dir, models):
+def test_a_vocabulary_larger_than_the_model_is_refused_at_load_naming_both_numbers(tmp_path, model_dir,
+                                                                                   models):
     shutil.copytree(model_dir, tmp_path / "model")
     with open(tmp_path / "model" / "vocab.txt", "a", encoding="utf-8") as file:
         file.write("".join(f"extra{i}\n" for i in range(20)))
@@ -370,16 +378,17 @@ BAD_TEXTS = st.sampled_from([None, 3, 2.5, b"w1", {"a": 1}, ["w1", None], ["w1",
                              [("w1", "w2", "w3")], [("w1", 3)], object()])
 CALL_FAULTS = st.one_of(
     st.tuples(st.just("text"), st.fixed_dictionaries({"text": BAD_TEXTS})),
-    st.tuples(st.just("text_pair"), st.fixed_dictionaries({"text": st.just(["w1", "w2"]), "text_pair": st.sampled_from(
-        [["w3"], ["w3", None], "w3", 5, ["w3", "w4", "w5"]])})),
-    st.tuples(st.just("max_length"), st.fixed_dictionaries({"text": st.just("w1"), "max_length": st.sampled_from(
-        [0, 1, -5, 2.0, "10", True, [10]])})),
+    st.tuples(st.just("text_pair"), st.fixed_dictionaries({
+        "text": st.just(["w1", "w2"]),
+        "text_pair": st.sampled_from([["w3"], ["w3", None], "w3", 5, ["w3", "w4", "w5"]])})),
+    st.tuples(st.just("max_length"), st.fixed_dictionaries({
+        "text": st.just("w1"), "max_length": st.sampled_from([0, 1, -5, 2.0, "10", True, [10]])})),
     st.tuples(st.just("padding"), st.fixed_dictionaries({"text": st.just("w1"), "padding": st.sampled_from(
         ["maybe", 1, None, "LONGEST"])})),
-    st.tuples(st.just("truncation"), st.fixed_dictionaries({"text": st.just("w1"), "truncation": st.sampled_from(
-        ["sideways", 1, None, "ONLY_FIRST"])})),
-    st.tuples(st.just("return_tensors"), st.fixed_dictionaries({"text": st.just("w1"),
-                                                                "return_tensors": st.sampled_from(["tf", "jax", 1])})),
+    st.tuples(st.just("truncation"), st.fixed_dictionaries({
+        "text": st.just("w1"), "truncation": st.sampled_from(["sideways", 1, None, "ONLY_FIRST"])})),
+    st.tuples(st.just("return_tensors"), st.fixed_dictionaries({
+        "text": st.just("w1"), "return_tensors": st.sampled_from(["tf", "jax", 1])})),
 )
 
 
@@ -412,8 +421,17 @@ ENCODER_FAULTS = st.one_of(
         [["query: "], "query: ", {"q": 1}, {1: "query: "}])})),
     st.tuples(st.just("pooling"), st.just("init"), st.fixed_dictionaries({"pooling": st.sampled_from(
         ["bogus", "MEAN", 1])})),
-    st.tuples(st.just("max_seq_length"), st.just("init"), st.fixed_dictionaries({"max_seq_length": st.sampled_from(
-        [1, 65, -1, 2.5, "64"])})),
+    st.tuples(st.sampled_from(["convert_to_tensor", "convert_to_numpy", "normalize_embeddings",
+                               "show_progress_bar"]), st.just("encode"), st.just({})).flatmap(
+        lambda f: st.tuples(st.just(f[0]), st.just("encode"), st.fixed_dictionaries({f[0]: NOT_BOOLS.filter(
+            lambda v: v is not None or f[0] != "show_progress_bar")}))),
+    st.tuples(st.sampled_from(["prompt", "prompt_name"]), st.just("encode"), st.just({})).flatmap(
+        lambda f: st.tuples(st.just(f[0]), st.just("encode"), st.fixed_dictionaries({f[0]: st.sampled_from(
+            [5, b"query: ", ["query: "]])}))),
+    st.tuples(st.just("device"), st.sampled_from(["encode", "init"]), st.fixed_dictionaries({
+        "device": st.sampled_from(["tpu", "cuda:x", "", 3.5])})),
+    st.tuples(st.just("max_seq_length"), st.just("init"), st.fixed_dictionaries({
+        "max_seq_length": st.sampled_from([1, 65, -1, 2.5, "64"])})),
 )
 
 
@@ -432,8 +450,10 @@ def test_a_wrong_sentence_encoder_argument_is_refused_naming_it(models, fault):
 
 SIMILARITY_FAULTS = st.sampled_from([
     (None, np.zeros((2, 8)), "embeddings1"), ("a", np.zeros((2, 8)), "embeddings1"),
-    (np.zeros((2, 8)), np.zeros((2, 3, 8)), "embeddings2"), (np.zeros((2, 8)), np.zeros((3, 16)), "dimensions"),
-    ([np.zeros(8), np.zeros(9)], np.zeros((2, 8)), "embeddings1"), (np.zeros((2, 8)), [["a"] * 8], "embeddings2"),
+    (np.zeros((2, 8)), np.zeros((2, 3, 8)), "embeddings2"),
+    (np.zeros((2, 8)), np.zeros((3, 16)), "dimensions"),
+    ([np.zeros(8), np.zeros(9)], np.zeros((2, 8)), "embeddings1"),
+    (np.zeros((2, 8)), [["a"] * 8], "embeddings2"),
     (torch.zeros(2, 8, dtype=torch.complex64), torch.zeros(2, 8), "embeddings1")])
 
 
@@ -454,7 +474,8 @@ def snapshot(directory: Path) -> dict | None:
     """Every file under a folder, by relative path, with its bytes (None: the folder does not exist)."""
     if not directory.exists():
         return None
-    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None for p in directory.rglob("*")}
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None
+            for p in directory.rglob("*")}
 
 
 @pytest.mark.parametrize("target", ["absent", "empty folder", "a saved model", "a file"])
@@ -479,7 +500,7 @@ def test_a_refused_save_leaves_the_target_as_it_was(tmp_path, models, model_dir,
         assert path.read_text() == "not a folder"
 
 
-@pytest.mark.slow  # about 15 s, nearly all of it importing sentence-transformers (a few s when imported before)
+@pytest.mark.slow  # 6-15 s, nearly all of it importing sentence-transformers
 def test_truncate_dim_travels_both_ways_with_sentence_transformers(tmp_path, models):
     """A folder sentence-transformers saved with truncate_dim gives vectors of that size here, as there;
     ours writes it where sentence-transformers reads it; the vectors agree (tolerance 1e-5)."""
@@ -498,7 +519,8 @@ def test_truncate_dim_travels_both_ways_with_sentence_transformers(tmp_path, mod
     assert loaded.truncate_dim == 7 and loaded.get_sentence_embedding_dimension() == 7
     np.testing.assert_allclose(loaded.encode(sentences), theirs.encode(sentences), atol=1e-5)
     # The argument wins over the folder's, as in sentence-transformers; encode's wins over both.
-    assert SentenceEncoder(tmp_path / "theirs", device="cpu", truncate_dim=5).encode(sentences).shape == (2, 5)
+    argument_wins = SentenceEncoder(tmp_path / "theirs", device="cpu", truncate_dim=5)
+    assert argument_wins.encode(sentences).shape == (2, 5)
     assert loaded.encode(sentences, truncate_dim=3).shape == (2, 3)
 
 
@@ -551,8 +573,9 @@ def test_every_test_named_in_docs_bad_input_exists():
                 source = (REPO / "tests" / f"{file_name}.py").read_text(encoding="utf-8")
                 continue
             assert source, f"{function} is named before any test file: {row[:80]}"
-            pattern = re.escape(function.removesuffix("...")) + (r"\w*" if function.endswith("...") else r"\b")
-            assert re.search(r"def " + pattern, source), f"docs/bad_input.md names {function}, which is not there"
+            ending = r"\w*" if function.endswith("...") else r"\b"
+            pattern = r"def " + re.escape(function.removesuffix("...")) + ending
+            assert re.search(pattern, source), f"docs/bad_input.md names {function}, which is not there"
             checked += 1
     assert checked > 50
 
@@ -565,8 +588,8 @@ ADAPTER_FIELDS = ["r", "lora_alpha", "lora_dropout", "target_modules", "peft_typ
 @FUZZ
 @given(field=st.sampled_from(ADAPTER_FIELDS), value=st.one_of(WRONG_VALUES, st.just(KeyError)),
        weights_fault=st.sampled_from([None, "empty", "binary", "a folder", "truncated"]))
-def test_a_refused_adapter_names_its_file_and_leaves_the_model_as_it_was(tmp_path_factory, models, field, value,
-                                                                         weights_fault):
+def test_a_refused_adapter_names_its_file_and_leaves_the_model_as_it_was(tmp_path_factory, models, field,
+                                                                         value, weights_fault):
     """load_adapter checks adapter_config.json's fields and the weights' keys and shapes before it puts a
     single adapter on the model: refused, the model has no adapter and the same weights."""
     from minbert.lora import LoRALinear, apply_lora

@@ -41,7 +41,7 @@ from torch import nn
 
 from minbert.attention import ATTENTION_KERNELS, sdpa_attention
 from minbert.config import BertConfig
-from minbert.forward_contract import check_model_inputs
+from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.model import BertModel, BertModelOutput
 
 
@@ -154,6 +154,7 @@ class UnpaddedBertModel(BertModel):
         # BertModel's contract, before the mask decides the packing (a mask holding 2 must not pack as 1).
         input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
             self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
+        check_flags(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         packing = None if attention_mask is None or output_attentions else Packing.from_mask(attention_mask)
         if packing is None:
             return super().forward(input_ids, attention_mask, token_type_ids, inputs_embeds,
