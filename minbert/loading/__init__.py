@@ -7,6 +7,7 @@
     tokenizer_files.py a tokenizer.json's vocabulary and normaliser settings
     sentence_files.py  sentence-transformers' folder layout (modules.json, 1_Pooling/, ...)
     atomic.py          atomic file writes: a save is whole or absent
+    files.py           reading a folder's files, every fault named (a folder, unreadable, empty, not UTF-8)
 
 The lesson files import only pretrained.py of these.
 
