@@ -99,6 +99,15 @@ def allow_long_fields(text: str) -> None:
     csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
 
 
+def not_a_file(path: Path) -> str:
+    """Why `path`, which is no folder, is not a data file: absent, a broken link, or a device or pipe."""
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a link to {os.readlink(path)}, which does not exist"
+    if path.exists():
+        return f"{path} is not a regular file (a device or a pipe?); a data file is a file"
+    return f"{path}: no such data file"
+
+
 def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
     """A data file's text. A missing file, one that cannot be read, or bytes that are not `encoding`, are
     errors naming the file (and line). The default utf-8-sig also tolerates the byte-order mark some
@@ -107,7 +116,7 @@ def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> st
     if path.is_dir():
         raise FileNotFoundError(f"{path} is a folder, not a data file")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
+        raise FileNotFoundError(not_a_file(path))
     try:
         data = path.read_bytes()
     except OSError as error:  # not a write: the job's generic "cannot write" would misname it

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
 from minbert.loading.atomic import atomic_write_bytes
+from tasks.data.examples import not_a_file
 
 # ----------------------------------------------------------------------------------------------------
 # Where the data comes from: given, environment, local, downloaded, or the synthetic sample
@@ -225,5 +226,9 @@ def _incomplete(given: str, folders: list[Path], required: list[str]) -> str:
         wrong = [name for name in required if (folder / name).is_dir()]
         if wrong:
             return f"{given}: {', '.join(wrong)} should be a file, but is a folder"
+    odd = [name for name in required if (folders[0] / name).is_symlink() or (folders[0] / name).exists()]
+    odd = [name for name in odd if not (folders[0] / name).is_file()]
+    if odd:  # there, but not a file: saying "missing" would send the user looking for it
+        return f"{given}: {not_a_file(folders[0] / odd[0])}"
     absent = [name for name in required if not (folders[0] / name).is_file()]
     return f"{given}: missing {', '.join(absent)} (looked in {' and '.join(map(str, folders))})"

@@ -129,6 +129,10 @@ def user_errors():
     except OSError as error:
         if error.errno not in WRITE_ERRNOS or os.environ.get("MINBERT_TRACEBACK"):
             raise
+        name = error.filename
+        if error.errno in (errno.EACCES, errno.EPERM) and name and Path(name).is_file() and not os.access(
+                name, os.R_OK):  # a file we may not read: saying "cannot write" would misname the fault
+            raise SystemExit(f"error: cannot read {name}: {error.strerror}") from None
         raise SystemExit(f"error: cannot write {error.filename or 'a file'}: {error.strerror}; files written "
                          "before are intact (every write goes to a temporary file first)") from None
 

@@ -5,10 +5,13 @@ A run folder holds config.json (the settings the run really used), metrics.jsonl
 loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
 checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
-best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what, and
+best/ (written by the job's `save_best`), run.json: which job wrote it, from which model, on what, and
 when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
 belongs to another run or a command that would change the run's settings; a finished run has nothing to
-resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is).
+resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is), and
+inputs.json: the size and sha256 of every data file the run read and of its model folder's files
+(tasks/data/inputs.py), which a --resume must find unchanged (`RunDir.record_inputs`; a refused resume
+leaves the folder as it was).
 
 best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
 `transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
