@@ -222,7 +222,7 @@ number_text = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.text(alphabet="0123456789._-+eExX \t\x00\u00a0\uff13\u0663\u0967\u2070", max_size=8),
     st.sampled_from(["nan", "-inf", "Infinity", "True", "0_3", "1_0", "３", "٣", "1e0", "2.0", " 1", "1.",
-                     ".5", "0x1", "1e999", "", "3 ", "+2", "-0", "007"]),
+                     ".5", "0x1", "1e999", "", "3 ", "+2", "-0", "007", "--", "-"]),
 )
 ASCII_INTEGER = re.compile(r"-?[0-9]+(\.0*)?")
 ASCII_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")

@@ -113,6 +113,11 @@ class SettingsParser(argparse.ArgumentParser):
         """The command line as new instances of the defaults' classes, in their order, checked by each
         class's `__post_init__` and then together by `check`: a contradiction is a usage error (status 2)."""
         args = self.parse_args(argv)
+        for action in self._actions:  # argparse reads "--lr=--" as an empty list, past the flag's type
+            if action.option_strings and action.nargs is None and isinstance(getattr(args, action.dest, None),
+                                                                              list):
+                self.error(f"argument {'/'.join(action.option_strings)}: expected one value, got '--' (the "
+                           "end of the options)")
         try:
             settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
                                                        for f in flag_fields(d) if f.name not in self.fixed})
