@@ -111,7 +111,7 @@ def not_a_file(path: Path) -> str:
 def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
     """A data file's text. A missing file, one that cannot be read, or bytes that are not `encoding`, are
     errors naming the file (and line). The default utf-8-sig also tolerates the byte-order mark some
-    editors add. The bytes are fingerprinted for the run folder (tasks/training/inputs.py)."""
+    editors add. The bytes are fingerprinted for the run folder (inputs.py)."""
     path = Path(path)
     if path.is_dir():
         raise FileNotFoundError(f"{path} is a folder, not a data file")

@@ -166,7 +166,7 @@ def data_root(data_dir: str | None) -> Path:
 
 
 def check_out_apart(out: Path, data_dir: str | None, model: str | None) -> None:
-    """--out must be neither the data folder (--data-dir, $MINBERT_DATA) or the model folder (--model) nor
+    """--out must not be the data folder (--data-dir, $MINBERT_DATA) or the model folder (--model), nor lie
     inside one: the run's checkpoints, predictions and best/ would mix with the inputs, and a later run
     would read them as data or as the model."""
     env = os.environ.get("MINBERT_DATA")
