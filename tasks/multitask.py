@@ -163,9 +163,9 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: Jo
     with JobRun("multitask", (settings, job, training, files)) as run:
         paths = course_files(tasks, files, SPLITS)
         source = find_data(tasks, job.data_dir, paths, ("train", "dev"))
-        run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
         data = {t.name: read_splits(source, t.dataset, job.strict, job.limit, files=paths[t.name])
                 for t in tasks}
+        run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
 
         model, loaded, tokenizer, model_dir = build_model(with_settings(tasks, settings), job, training, data)
         # --predict rebuilds the heads from these, and reads the run's inputs as the run did

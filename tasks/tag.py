@@ -43,6 +43,7 @@ from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.conll import WNUT17_TYPES, Sentence, bio_tags, read_conll, write_conll
+from tasks.data.inputs import not_recorded
 from tasks.data.examples import DataFileError
 from tasks.data.wordpieces import IGNORE, encode_words, piece_labels, word_index, word_vectors
 from tasks.evaluation.entities import (bio_entities, format_report, score_spans, spans_to_bio, token_accuracy,
@@ -202,6 +203,10 @@ class TaggingTask:
     def write_outputs(self, model: TaggingModel, sentences: Sequence[Sentence], path: Path) -> list:
         """CoNLL predictions for `sentences` (outermost spans when nested); returns the predicted spans."""
         encoded = [self.encode(s) for s in sentences]
+        cut = sum(len(s.tokens) - e.words for s, e in zip(sentences, encoded))
+        if cut:  # as for the dev set: a word the window cut has no prediction, and the file says O
+            print(f"note: {path.name}: {cut} word(s) beyond the {self.max_length}-piece window are left out "
+                  "(written as O)", file=sys.stderr)
         predicted = self.predict(model, encoded)
         tags = [spans_to_bio(outermost(spans), len(s.tokens)) for spans, s in zip(predicted, sentences)]
         write_conll(path, sentences, tags)
@@ -221,7 +226,10 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 
 
 def run_one(settings: TagSettings, job: JobSettings, training: TrainingSettings, train_sentences,
-            dev_sentences, out: Path, resume: bool) -> dict | None:
+            dev_sentences, out: Path, resume: bool,
+            to_predict: Sequence[tuple[Path, list[Sentence]]] = ()) -> dict | None:
+    """Train one model with `training.seed` into `out`; `to_predict`: --predict's files, read already
+    (before training: a bad one stops the job before it trains), each with its sentences."""
     seed = training.seed
     with JobRun("tag", (settings, job, training), {"method": settings.method}, out=out, resume=resume) as run:
         train_part = train_sentences[:job.limit] if job.limit else train_sentences
@@ -242,9 +250,8 @@ def run_one(settings: TagSettings, job: JobSettings, training: TrainingSettings,
             return None
         with torch.no_grad():
             predicted = task.write_outputs(model, dev_part, run.folder.predictions / "dev.conll")
-            for path in settings.predict or []:
-                sentences = read_any_conll(Path(path), task.tags)
-                task.write_outputs(model, sentences, run.folder.predictions / f"{Path(path).stem}.conll")
+            for path, sentences in to_predict:
+                task.write_outputs(model, sentences, run.folder.predictions / f"{path.stem}.conll")
         gold = [bio_entities(s.tags) for s in dev_part]
         scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
         flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]
@@ -316,11 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)
         dev_sentences = read_conll(root / DEV_FILE, tags)
+        with not_recorded():  # every input is checked before training; --predict's may change on --resume
+            to_predict = [(Path(path), read_any_conll(Path(path), tags)) for path in settings.predict or []]
         print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev",
               file=sys.stderr)
         run_one_or_seeds("tag", settings.seeds, job, training,
                          lambda training, out, resume: run_one(settings, job, training, train_sentences,
-                                                               dev_sentences, out, resume),
+                                                               dev_sentences, out, resume, to_predict),
                          title=f"wnut17 {settings.method}", metrics=("f1", "precision", "recall"),
                          extra={"method": settings.method})
         return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -246,3 +247,144 @@ def test_minbert_data_set_to_no_folder_is_an_error_not_the_demo_data(tiny_model_
     text = fails_with(capsys, main, f"error: MINBERT_DATA is set to {tmp_path / what}, which {said}; point "
                                     "it at the shared datasets folder, or unset it")
     assert "SYNTHETIC" not in text + capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("job, lacking", [("sentiment", "ids-sst-dev.csv"), ("multitask", "quora-train.csv"),
+                                          ("pretrain", "ids-sst-train.csv")])
+def test_minbert_data_lacking_a_file_is_an_error_naming_it_not_a_download_or_the_demo_data(
+        tiny_model_dir, data, tmp_path, monkeypatch, capsys, job, lacking):
+    """A folder named by MINBERT_DATA is as explicit as --data-dir: a missing file is an error naming it
+    (before any work: no download tried, nothing created), never the synthetic demo set."""
+    from pretrain import run as pretrain_run
+    from tasks import multitask
+    from tasks.data import sources
+
+    shared = tmp_path / "shared"
+    shutil.copytree(data, shared / "cs224n")
+    (shared / "cs224n" / lacking).unlink()
+    monkeypatch.setenv("MINBERT_DATA", str(shared))
+    monkeypatch.setattr(sources, "urllib_fetch", lambda *a: pytest.fail("no download may be tried"))
+    out = tmp_path / "out"
+    common = ["--model", str(tiny_model_dir), "--out", str(out), "--epochs", "1", "--max-steps", "1"]
+    main = {"sentiment": lambda: sentiment.main(common), "multitask": lambda: multitask.main(common),
+            "pretrain": lambda: pretrain_run.main([*common, "--within", "sst"])}[job]
+    text = fails_with(capsys, main, f"error: MINBERT_DATA={shared}: missing {lacking}")
+    assert "SYNTHETIC" not in text + capsys.readouterr().err and not out.exists()
+
+
+# ----- labels and long fields ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("label, reason", [
+    ("0_3", "'0_3' is not a number"), ("３", "'３' is not a number"), ("٣", "'٣' is not a number"),
+    ("1e0", "'1e0' is not a whole number"), ("+2", "'+2' is not a whole number"), ("0x1", "is not a number"),
+    ("nan", "not a finite number"), ("1 1", "is not a number"), ("1\x00", "is not a number")])
+def test_labels_are_parsed_strictly_not_as_python_reads_numbers(tmp_path, label, reason):
+    """int() and float() read "0_3" as 3 and "３" as 3: a label is ASCII digits ("2", "2.0") or a refusal
+    naming file, line and text (the reader used by every course job)."""
+    from tasks.data.course import read_sst
+    from tasks.data.examples import MalformedRowError
+
+    path = tmp_path / "ids-sst-train.csv"
+    path.write_text(f"\tid\tsentence\tsentiment\n0\ta\t Fine .\t2.0\n1\tb\t Odd .\t{label}\n2\tc\t Ok .\t 4 \n",
+                    encoding="utf-8")
+    with pytest.raises(MalformedRowError, match=f"ids-sst-train.csv:3: sentiment .*{re.escape(reason)}"):
+        read_sst(path, strict=True)
+    result = read_sst(path)
+    assert [e.label for e in result.examples] == [2, 4] and reason in result.skipped[0].reason
+
+
+def test_a_sentence_longer_than_the_csv_modules_field_limit_is_read_not_dropped(tmp_path):
+    """csv's field_size_limit (131,072 characters) made a long sentence "broken CSV quoting"; it is read
+    whole, and tokenization cuts it to --max-length (test_very_long_texts_are_cut_to_max_length)."""
+    from tasks.data.course import read_sts
+
+    long = " word" * 60_000  # 300,000 characters
+    path = tmp_path / "sts-train.csv"
+    path.write_text(f"\tid\tsentence1\tsentence2\tsimilarity\n0\ta\t{long}\t Short .\t2.5\n"
+                    f'1\tb\t"{long} ""quoted"""\t Short .\t1e0\n', encoding="utf-8")
+    result = read_sts(path, strict=True)
+    assert [len(e.sentence1) for e in result.examples] == [len(long.strip()), len(long.strip()) + 9]
+    assert [e.label for e in result.examples] == [2.5, 1.0]
+
+
+def test_an_unreadable_data_file_says_cannot_read_naming_it(tmp_path, monkeypatch):
+    """Not "cannot write": the job only reads it. (As root chmod 000 still reads, so the refusal is
+    simulated there.)"""
+    import os
+
+    from tasks.data.course import read_sst
+    from tasks.data.examples import DataFileError
+
+    path = tmp_path / "ids-sst-train.csv"
+    path.write_text("\tid\tsentence\tsentiment\n0\ta\t Fine .\t2\n", encoding="utf-8")
+    if os.geteuid() == 0:
+        def refuse(self):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        monkeypatch.setattr(Path, "read_bytes", refuse)
+    else:
+        path.chmod(0)
+    with pytest.raises(DataFileError, match=f"{path}: cannot read: Permission denied"):
+        read_sst(path)
+
+
+# ----- flags: numbers, limits, and where --out may be --------------------------------------------------
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--threads", "100000"], "argument --threads: must be an integer from 0 to"),
+    (["--threads", "1_0"], "argument --threads: must be an integer >= 0 (0: decide from the idle cores), "
+                           "got '1_0'"),
+    (["--epochs", "３"], "argument --epochs: must be an integer >= 1, got '３'"),
+    (["--lr", "1_0e-5"], "argument --lr: must be a number in (0, inf), got '1_0e-5'"),
+    (["--warmup", "٠.1"], "argument --warmup: must be a number in [0, 1)"),
+    (["--seed", str(2**64)], "argument --seed: must be an integer from 0 to 18446744073709551615"),
+    (["--limit", "0x10"], "argument --limit: must be an integer >= 0"),
+])
+def test_numeric_flags_are_ascii_and_bounded_refused_before_any_work(tiny_model_dir, data, tmp_path, capsys,
+                                                                    flags, message):
+    """Python's int() reads "1_0" and "３"; --threads 100000 crashed OpenMP (a segmentation fault, with a
+    run folder left behind). Each is a usage error naming the flag, exit 2, nothing created."""
+    with pytest.raises(SystemExit) as error:
+        run(tiny_model_dir, data, tmp_path / "out", *flags)
+    assert error.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["data", "data/run", "model", "model/run"])
+def test_out_that_is_or_is_inside_the_data_or_model_folder_is_refused(tiny_model_dir, data, tmp_path, capsys,
+                                                                      where):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    before = sorted(p.name for p in (tmp_path / where.split("/")[0]).iterdir())
+    name = "--data-dir" if where.startswith("data") else "--model"
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / where, model=model),
+               f"the {name} folder")
+    assert sorted(p.name for p in (tmp_path / where.split("/")[0]).iterdir()) == before
+
+
+# ----- the table and the tests agree -------------------------------------------------------------------
+
+
+def test_every_test_that_docs_bad_input_names_exists():
+    """Each row's test column names test files (`test_x`) and, in backticks, tests in them (a name ending in
+    "..." is a prefix): each must exist, so the table cannot drift from the tests."""
+    tests = Path(__file__).parent
+    table = (tests.parent / "docs" / "bad_input.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| bad input")]
+    missing, named = [], 0
+    for row in rows:
+        module = None
+        for word in re.findall(r"`[^`]+`|\btest_\w+", row.rsplit(" | ", 1)[-1]):
+            if not word.startswith("`"):
+                module = tests / f"{word}.py"
+                missing += [] if module.is_file() else [f"{word}.py"]
+                continue
+            name = word.strip("`")
+            if not name.startswith("test_") or module is None or not module.is_file():
+                continue
+            named += 1
+            pattern = rf"^def {re.escape(name.removesuffix('...'))}" + ("" if name.endswith("...") else r"\(")
+            if not re.search(pattern, module.read_text(encoding="utf-8"), re.MULTILINE):
+                missing.append(f"{module.name}::{name}")
+    assert named > 50 and not missing, missing

@@ -248,9 +248,9 @@ def test_bad_label_settings_are_one_line_errors(tiny_model_dir, data_root, tmp_p
 
 
 def test_missing_data_is_named(tiny_model_dir, tmp_path):
-    (tmp_path / "glue").mkdir()
+    (tmp_path / "data" / "glue").mkdir(parents=True)  # (an --out inside the data folder is refused)
     with pytest.raises(SystemExit, match=r"error: .*RTE/train.tsv"):
-        classify.main(run_args(tiny_model_dir, tmp_path, tmp_path / "run", "--task", "rte"))
+        classify.main(run_args(tiny_model_dir, tmp_path / "data", tmp_path / "run", "--task", "rte"))
     with pytest.raises(SystemExit) as error:  # refused by --data-dir's type, before any work
         classify.main(run_args(tiny_model_dir, tmp_path / "nowhere", tmp_path / "run", "--task", "rte"))
     assert error.value.code == 2 and not (tmp_path / "run").exists()

@@ -556,30 +556,6 @@ def test_numpy_numbers_are_hyperparameters_as_in_torch_optim():
     assert optimizer.param_groups[0]["lr"] == np.float32(1e-3)
 
 
-# ----- docs/bad_input.md --------------------------------------------------------------------------------
-
-
-def test_every_test_named_in_docs_bad_input_exists():
-    """The table's test column names test files and, in backticks, test functions of the file named
-    before them ("..." ends a prefix); each must exist, so that the table cannot drift from the tests."""
-    rows = [line for line in (REPO / "docs" / "bad_input.md").read_text(encoding="utf-8").splitlines()
-            if line.startswith("| ") and not line.startswith("| bad input") and not line.startswith("|---")]
-    checked = 0
-    for row in rows:
-        cell = row.rstrip(" |").rsplit(" | ", 1)[-1]
-        source = ""
-        for file_name, function in re.findall(r"(?<![`\w])(test_\w+)(?![`\w])|`(test_\w+(?:\.\.\.)?)`", cell):
-            if file_name:
-                source = (REPO / "tests" / f"{file_name}.py").read_text(encoding="utf-8")
-                continue
-            assert source, f"{function} is named before any test file: {row[:80]}"
-            ending = r"\w*" if function.endswith("...") else r"\b"
-            pattern = r"def " + re.escape(function.removesuffix("...")) + ending
-            assert re.search(pattern, source), f"docs/bad_input.md names {function}, which is not there"
-            checked += 1
-    assert checked > 50
-
-
 # ----- LoRA adapters ------------------------------------------------------------------------------------
 
 ADAPTER_FIELDS = ["r", "lora_alpha", "lora_dropout", "target_modules", "peft_type"]

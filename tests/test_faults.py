@@ -258,7 +258,7 @@ def test_a_file_too_large_for_last_pt_or_best_is_one_line_naming_it(tiny_model_d
         f"error: cannot write {fresh / 'best' / 'model.safetensors'}: File too large; files written before "
         "are intact (every write goes to a temporary file first)")
     left = sorted(p.name for p in fresh.iterdir())
-    assert left == ["config.json", "failed.txt", "metrics.jsonl", "run.json"]  # no best/, no .best.*.tmp
+    assert left == ["config.json", "failed.txt", "inputs.json", "metrics.jsonl", "run.json"]  # no best/, no .best.*.tmp
     assert "no checkpoint to resume from" in (fresh / "failed.txt").read_text()  # it says so; not --resume
 
 

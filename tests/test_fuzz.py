@@ -13,6 +13,12 @@ be slow on a busy machine. Failures print hypothesis's minimal example.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
+import math
+import os
+import re
 import string
 from pathlib import Path
 
@@ -23,8 +29,10 @@ from hypothesis import strategies as st
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
 from pretrain.corpus import read_text_documents
-from tasks.data.course import read_split, task_files
-from tasks.data.examples import DataFileError
+from tasks.data.conll import read_conll
+from tasks.data.course import class_label, read_split, read_task, score_label, task_files
+from tasks.data.examples import DataFileError, MalformedRowError
+from tasks.data.inputs import first_change, fingerprint
 from tasks.data.glue import read_glue, read_trec
 from tasks.data.hierarchy import read_hwv
 
@@ -196,3 +204,203 @@ def test_pretraining_text_reader_gives_documents_or_a_data_file_error(tmp_path_f
         assert str(path) in str(error)
     else:
         assert all(document and all(sentence.strip() for sentence in document) for document in documents)
+
+
+# ----- the jobs' boundaries: faults drawn from a grammar, each asserting the contract -------------------
+# (docs/bad_input.md, "Jobs: run folders, data readers, flags"). Examples per property: BOUNDARY_EXAMPLES,
+# 40 by default (the properties below take about 15 s together on 2 busy cores);
+# MINBERT_FUZZ_EXAMPLES=2000 for a longer, nightly-style run.
+
+BOUNDARY_EXAMPLES = int(os.environ.get("MINBERT_FUZZ_EXAMPLES", "40"))
+BOUNDARY = settings(max_examples=BOUNDARY_EXAMPLES, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+# Numbers as people and programs mistype them: digits of other scripts, Python's underscores, signs,
+# exponents, hex, spaces inside, NUL, the words float() knows.
+number_text = st.one_of(
+    st.integers(-10, 10).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.text(alphabet="0123456789._-+eExX \t\x00\u00a0\uff13\u0663\u0967\u2070", max_size=8),
+    st.sampled_from(["nan", "-inf", "Infinity", "True", "0_3", "1_0", "３", "٣", "1e0", "2.0", " 1", "1.",
+                     ".5", "0x1", "1e999", "", "3 ", "+2", "-0", "007", "--", "-"]),
+)
+ASCII_INTEGER = re.compile(r"-?[0-9]+(\.0*)?")
+ASCII_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+@BOUNDARY
+@given(text=number_text)
+def test_a_class_label_is_read_exactly_when_it_is_a_whole_number_in_ascii_digits(text):
+    parse = class_label(range(5))
+    wanted = ASCII_INTEGER.fullmatch(text.strip(" \t")) and int(float(text)) in range(5)
+    try:
+        value = parse(text)
+    except ValueError as error:
+        assert not wanted and repr(text) in str(error)
+    else:
+        assert wanted and value == float(text) and type(value) is int
+
+
+@BOUNDARY
+@given(text=number_text)
+def test_a_score_label_is_read_exactly_when_it_is_a_finite_ascii_number_in_range(text):
+    wanted = (ASCII_DECIMAL.fullmatch(text.strip(" \t")) and math.isfinite(float(text))
+              and 0 <= float(text) <= 5)
+    try:
+        value = score_label(0.0, 5.0)(text)
+    except ValueError as error:
+        assert not wanted and repr(text) in str(error)
+    else:
+        assert wanted and value == float(text)
+
+
+def numeric_flags() -> list[tuple[str, str, str]]:
+    """(flag, its field, "N" or "X") of every numeric flag of the fine-tuning jobs' shared parser
+    (tasks.sentiment's)."""
+    return [(action.option_strings[0], action.dest, action.type.metavar)
+            for action in build_sentiment_parser()._actions
+            if getattr(action.type, "metavar", None) in ("N", "X") and action.option_strings]
+
+
+def build_sentiment_parser():
+    from tasks import sentiment
+
+    return sentiment.build_parser()
+
+
+@BOUNDARY
+@given(data=st.data(), text=number_text)
+def test_a_numeric_flag_takes_ascii_numbers_or_is_a_usage_error_naming_it(data, text):
+    flag, dest, kind = data.draw(st.sampled_from(numeric_flags()))
+    pattern = re.compile(r"-?[0-9]+") if kind == "N" else ASCII_DECIMAL
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            parsed = build_sentiment_parser().parse([f"{flag}={text}"])
+    except SystemExit as error:
+        assert error.code == 2 and f"argument {flag}" in errors.getvalue()
+        assert "Traceback" not in errors.getvalue()
+    else:
+        assert pattern.fullmatch(text.strip(" \t")), f"{flag} {text!r} was accepted"
+        value = next(getattr(s, dest) for s in parsed if hasattr(s, dest))
+        assert value == (int(text) if kind == "N" else float(text))
+
+
+# A course file from a grammar of rows: good ones, and each structural fault a CSV can have. Every good
+# row must come back as an example, in order, with its label; every bad one must be skipped naming its
+# line (fatal under strict, at the first one); the file-level faults are DataFileErrors naming the file.
+GOOD, BAD = "good", "bad"
+row_kinds = st.sampled_from([
+    (GOOD, "plain"), (GOOD, "quoted"), (GOOD, "nul"), (GOOD, "spaces"), (GOOD, "long"),
+    (BAD, "label"), (BAD, "empty-id"), (BAD, "empty-sentence"), (BAD, "fields-missing"), (BAD, "extra-field"),
+    (BAD, "duplicate-id"), (BAD, "blank-line")])
+bad_labels = number_text.filter(lambda t: not (ASCII_INTEGER.fullmatch(t.strip(" \t"))
+                                              and int(float(t)) in range(5)) and t.strip() != ""
+                                and "\t" not in t and "\x00" not in t)
+
+
+def course_row(n: int, kind: str, label: int, bad_label: str) -> tuple[str, str | None]:
+    """(the row's text, the sentence it must read back as, or None for a row that must be skipped)."""
+    sentence = {"plain": f" Film {n} is fine .", "quoted": f'" He said ""{n}"" ."', "nul": f" A\x00B {n} .",
+                "spaces": f"   Spaced {n} .  ", "long": " long" * 30_000}.get(kind, f" Film {n} .")
+    read_back = {"quoted": f'He said "{n}" .'}.get(kind, sentence.strip())
+    fields = [str(n), f"id{n}", sentence, str(label)]
+    bad = {"label": fields[:3] + [bad_label], "empty-id": [str(n), " ", sentence, str(label)],
+           "empty-sentence": [str(n), f"id{n}", " ", str(label)], "fields-missing": fields[:3],
+           "extra-field": fields + ["x"], "duplicate-id": [str(n), "id0", sentence, str(label)]}
+    if kind == "blank-line":
+        return "", None
+    return "\t".join(bad.get(kind, fields)), (None if kind in bad else read_back)
+
+
+@BOUNDARY
+@given(kinds=st.lists(row_kinds, min_size=1, max_size=8), labels=st.lists(st.integers(0, 4), min_size=8,
+                                                                            max_size=8),
+       bad_label=bad_labels, bom=st.booleans(), crlf=st.booleans(), truncated=st.booleans(),
+       strict=st.booleans())
+def test_a_course_file_with_any_structural_fault_reads_its_good_rows_and_names_each_bad_line(
+        tmp_path_factory, kinds, labels, bad_label, bom, crlf, truncated, strict):
+    kinds = [(GOOD, "plain")] + kinds  # row 0 first, so "duplicate-id" has an id0 to repeat
+    rows = [course_row(n, kind, labels[n % 8], bad_label) for n, (_, kind) in enumerate(kinds)]
+    lines = ["\tid\tsentence\tsentiment"] + [text for text, _ in rows]
+    if truncated:  # cut inside an opening quote, as a copy that stopped half-way leaves it
+        lines.append(f'{len(rows)}\tidT\t"half a sent')
+    newline = "\r\n" if crlf else "\n"
+    content = ("\ufeff" if bom else "") + newline.join(lines) + ("" if truncated else newline)
+    path = tmp_path_factory.mktemp("grammar") / "ids-sst-train.csv"
+    path.write_bytes(content.encode("utf-8"))
+    expected = [(f"id{n}", sentence, labels[n % 8]) for n, (_, sentence) in enumerate(rows) if sentence]
+    bad_lines = [n + 2 for n, (_, sentence) in enumerate(rows) if sentence is None]  # a blank line too
+    bad_lines += [len(rows) + 2] if truncated else []
+    try:
+        result = read_task("sst", path, strict=strict)
+    except MalformedRowError as error:
+        assert strict and bad_lines and error.line == bad_lines[0] and str(path) in str(error)
+        return
+    assert not (strict and bad_lines)
+    assert [(e.id, e.sentence, e.label) for e in result.examples] == expected
+    assert [row.line for row in result.skipped] == bad_lines
+
+
+# Files that are not what a reader expects: each reader returns examples or raises an error naming the file.
+file_faults = st.sampled_from(["missing", "empty", "blank", "binary", "latin-1", "utf-16", "folder",
+                               "truncated", "unreadable", "dangling-link", "header-only"])
+GOOD_FILES = {"sst": "\tid\tsentence\tsentiment\n0\ta\t Café is fine .\t3\n1\tb\t Good .\t4\n",
+              "conll": "Café\tB-location\nis\tO\n\nfine\tO\n", "text": "Café is fine. It is.\n\nA second one.\n"}
+
+
+@BOUNDARY
+@given(fault=file_faults, reader=st.sampled_from(sorted(GOOD_FILES)), cut=st.integers(1, 40))
+def test_a_file_fault_is_an_error_naming_the_file_never_another_exception(tmp_path_factory, fault, reader,
+                                                                          cut):
+    folder = tmp_path_factory.mktemp("faults")
+    path = folder / f"input.{reader}"
+    good = GOOD_FILES[reader].encode("utf-8")
+    content = {"empty": b"", "blank": b"\n \n\t\n", "binary": bytes(range(256)),
+               "latin-1": GOOD_FILES[reader].encode("latin-1"), "utf-16": GOOD_FILES[reader].encode("utf-16"),
+               "truncated": good[:cut], "header-only": good.split(b"\n")[0] + b"\n"}.get(fault, good)
+    if fault == "folder":
+        path.mkdir()
+    elif fault == "dangling-link":
+        path.symlink_to(folder / "nowhere")
+    elif fault != "missing":
+        path.write_bytes(content)
+    read = {"sst": lambda: read_task("sst", path).examples, "conll": lambda: read_conll(path),
+            "text": lambda: read_text_documents(path)}[reader]
+    with contextlib.ExitStack() as stack:
+        if fault == "unreadable":  # as root chmod 000 still reads: the refusal is simulated, the same errno
+            def refuse(self):
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            stack.enter_context(pytest.MonkeyPatch.context()).setattr(Path, "read_bytes", refuse)
+        try:
+            examples = read()
+        except (DataFileError, FileNotFoundError) as error:
+            assert str(path) in str(error)
+            if fault == "unreadable":
+                assert "cannot read" in str(error)
+            return
+    # what a reader returns is read from the file; a file without text may give nothing (the job then
+    # says its data is empty), a file of other bytes never gives rows
+    assert examples or fault in ("empty", "blank", "truncated", "header-only")
+    assert fault not in ("missing", "folder", "dangling-link", "unreadable", "binary", "utf-16")
+
+
+@BOUNDARY
+@given(content=st.binary(min_size=1, max_size=200), change=st.sampled_from(["flip", "cut", "append", "same"]),
+       at=st.integers(0, 199))
+def test_a_run_folder_notices_any_change_to_an_input_and_no_other(tmp_path_factory, content, change, at):
+    """inputs.py: a changed byte, a shorter or a longer file is named on --resume; the same bytes (moved
+    elsewhere too) are not a change."""
+    folder = tmp_path_factory.mktemp("inputs")
+    path = folder / "train.csv"
+    path.write_bytes(content)
+    saved = [fingerprint(path)]
+    at %= len(content)
+    changed = {"flip": content[:at] + bytes([content[at] ^ 1]) + content[at + 1:], "cut": content[:at],
+               "append": content + b"\n", "same": content}[change]
+    moved = folder / "elsewhere.csv"
+    moved.write_bytes(changed)
+    message = first_change(saved, [fingerprint(moved)], "data file")
+    assert (message is None) == (change == "same")
+    if message:
+        assert str(moved) in message and str(path) in message

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -158,3 +159,85 @@ def test_ctrl_c_before_training_leaves_nothing_and_no_traceback(tiny_model_dir, 
     line, _ = interrupt(out, tiny_model_dir, "load_encoder", 1, "SIGINT", expect=130)
     assert line == f"interrupted by SIGINT before training began: nothing was saved ({out} is removed again)"
     assert not out.exists()
+
+
+# ----- a run knows its inputs: --resume refuses changed ones, and never loops without progress -----------
+
+
+def folder_state(path: Path) -> dict[str, bytes]:
+    """Every file under `path` and its bytes: a refused --resume leaves them exactly so."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def stopped_run(tiny_model_dir: Path, tmp_path: Path) -> tuple[list[str], Path, Path, Path]:
+    """A sentiment run on a private copy of the demo data and of the model, stopped by --max-steps 1:
+    (its arguments without --max-steps, the data folder, the model folder, the run folder)."""
+    from tasks import sentiment
+
+    data, model, out = tmp_path / "data", tmp_path / "model", tmp_path / "run"
+    shutil.copytree(SAMPLE_DIR, data)
+    shutil.copytree(tiny_model_dir, model)
+    argv = ["--model", str(model), "--data-dir", str(data), "--out", str(out), "--limit", "16",
+            "--batch_size", "8", "--epochs", "1", "--max-length", "32", "--threads", "1"]
+    assert sentiment.main([*argv, "--max-steps", "1"]) == 0
+    return argv, data, model, out
+
+
+def refused(argv: list[str], out: Path, capsys) -> str:
+    """--resume must end with one line, rc 1, and the run folder byte for byte as it was."""
+    from tasks import sentiment
+
+    before = folder_state(out)
+    with pytest.raises(SystemExit) as error:
+        sentiment.main([*argv, "--resume"])
+    assert folder_state(out) == before
+    message = str(error.value.code)
+    assert message.startswith("error: --resume") and "Traceback" not in capsys.readouterr().err
+    return message
+
+
+@pytest.mark.slow  # two short runs and five refused resumes: about 10 s of CPU
+def test_resume_refuses_a_changed_data_or_model_file_naming_it_and_writes_nothing(tiny_model_dir, tmp_path,
+                                                                                 capsys):
+    from tasks import sentiment
+
+    argv, data, model, out = stopped_run(tiny_model_dir, tmp_path)
+    assert [Path(e["path"]).name for e in json.loads((out / "inputs.json").read_text())["data"]] == [
+        "ids-sst-train.csv", "ids-sst-dev.csv"]  # the test file may change between a run and its resume
+    train, dev = data / "ids-sst-train.csv", data / "ids-sst-dev.csv"
+    original = {p: p.read_bytes() for p in (train, dev, model / "config.json")}
+    lines = original[train].decode().splitlines(keepends=True)
+    edits = [  # (file, new bytes): a label edited, the training file shrunk, the dev file replaced
+        (train, "".join(lines[:2] + [lines[2].rsplit("\t", 1)[0] + "\t4\n"] + lines[3:]).encode()),
+        (train, "".join(lines[:9]).encode()),
+        (dev, original[train]),
+        (model / "config.json", original[model / "config.json"].replace(b"0.1", b"0.2", 1)),
+    ]
+    for path, content in edits:
+        path.write_bytes(content)
+        assert f"{path} has changed since the run started" in refused(argv, out, capsys)
+        path.write_bytes(original[path])
+    # the same bytes in a folder moved elsewhere, and a file only touched: the run goes on
+    os.utime(train, (1, 1))
+    moved = tmp_path / "moved"
+    data.rename(moved)
+    argv[argv.index(str(data))] = str(moved)
+    assert sentiment.main([*argv, "--resume"]) == 0
+    assert json.loads((out / "run.json").read_text()).get("finished")
+
+
+def test_a_resume_that_cannot_make_progress_is_an_error_not_a_loop(tiny_model_dir, tmp_path):
+    from tasks.training.loop import check_progress_possible
+    from tasks.training.run_folder import ResumeRefused, TrainState
+    from tasks.training.settings import TrainingSettings
+
+    last = tmp_path / "last.pt"
+    training = TrainingSettings(epochs=2)
+    check_progress_possible(TrainState(step_in_epoch=2, global_step=2), training, 2, last)  # the epoch's end
+    with pytest.raises(ResumeRefused, match="stands at step 3 of epoch 1, but an epoch now has 2 steps"):
+        check_progress_possible(TrainState(step_in_epoch=3, global_step=3), training, 2, last)
+    with pytest.raises(ResumeRefused, match="stands at step 1 of epoch 3"):  # more steps done than there are
+        check_progress_possible(TrainState(epoch=2, step_in_epoch=1, global_step=5), training, 2, last)
+    with pytest.raises(ResumeRefused, match="--max-steps 4, but the run has taken 4 steps already"):
+        check_progress_possible(TrainState(epoch=1, global_step=4), TrainingSettings(epochs=9, max_steps=4),
+                                2, last)

@@ -191,9 +191,10 @@ def tag_args(tiny_model_dir, root, out, *extra):
                                            ("bio-crf", []),
                                            ("span", ["--span-pooling", "attention", "--nested"])])
 def test_each_method_runs_and_writes_conll_predictions_and_a_report(tiny_model_dir, wnut_root, tmp_path,
-                                                                     method, extra):
+                                                                     method, extra, capsys):
     tokens_only = tmp_path / "tweets.conll"
-    tokens_only.write_text("hello\nworld\n\nBank\nof\nAmerica\n", encoding="utf-8")
+    long = "".join(f"word{i}\n" for i in range(40))  # past the 32-piece window: a note, the rest written O
+    tokens_only.write_text(f"hello\nworld\n\nBank\nof\nAmerica\n\n{long}", encoding="utf-8")
     out = tmp_path / method
     assert tag.main(tag_args(tiny_model_dir, wnut_root, out, "--method", method, "--predict",
                              str(tokens_only), *extra)) == 0
@@ -202,7 +203,9 @@ def test_each_method_runs_and_writes_conll_predictions_and_a_report(tiny_model_d
     lines = (out / "predictions" / "dev.conll").read_text().splitlines()
     assert lines[2].split("\t")[:2] == ["New", "B-location"] and len(lines[2].split("\t")) == 3
     tweets = (out / "predictions" / "tweets.conll").read_text().split("\n\n")
-    assert len(tweets) == 2 and all(len(line.split("\t")) == 2 for line in tweets[0].splitlines())
+    assert len(tweets) == 3 and all(len(line.split("\t")) == 2 for line in tweets[0].splitlines())
+    assert len(tweets[2].splitlines()) == 40
+    assert "note: tweets.conll: " in capsys.readouterr().err
     report = (out / "report.txt").read_text()
     assert "micro" in report and ("SPURIOUS" in report or "MISSED" in report)
     result = json.loads((out / "result.json").read_text())
@@ -235,3 +238,17 @@ def test_tagging_notebook_runs_on_a_tiny_run(tiny_model_dir, wnut_root, tmp_path
     outputs = run_notebook("tagging.ipynb", {"MINBERT_TAG_RUN": str(tmp_path / "run")})
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2
     assert "method bio" in "".join(o.get("text", "") for o in outputs)
+
+
+
+def test_predict_files_are_read_before_training_and_words_past_the_window_get_a_note(
+        tiny_model_dir, wnut_root, tmp_path, capsys):
+    """A --predict file is an input like the training data: a broken one stops the job before it trains (no
+    run folder left). (Words the window cuts get a note, as for the dev set:
+    test_each_method_runs_and_writes_conll_predictions_and_a_report.)"""
+    broken = tmp_path / "broken.conll"
+    broken.write_bytes("café\tO\n".encode("latin-1"))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit, match=r"error: .*broken.conll:1: not UTF-8"):
+        tag.main(tag_args(tiny_model_dir, wnut_root, out, "--predict", str(broken), "--max-steps", "1"))
+    assert "epoch 1" not in capsys.readouterr().err and not out.exists()

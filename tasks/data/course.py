@@ -42,9 +42,9 @@ then batching.py (examples to padded batches).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
-import math
 import os
 import re
 import sys
@@ -54,7 +54,10 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from minbert.loading.atomic import atomic_write_text
 from tasks.data.examples import (DataFileError, Example, MalformedRowError, PairExample, ReadResult,
-                                 SentenceExample, SkippedRow, decode_data_file)
+                                 SentenceExample, SkippedRow, allow_long_fields,
+                                 decode_data_file)
+from tasks.data.inputs import not_recorded
+from tasks.data.numbers import decimal, whole_number
 from tasks.data.sources import DataSource
 
 # ----------------------------------------------------------------------------------------------------
@@ -65,39 +68,28 @@ LabelParser = Callable[[str], Union[int, float]]
 
 
 def class_label(allowed: Sequence[int]) -> LabelParser:
-    """A parser for class labels written as whole numbers ("3") or as floats ("1.0", as in Quora)."""
+    """A parser for class labels written as whole numbers ("3") or as floats ("1.0", as in Quora), in ASCII
+    digits (numbers.py: "0_3" and "３" are refused, not read as 3)."""
 
     def parse(text: str) -> int:
-        value = _number(text)
-        if not value.is_integer():
-            raise ValueError(f"{text!r} is not a whole number")
-        if int(value) not in allowed:
+        value = whole_number(text)
+        if value not in allowed:
             raise ValueError(f"{text!r} is out of range (allowed: {', '.join(map(str, allowed))})")
-        return int(value)
-
-    return parse
-
-
-def score_label(low: float, high: float) -> LabelParser:
-    """A parser for real-valued scores in [low, high] (STS similarity)."""
-
-    def parse(text: str) -> float:
-        value = _number(text)
-        if not low <= value <= high:
-            raise ValueError(f"{text!r} is out of range (allowed: {low:g} to {high:g})")
         return value
 
     return parse
 
 
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{text!r} is not a finite number")
-    return value
+def score_label(low: float, high: float) -> LabelParser:
+    """A parser for real-valued scores in [low, high] (STS similarity), in ASCII digits (numbers.py)."""
+
+    def parse(text: str) -> float:
+        value = decimal(text)
+        if not low <= value <= high:
+            raise ValueError(f"{text!r} is out of range (allowed: {low:g} to {high:g})")
+        return value
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -245,6 +237,7 @@ def _numbered_rows(text: str) -> Iterator[tuple[int, int, list[str] | None]]:
 
     A quoted field may in principle hold a newline, so a row's line number is where it starts.
     """
+    allow_long_fields(text)
     reader = csv.reader(io.StringIO(text, newline=""), dialect=CourseDialect)
     lines_before = 0
     while True:
@@ -351,7 +344,9 @@ def read_splits(source: DataSource, task: str, strict: bool, limit: int,
             print(f"note: no {task} test file in {source.path}; no test predictions", file=sys.stderr)
             examples[split] = None
             continue
-        examples[split] = read_course_file(task, path, split, strict, limit)
+        # a test file shapes no training: a resumed run may read another (tasks/data/inputs.py)
+        with not_recorded() if split == "test" else contextlib.nullcontext():
+            examples[split] = read_course_file(task, path, split, strict, limit)
     return examples
 
 

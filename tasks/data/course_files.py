@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
+from tasks.data.inputs import not_recorded
 from tasks.data.course import read_course_file, read_splits, task_files
 from tasks.data.sources import DataSource, resolve_data_dir
 
@@ -54,6 +55,12 @@ def read_prediction_inputs(tasks: Sequence[Row], settings: Any, data_dir: str | 
     """prefix -> split ("dev", "test") -> examples to predict: exactly the files the flags name, or, when
     none is named, the data folder's dev files and whichever test files it has."""
     files = course_files(tasks, settings, OUTPUT_SPLITS)
+    with not_recorded():  # --predict trains nothing: no run folder records these
+        return _read_prediction_inputs(tasks, files, data_dir, strict, limit)
+
+
+def _read_prediction_inputs(tasks: Sequence[Row], files: dict, data_dir: str | None, strict: bool,
+                            limit: int) -> dict[str, dict[str, list | None]]:
     if any(path for by_split in files.values() for path in by_split.values()):
         return {t.name: {split: read_course_file(t.dataset, path, split, strict, limit) if path else None
                          for split, path in files[t.name].items()} for t in tasks}

@@ -10,10 +10,13 @@ Read next: course.py (the course's CSV files).
 
 from __future__ import annotations
 
+import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Union
+
+from tasks.data.inputs import record_input
 
 # ----------------------------------------------------------------------------------------------------
 # Examples and results
@@ -89,15 +92,36 @@ class MalformedRowError(DataFileError):
         self.path, self.line, self.reason = path, line, reason
 
 
+def allow_long_fields(text: str) -> None:
+    """Let the csv module read every field of `text`: it refuses a field over `csv.field_size_limit()`
+    (131,072 characters by default) as a csv.Error, which would drop a long sentence as broken quoting. No
+    field is longer than the whole text, and each job's tokenization cuts every text to --max-length."""
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
+
+
+def not_a_file(path: Path) -> str:
+    """Why `path`, which is no folder, is not a data file: absent, a broken link, or a device or pipe."""
+    if path.is_symlink() and not path.exists():
+        return f"{path} is a link to {os.readlink(path)}, which does not exist"
+    if path.exists():
+        return f"{path} is not a regular file (a device or a pipe?); a data file is a file"
+    return f"{path}: no such data file"
+
+
 def decode_data_file(path: str | os.PathLike, encoding: str = "utf-8-sig") -> str:
-    """A data file's text. A missing file, or bytes that are not `encoding`, are errors naming the file
-    and line. The default utf-8-sig also tolerates the byte-order mark some editors add."""
+    """A data file's text. A missing file, one that cannot be read, or bytes that are not `encoding`, are
+    errors naming the file (and line). The default utf-8-sig also tolerates the byte-order mark some
+    editors add. The bytes are fingerprinted for the run folder (inputs.py)."""
     path = Path(path)
     if path.is_dir():
         raise FileNotFoundError(f"{path} is a folder, not a data file")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such data file")
-    data = path.read_bytes()
+        raise FileNotFoundError(not_a_file(path))
+    try:
+        data = path.read_bytes()
+    except OSError as error:  # not a write: the job's generic "cannot write" would misname it
+        raise DataFileError(f"{path}: cannot read: {error.strerror}") from None
+    record_input(path, data)
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as error:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tasks.data.examples import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample,
-                                 SkippedRow, decode_data_file)
+                                 SkippedRow, allow_long_fields, decode_data_file)
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ def read_glue(root: str | os.PathLike, task: str, split: str, strict: bool = Fal
         raise ValueError(f"{task} has splits {sorted(spec.files)} here, not {split!r}")
     path = Path(root) / spec.files[split]
     text = _read_text(path, "utf-8-sig")
+    allow_long_fields(text)
     rows = list(csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE))
     if spec.header is not None:
         if not rows or tuple(rows[0]) != spec.header:

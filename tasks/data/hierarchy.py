@@ -35,6 +35,7 @@ from typing import Iterable, Sequence
 
 from tasks.data.examples import DataFileError, decode_data_file
 from tasks.data.glue import read_trec, trec_split
+from tasks.data.inputs import record_file
 
 DATASETS = ("hwv", "20newsgroups", "enron", "trec")
 NEWSGROUPS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"
@@ -217,6 +218,7 @@ def newsgroups_posts(archive: str | Path, split: str) -> list[tuple[str, str, st
     if split not in NEWSGROUPS_SPLITS:
         raise ValueError(f"20 Newsgroups has splits {sorted(NEWSGROUPS_SPLITS)}, not {split!r}")
     posts = []
+    record_file(archive)  # the run folder's fingerprint of its inputs (inputs.py)
     with tarfile.open(archive, "r:gz") as tar:
         # In archive order: a gzip stream cannot seek back, so sorting the members first would
         # decompress the archive from the start for every post (minutes instead of seconds).
@@ -262,6 +264,7 @@ def read_enron(root: Path) -> HierarchicalData:
         raise DataFileError(f"{archive}: the Enron archive is missing")
     texts: dict[str, str] = {}
     categories: dict[str, set[str]] = {}
+    record_file(archive)  # the run folder's fingerprint of its inputs (inputs.py)
     with tarfile.open(archive, "r:gz") as tar:
         for member in tar:
             if (not member.isfile() or not member.name.endswith((".txt", ".cats"))

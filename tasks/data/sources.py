@@ -3,7 +3,8 @@
 `resolve_data_dir` tries, in order: `--data-dir`; `$MINBERT_DATA/cs224n`; `./data/cs224n`; a download of
 the course files into `./data/cs224n` (commit and checksums pinned); and, when even that fails, the
 synthetic demo set in `data/sample/`, announced loudly on stderr. A place the user named (--data-dir, or
-MINBERT_DATA set) that does not exist is an error (`data_env`), never a quiet fall-back to the demo set.
+MINBERT_DATA set) that does not exist, or lacks a file, is an error naming it (`data_env`), never a quiet
+download or fall-back to the demo set: those are for a user who named no place.
 
 Read next: batching.py (examples to padded batches).
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
 from minbert.loading.atomic import atomic_write_bytes
+from tasks.data.examples import not_a_file
 
 # ----------------------------------------------------------------------------------------------------
 # Where the data comes from: given, environment, local, downloaded, or the synthetic sample
@@ -184,20 +186,17 @@ def resolve_data_dir(data_dir: str | os.PathLike | None, required_files: Iterabl
                 return DataSource("given", folder, f"course data from --data-dir {folder}")
         if given.exists() and not given.is_dir():
             raise FileNotFoundError(f"--data-dir {given} is a file, not a folder")
-        folders = [name for name in required if (given / name).is_dir()]
-        if folders:
-            raise FileNotFoundError(f"--data-dir {given}: {', '.join(folders)} should be a file, but is a "
-                                    "folder")
-        raise FileNotFoundError(f"--data-dir {given}: missing {', '.join(missing(given))} "
-                                f"(looked in {given} and {given / 'cs224n'})")
+        raise FileNotFoundError(_incomplete(f"--data-dir {given}", [given, given / "cs224n"], required))
 
     looked = []
     shared = data_env(env)  # set to no folder: an error
-    if shared is not None:
+    if shared is not None:  # set, it is as explicit as --data-dir: no download, no demo data instead
         folder = shared / "cs224n"
         if not missing(folder):
             return DataSource("env", folder, f"course data from $MINBERT_DATA/cs224n ({folder})")
-        looked.append(f"$MINBERT_DATA/cs224n = {folder}")
+        raise FileNotFoundError(_incomplete(f"MINBERT_DATA={shared}", [folder], required)
+                                + "; complete it, or unset MINBERT_DATA to use ./data/cs224n, a download or "
+                                "the demo data")
     local = Path(local_dir)
     if not missing(local):
         return DataSource("local", local, f"course data from {local}")
@@ -219,3 +218,17 @@ def resolve_data_dir(data_dir: str | os.PathLike | None, required_files: Iterabl
     print(_SAMPLE_BANNER.format(path=sample, looked="; ".join(looked), reason=reason), file=log)
     return DataSource("sample", sample, f"SYNTHETIC DEMO DATA from {sample} (metrics mean nothing; "
                       f"the course data was not found and the download failed: {reason})")
+
+
+def _incomplete(given: str, folders: list[Path], required: list[str]) -> str:
+    """Why a folder the user named does not serve: a data file in it is a folder, or some are missing."""
+    for folder in folders:
+        wrong = [name for name in required if (folder / name).is_dir()]
+        if wrong:
+            return f"{given}: {', '.join(wrong)} should be a file, but is a folder"
+    odd = [name for name in required if (folders[0] / name).is_symlink() or (folders[0] / name).exists()]
+    odd = [name for name in odd if not (folders[0] / name).is_file()]
+    if odd:  # there, but not a file: saying "missing" would send the user looking for it
+        return f"{given}: {not_a_file(folders[0] / odd[0])}"
+    absent = [name for name in required if not (folders[0] / name).is_file()]
+    return f"{given}: missing {', '.join(absent)} (looked in {' and '.join(map(str, folders))})"

@@ -34,6 +34,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from tasks.data.numbers import decimal, whole_number
+
 # The width of --help where no terminal says otherwise (a pipe, a file): the docstrings' line length.
 HELP_WIDTH = 110
 
@@ -111,6 +113,11 @@ class SettingsParser(argparse.ArgumentParser):
         """The command line as new instances of the defaults' classes, in their order, checked by each
         class's `__post_init__` and then together by `check`: a contradiction is a usage error (status 2)."""
         args = self.parse_args(argv)
+        for action in self._actions:  # argparse reads "--lr=--" as an empty list, past the flag's type
+            if action.option_strings and action.nargs is None and isinstance(getattr(args, action.dest, None),
+                                                                              list):
+                self.error(f"argument {'/'.join(action.option_strings)}: expected one value, got '--' (the "
+                           "end of the options)")
         try:
             settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
                                                        for f in flag_fields(d) if f.name not in self.fixed})
@@ -154,16 +161,23 @@ def from_dict(cls: type, saved: dict[str, Any]) -> Any:
 # ----- checked types: a flag's value, checked where argparse reads it -------------------------------
 
 
-def integer(low: int, meaning: str = "") -> Callable[[str], int]:
-    """An int >= low; `meaning` explains a special value in the message (e.g. "0: every example")."""
+def integer(low: int, meaning: str = "", high: int | Callable[[], int] | None = None,
+            high_meaning: str = "") -> Callable[[str], int]:
+    """An int >= low (and <= high: a number, or a function giving it when the flag is read), written in ASCII
+    digits (tasks/data/numbers.py: "1_0" and "１" are refused); `meaning` explains a special value in the
+    message (e.g. "0: every example"), `high_meaning` the bound."""
     def parse(text: str) -> int:
+        top = high() if callable(high) else high
         try:
-            value = int(text)
+            value = whole_number(text) if "." not in text else None  # a flag's integer has no ".0"
         except ValueError:
             value = None
+        note = f" ({meaning})" if meaning else ""
         if value is None or value < low:
-            note = f" ({meaning})" if meaning else ""
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}{note}, got {text!r}")
+        if top is not None and value > top:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to {top} ({high_meaning}), "
+                                             f"got {text!r}")
         return value
     parse.__name__ = f"integer >= {low}"
     parse.checked, parse.metavar = True, "N"
@@ -172,12 +186,13 @@ def integer(low: int, meaning: str = "") -> Callable[[str], int]:
 
 def real(low: float, high: float = math.inf, low_open: bool = False, high_open: bool = False,
          meaning: str = "") -> Callable[[str], float]:
-    """A finite float in the interval given ("(0, 1]" is low=0, low_open=True, high=1)."""
+    """A finite float in the interval given ("(0, 1]" is low=0, low_open=True, high=1), written in ASCII
+    digits (tasks/data/numbers.py)."""
     interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open or high == math.inf else ']'}"
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = decimal(text)
         except ValueError:
             value = math.nan
         inside = (math.isfinite(value) and (value > low if low_open else value >= low)
@@ -191,7 +206,20 @@ def real(low: float, high: float = math.inf, low_open: bool = False, high_open: 
     return parse
 
 
+def machine_cpus() -> int:
+    """The CPUs this process may run on: more threads than that only slow every operation down, and
+    hundreds of thousands crash OpenMP (--threads 100000 ended in a segmentation fault)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 positive_int = integer(1)
+# torch.manual_seed takes a seed below 2**64; a larger one was an OverflowError deep inside it
+seed_int = integer(0, high=2**64 - 1, high_meaning="torch.manual_seed's range")
+threads_int = integer(0, "0: decide from the idle cores", high=machine_cpus,
+                      high_meaning="this machine's CPUs")
 non_negative_int = integer(0)
 positive = real(0.0, low_open=True)
 non_negative = real(0.0)

@@ -58,9 +58,10 @@ from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.examples import DataFileError
+from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import DownloadError, data_env
 from tasks.training import distributed
-from tasks.training.flags import SettingsParser, existing_file, flag, non_negative_int, output_file
+from tasks.training.flags import SettingsParser, existing_file, flag, output_file, seed_int
 from tasks.training.loop import train
 from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
                                        save_checkpoint, signals_stop_the_job)
@@ -110,6 +111,7 @@ def user_errors():
     (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. Set MINBERT_TRACEBACK=1 to
     get the traceback instead.
     """
+    start_job()  # the files this job reads are its inputs (tasks/data/inputs.py), not an earlier job's
     try:
         with signals_stop_the_job():
             yield
@@ -128,6 +130,10 @@ def user_errors():
     except OSError as error:
         if error.errno not in WRITE_ERRNOS or os.environ.get("MINBERT_TRACEBACK"):
             raise
+        name = error.filename
+        if error.errno in (errno.EACCES, errno.EPERM) and name and Path(name).is_file() and not os.access(
+                name, os.R_OK):  # a file we may not read: saying "cannot write" would misname the fault
+            raise SystemExit(f"error: cannot read {name}: {error.strerror}") from None
         raise SystemExit(f"error: cannot write {error.filename or 'a file'}: {error.strerror}; files written "
                          "before are intact (every write goes to a temporary file first)") from None
 
@@ -158,6 +164,22 @@ def data_root(data_dir: str | None) -> Path:
         return candidate
     raise SystemExit(f"error: no data folder found (tried {candidate}); point --data-dir or MINBERT_DATA at "
                      "the shared datasets folder")
+
+
+def check_out_apart(out: Path, data_dir: str | None, model: str | None) -> None:
+    """--out must not be the data folder (--data-dir, $MINBERT_DATA) or the model folder (--model), nor lie
+    inside one: the run's checkpoints, predictions and best/ would mix with the inputs, and a later run
+    would read them as data or as the model."""
+    env = os.environ.get("MINBERT_DATA")
+    places = [("--data-dir", data_dir), ("MINBERT_DATA", env), ("--model", model)]
+    where = out.resolve()
+    for name, place in places:
+        if place and Path(place).is_dir():
+            inputs = Path(place).resolve()
+            if where == inputs or inputs in where.parents:
+                relation = "is" if where == inputs else "is inside"
+                raise SystemExit(f"error: --out {out} {relation} the {name} folder {place}: a run's outputs "
+                                 "do not belong among its inputs; choose an --out outside it")
 
 
 def load_encoder(name_or_path: str,
@@ -218,6 +240,7 @@ class JobRun:
         self.folder: RunDir | None = None
 
     def __enter__(self) -> "JobRun":
+        check_out_apart(Path(self.out), self.job.data_dir if self.job else None, self.model)
         if self.seed:
             torch.manual_seed(self.training.seed)
         self._claim = claim_run(self.out, self.name, self.model, self.identity, self.resume, self.settings)
@@ -229,7 +252,11 @@ class JobRun:
 
     def write_config(self, **facts: Any) -> None:
         """config.json: every settings instance as the run really uses it, and `facts` (where the data
-        was, ...)."""
+        was, ...). Called once the job has read its data: first inputs.json, the fingerprints of the data
+        files read and of the model folder, which a --resume must find unchanged (checked before anything
+        is written)."""
+        model_dir = resolve_model(self.model)
+        self.folder.record_inputs(recorded(), model_fingerprint(model_dir), self.resume)
         self.folder.write_config(*self.settings, **facts)
 
     def load_encoder(self, pairs: bool = False) -> tuple[BertModel, BertTokenizer, Path]:
@@ -274,7 +301,7 @@ RESULT_FILE = "result.json"
 def seeds_flag() -> Any:
     """The --seeds field of a job's settings (None: one run, with --seed)."""
     # a resumed study may add seeds: the finished ones are skipped
-    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=non_negative_int,
+    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=seed_int,
                 nargs="+", same_on_resume=False)
 
 

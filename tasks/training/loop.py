@@ -49,8 +49,8 @@ from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
-from tasks.training.run_folder import (Interrupted, RunDir, TrainState, load_training_state, plot_history,
-                                       save_training_state, signals_deferred, stop_requested)
+from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, load_training_state,
+                                       plot_history, save_training_state, signals_deferred, stop_requested)
 from tasks.training.settings import TrainingSettings
 
 
@@ -122,8 +122,12 @@ def train(
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state = TrainState()
     last = run.checkpoints / "last.pt"
+    if steps_per_epoch == 0:
+        raise SystemExit("error: an epoch has no training step (no task has a training batch): nothing to "
+                         "train")
     if resume:
         state = load_training_state(last, model, optimizer, scheduler, scaler)
+        check_progress_possible(state, training, steps_per_epoch, last)
     task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
@@ -145,6 +149,7 @@ def train(
             _stop_if_asked(world, where(), save)
 
         while state.epoch < training.epochs:
+            position = (state.epoch, state.global_step)
             steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, training.sampling,
                                training.seed, state.epoch)
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
@@ -229,6 +234,9 @@ def train(
             _stop_if_asked(world, where(), None)  # saved just above
             if _done(state, training):
                 break
+            if (state.epoch, state.global_step) == position:  # would evaluate the same epoch forever
+                raise SystemExit(f"error: epoch {state.epoch + 1} made no progress (step "
+                                 f"{state.step_in_epoch} of {len(steps)}); {last} is as it ended")
     run.training_finished = state.epoch >= training.epochs  # claim_run then marks the run finished
     distributed.barrier(world)  # rank 0's last files are written before any process moves on
     return state
@@ -291,6 +299,20 @@ def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[]
     if save is not None:
         save()
     raise Interrupted(signum, where)
+
+
+def check_progress_possible(state: TrainState, training: TrainingSettings, steps_per_epoch: int,
+                            last: Path) -> None:
+    """A resumed run must be able to go on from where its checkpoint stands: a position past the end of
+    the epoch (the training data shrank), or a --max-steps it has already reached, would evaluate the
+    same epoch over and over without a step (what a run folder's inputs.json normally catches first)."""
+    if state.step_in_epoch > steps_per_epoch or state.global_step > steps_per_epoch * training.epochs:
+        raise ResumeRefused(f"error: --resume: {last} stands at step {state.step_in_epoch} of epoch "
+                         f"{state.epoch + 1}, but an epoch now has {steps_per_epoch} steps (did the training "
+                         "data or the batch size change?); start a new run (another --out, without --resume)")
+    if training.max_steps and state.global_step >= training.max_steps:
+        raise ResumeRefused(f"error: --resume with --max-steps {training.max_steps}, but the run has taken "
+                         f"{state.global_step} steps already ({last}); give a larger --max-steps, or none")
 
 
 def _done(state: TrainState, training: TrainingSettings) -> bool:

