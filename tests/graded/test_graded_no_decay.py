@@ -28,6 +28,10 @@ WHOLE_PARTS = {"biased.weight": "the weight of a module called 'biased' (not a b
 
 
 def check(names, decays: bool) -> None:
+    every = [*DECAY, *NO_DECAY]
+    if all(uses_weight_decay(name) is (name in NO_DECAY) for name in every):
+        fail("uses_weight_decay answers the opposite for every name: True means the parameter IS decayed "
+             "(weights), False that it is exempt (biases, LayerNorm parameters)")
     for name in names:
         got = uses_weight_decay(name)
         if got is not decays:
