@@ -52,14 +52,14 @@ def check_close(actual, expected: torch.Tensor, what: str, mistakes: Sequence[Mi
     __tracebackhide__ = True
     if not isinstance(actual, torch.Tensor):
         fail(f"{what} should be a tensor of shape {tuple(expected.shape)}, got {type(actual).__name__}")
-    if actual.shape != expected.shape:
-        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    if _close(actual, expected, atol, rtol):
+    if actual.shape == expected.shape and _close(actual, expected, atol, rtol):
         return
-    for wrong, explanation in mistakes:
+    for wrong, explanation in mistakes:  # a mistake may have a shape of its own (a squeezed axis)
         wrong = wrong() if callable(wrong) else wrong
         if isinstance(wrong, torch.Tensor) and _close(actual, wrong, atol, rtol):
             fail(f"{what} is wrong: {explanation}")
+    if actual.shape != expected.shape:
+        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     actual, expected = actual.detach().double(), expected.detach().double()
     if torch.isnan(actual).any() and not torch.isnan(expected).any():
         index = [int(i) for i in torch.nonzero(torch.isnan(actual))[0]]

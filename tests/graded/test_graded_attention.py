@@ -158,6 +158,16 @@ def test_probabilities_sum_to_one_over_the_keys_and_padding_gets_zero(padding_ma
     check_probabilities(probs, padding_mask, (3, 2, 7, 7))
     if eager_attention(q, k, v, additive(padding_mask))[1] is not None:
         fail("eager_attention returned probabilities without return_probs=True")
+    # The model's mask is finite (extended_attention_mask), so that a row of all padding (an empty chunk)
+    # stays finite: its query spreads over every key, as torch's kernel gives with the same mask.
+    empty = torch.tensor([[1, 1, 1, 1, 0, 0, 0], [0] * 7, [1] * 7])
+    finite = torch.where(empty.bool(), 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
+    context, probs = eager_attention(q, k, v, finite, return_probs=True)
+    if isinstance(context, torch.Tensor) and not torch.isfinite(context).all():
+        fail("with the model's finite mask, a sequence that is all padding gives NaN or inf: add the mask to "
+             "the scores as it is (masked_fill with -inf, or any -inf, makes a row with no real key NaN)")
+    check_close(context, F.scaled_dot_product_attention(q, k, v, attn_mask=finite),
+                "the context with a finite mask and a row of all padding")
 
 
 @pytest.mark.points(1)

@@ -50,6 +50,15 @@ def test_each_layer_reads_the_previous_layers_output(config):
                  (x * 2 + 2, f"it is the first layer's output only: {CHAIN}")])
     if out.hidden_states is not None or out.attentions is not None:
         fail("hidden_states and attentions must be None unless asked for")
+    # Training backpropagates through every layer to the embeddings: d out / d x = 2 * 3 * 5 = 30.
+    x.requires_grad_(True)
+    last = enc(x, torch.zeros(2, 1, 1, 4)).last_hidden_state
+    if not isinstance(last, torch.Tensor) or not last.requires_grad:
+        fail("the encoder's output does not require a gradient although its input does: no gradient "
+             "reaches the embeddings (a .detach(), .data or torch.no_grad() between the layers)")
+    last.sum().backward()
+    check_close(x.grad, torch.full_like(x, 30.0), "the gradient of the summed output with respect to the "
+                "embeddings, through layers h -> k h + k (k = 2, 3, 5: 30)")
 
 
 @pytest.mark.points(2)

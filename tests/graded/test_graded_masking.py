@@ -99,12 +99,16 @@ def test_replacement_intervals_and_one_draw_each():
 @pytest.mark.todo("mask_tokens")
 def test_special_tokens_and_padding_are_never_masked():
     rng = random.Random(1)
+    chosen = 0
     for ids in sequences(300):
         out = mask_tokens(ids, VOCAB, rng)
+        chosen += sum(label != IGNORE_INDEX for label in out.labels)
         for position, (original, seen, label) in enumerate(zip(ids, out.input_ids, out.labels)):
             if original in VOCAB.special_ids and (label != IGNORE_INDEX or seen != original):
                 fail(f"position {position} ({NAMES[original]}) was chosen for prediction (label {label}, "
                      f"input {seen}): special tokens ([CLS], [SEP], [PAD]) are never masked")
+    if chosen == 0:
+        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
 
 
 @pytest.mark.points(2)
@@ -154,6 +158,8 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
     for ids in sequences(300):
         labels = mask_tokens(ids, VOCAB, rng).labels
         counts.update(p for p, label in enumerate(labels) if label != IGNORE_INDEX)
+    if not counts:
+        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
     shares = {p: counts[p] / 300 for p, token in enumerate(ids) if token not in VOCAB.special_ids}
     low, high = min(shares, key=shares.get), max(shares, key=shares.get)
     if shares[high] - shares[low] > 0.15:  # each 6 / 40 = 15%, with a standard error of 2% over 300

@@ -48,6 +48,10 @@ def test_padding_vectors_do_not_matter():
     expected = hidden[1, :4].mean(0)
     check_close(mean_pool(hidden, mask)[1], expected, "the mean of a row with 4 real tokens of 6",
                 [(hidden[1, :4].sum(0) / 6, f"it was divided by 6: {COUNT}")])
+    one = mean_pool(hidden[1:2], mask[1:2])  # a batch of one keeps its batch axis: (1, C)
+    check_close(one, expected[None], "the mean of a batch of one sequence, (B, C) = (1, 5)",
+                [(expected, "a batch of one lost its batch axis (a .squeeze()?): mean_pool returns (B, C), "
+                  "here (1, 5)")])
 
 
 @pytest.mark.points(1)
