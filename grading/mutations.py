@@ -450,7 +450,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)\n"
              "        exp_avg_sq = max_exp_avg_sq\n",
              "        pass\n",
-             "amsgrad's running maximum of v is never kept nor used", "amsgrad"),
+             "amsgrad's running maximum of v is never kept nor used", "max_exp_avg_sq is still 0"),
     Mutation("adamw-amsgrad-overwrites-v", "adamw", "optim/adamw.py",
              "        torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)\n"
              "        exp_avg_sq = max_exp_avg_sq\n",
