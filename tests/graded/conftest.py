@@ -21,6 +21,42 @@ from minbert.config import BertConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # graded_helpers, for hidden/ too
 
+SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # grading/config.py SUBMITTED_PACKAGES
+
+
+def _raised_in_submission(traceback, root: Path) -> bool:
+    """Whether a frame of the traceback lies in the student's packages (their code raised it)."""
+    while traceback is not None:
+        try:
+            parts = Path(traceback.tb_frame.f_code.co_filename).resolve().relative_to(root).parts
+        except ValueError:
+            parts = ()
+        if parts and parts[0] in SUBMITTED:
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test that trips over what the student's code returned (None from a missing `return`, a list, a
+    tuple where a tensor belongs) fails saying so, instead of crashing with a TypeError in the test's own
+    lines. The reference passes every graded test, so a TypeError or AttributeError raised outside the
+    student's code is always about their value; one raised inside it stays as it is (it names their line)."""
+    try:
+        return (yield)
+    except (TypeError, AttributeError) as error:
+        if _raised_in_submission(error.__traceback__, pyfuncitem.config.rootpath.resolve()):
+            raise
+        marker = pyfuncitem.get_closest_marker("todo") or pyfuncitem.get_closest_marker("component")
+        what = marker.args[0] if marker and marker.args else "the code under test"
+        returned_none = "NoneType" in str(error)
+        raise AssertionError(
+            f"the test could not use what your code for {what} returned ({type(error).__name__}: {error}): "
+            + ("a value was None: does every path end with `return` (the docstring says what it returns)?"
+               if returned_none else "it has the wrong type; the docstring says what to return "
+               "(a tensor, a number, a list)")) from None
+
 
 @pytest.fixture
 def config() -> BertConfig:

@@ -46,32 +46,50 @@ def check_close(actual, expected: torch.Tensor, what: str, mistakes: Sequence[Mi
     """`actual` equals `expected` within the tolerance, or the test fails saying how it differs.
 
     mistakes: (wrong result, explanation) pairs; when `actual` equals a wrong result the message is
-    that explanation. Otherwise it gives the shape, a NaN, or the largest difference and where it is.
+    that explanation. Otherwise it gives the wrong type or shape, a NaN, or the element that fails the
+    tolerance by most (where_it_differs).
     """
     __tracebackhide__ = True
     if not isinstance(actual, torch.Tensor):
         fail(f"{what} should be a tensor of shape {tuple(expected.shape)}, got {type(actual).__name__}")
-    if actual.shape != expected.shape:
-        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    if _close(actual, expected, atol, rtol):
+    if actual.shape == expected.shape and _close(actual, expected, atol, rtol):
         return
-    for wrong, explanation in mistakes:
+    for wrong, explanation in mistakes:  # a mistake may have a shape of its own (a squeezed axis)
         wrong = wrong() if callable(wrong) else wrong
         if isinstance(wrong, torch.Tensor) and _close(actual, wrong, atol, rtol):
             fail(f"{what} is wrong: {explanation}")
+    if actual.shape != expected.shape:
+        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
     actual, expected = actual.detach().double(), expected.detach().double()
     if torch.isnan(actual).any() and not torch.isnan(expected).any():
         index = [int(i) for i in torch.nonzero(torch.isnan(actual))[0]]
         fail(f"{what} holds NaN (first at index {index}); expected finite values")
+    fail(f"{what} {where_it_differs(actual, expected, atol, rtol)}")
+
+
+def where_it_differs(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    """The element that misses the tolerance by most, both values, the tolerance, and how many miss it.
+
+    "Misses by most" is |got - expected| beyond its own allowance atol + rtol |expected|, the rule of
+    torch.allclose: the largest absolute difference alone may sit inside the tolerance of a large value
+    while a small value elsewhere is the one that fails.
+    """
     difference = (actual - expected).abs().nan_to_num(float("inf"))
-    index = tuple(int(i) for i in torch.unravel_index(difference.argmax(), difference.shape))
-    fail(f"{what} differs from the expected values by up to {difference.max().item():.3g} (at index "
-         f"{list(index)}: got {actual[index].item():.6g}, expected {expected[index].item():.6g})")
+    allowed = atol + rtol * expected.abs()
+    excess = difference - allowed
+    index = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
+    failing, total = int((excess > 0).sum()), excess.numel()
+    return (f"differs at index {list(index)}: got {actual[index].item():.6g}, expected "
+            f"{expected[index].item():.6g} (difference {difference[index].item():.3g}, allowed "
+            f"atol + rtol * |expected| = {atol:g} + {rtol:g} * {expected[index].abs().item():.3g}); "
+            f"{failing} of {total} elements are outside the tolerance, the largest difference is "
+            f"{difference.max().item():.3g}")
 
 
 def check_value(actual, expected: float, what: str, mistakes: Sequence[tuple[float, str]] = (),
                 tolerance: float = 1e-6) -> None:
-    """A number equals `expected`, or the test fails naming the mistake that gives `actual`."""
+    """A number equals `expected`, or the test fails naming the mistake that gives `actual` (every one that
+    does, where several give the same number)."""
     __tracebackhide__ = True
     try:
         actual = float(actual.detach() if isinstance(actual, torch.Tensor) else actual)
@@ -79,9 +97,13 @@ def check_value(actual, expected: float, what: str, mistakes: Sequence[tuple[flo
         fail(f"{what} should be a number, got {actual!r}")
     if abs(actual - expected) <= tolerance * max(1.0, abs(expected)):
         return
-    for wrong, explanation in mistakes:
-        if abs(actual - wrong) <= tolerance * max(1.0, abs(wrong)):
-            fail(f"{what} is {actual:.6g}, expected {expected:.6g}: {explanation}")
+    matched = [explanation for wrong, explanation in mistakes
+               if abs(actual - wrong) <= tolerance * max(1.0, abs(wrong))]
+    if len(matched) > 1:  # two mistakes give this number here: name both rather than guess
+        fail(f"{what} is {actual:.6g}, expected {expected:.6g}; two mistakes give this value: "
+             + "; or ".join(matched))
+    if matched:
+        fail(f"{what} is {actual:.6g}, expected {expected:.6g}: {matched[0]}")
     fail(f"{what} is {actual:.6g}, expected {expected:.6g}")
 
 

@@ -29,6 +29,8 @@ ULPS = 16
 L2 = ("this is Adam with L2 regularisation: the decay went into the gradient, and so into the moments. "
       "AdamW decays the parameter itself, theta <- theta (1 - lr lambda), apart from the moments")
 NO_CORRECTION = "the bias correction is missing: divide m by 1 - beta1^t and v by 1 - beta2^t"
+NOT_IN_PLACE = ("was not updated in place: a new tensor bound to the name is lost when the function returns; "
+                "change the moments in place (mul_, add_, lerp_, copy_)")
 DECAY_AFTER = ("the decay was applied after the Adam step: decoupled weight decay shrinks the old weights, "
                "theta (1 - lr lambda), before the step is taken")
 
@@ -98,11 +100,15 @@ def test_first_step_on_a_scalar_by_hand():
         (0.8, "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"),
         (0.99, "the parameter was only decayed: the Adam step -lr m_hat / (sqrt(v_hat) + eps) is missing"),
         (0.9 * 0.99, DECAY_AFTER),
+        (0.99 - 0.1 * (0.05 / (1 - 0.9**2)) / (0.00025 / (1 - 0.999**2)) ** 0.5, "the bias corrections used "
+         "t + 1: step already counts from 1 (the caller incremented it), so c1 = 1 - beta1^t with t = step"),
     ], tolerance=1e-7)
     check_value(m.item(), 0.05, "m after one step (updated in place)",
-                [(0.5, "m is stored bias-corrected: keep the raw moment in exp_avg and correct a copy")])
+                [(0.5, "m is stored bias-corrected: keep the raw moment in exp_avg and correct a copy"),
+                 (0.0, f"m is still 0: exp_avg {NOT_IN_PLACE}")])
     check_value(v.item(), 0.00025, "v after one step (updated in place)",
-                [(0.25, "v is stored bias-corrected: keep the raw moment in exp_avg_sq and correct a copy")])
+                [(0.25, "v is stored bias-corrected: keep the raw moment in exp_avg_sq and correct a copy"),
+                 (0.0, f"v is still 0: exp_avg_sq {NOT_IN_PLACE}")])
     # The same step with eps = 0.1, large enough to show where it goes: 0.99 - 0.1 * 0.5 / (0.5 + 0.1).
     param, m, v = torch.tensor([1.0], dtype=torch.float64), torch.zeros_like(param), torch.zeros_like(param)
     adamw_update(param, grad, m, v, None, 1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.1, weight_decay=0.1)
@@ -130,3 +136,35 @@ def test_readable_optimizer_path_trains_like_torch():
     for number, (p, q) in enumerate(zip(model.parameters(), ref.parameters())):
         check_close(p, q, f"parameter {number} of a small network after four optimizer steps", rtol=1e-5,
                     atol=1e-7)
+
+
+def two_steps(grads, amsgrad: bool = False):
+    """m, v (and v_max) of a float64 scalar after one adamw_update per gradient, with beta1 = beta2 = 0.5:
+    large betas' complements, so that a moment never decayed is far from the right one."""
+    param = torch.tensor([1.0], dtype=torch.float64)
+    m, v = torch.zeros_like(param), torch.zeros_like(param)
+    v_max = torch.zeros_like(param) if amsgrad else None
+    for t, g in enumerate(grads, start=1):
+        adamw_update(param, torch.tensor([g], dtype=torch.float64), m, v, v_max, t, lr=0.1, beta1=0.5,
+                     beta2=0.5, eps=1e-8, weight_decay=0.0)
+    return m.item(), v.item(), None if v_max is None else v_max.item()
+
+
+@pytest.mark.points(1)
+def test_both_moments_decay_and_amsgrad_keeps_v_and_its_maximum_apart():
+    # Gradients 2 then -4, beta1 = beta2 = 0.5: m = 0.5 * 2 = 1, then 0.5 * 1 + 0.5 * (-4) = -1.5;
+    # v = 0.5 * 4 = 2, then 0.5 * 2 + 0.5 * 16 = 9.
+    m, v, _ = two_steps([2.0, -4.0])
+    check_value(m, -1.5, "m after gradients 2 and -4 (beta1 = 0.5)", [
+        (-1.0, "m after two steps is m1 + (1 - beta1) g2: the first moment m was never decayed by beta1; "
+         "m <- beta1 m + (1 - beta1) g at every step")])
+    check_value(v, 9.0, "v after gradients 2 and -4 (beta2 = 0.5)", [
+        (10.0, "v after two steps is v1 + (1 - beta2) g2^2: the second moment v was never decayed by beta2; "
+         "v <- beta2 v + (1 - beta2) g^2 at every step")])
+    # AMSGrad, gradients 4 then 0: v = 8, then 4; its running maximum stays 8.
+    m, v, v_max = two_steps([4.0, 0.0], amsgrad=True)
+    check_value(v_max, 8.0, "max_exp_avg_sq after gradients 4 and 0 with amsgrad (v was 8, then 4)", [
+        (0.0, "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum of v, in place")])
+    check_value(v, 4.0, "v (exp_avg_sq) after gradients 4 and 0 with amsgrad", [
+        (8.0, "v holds the maximum: v must keep its own running average, and the maximum goes in "
+         "max_exp_avg_sq only")])

@@ -25,6 +25,10 @@ pytestmark = [pytest.mark.component("attention"), pytest.mark.todo("eager_attent
 
 SCALE_HINT = "did you scale by 1/sqrt(head size)?"
 MASK_HINT = "the mask must be added before the softmax"
+BY_KEYS = ("they were divided by sqrt(number of keys); divide by sqrt(D), the head size (the last axis of "
+           "query and key)")
+SUBTRACTED = ("the mask was subtracted from the scores: padding got a huge positive score (+inf for a -inf "
+              "mask, NaN after the softmax); add the mask")
 AXIS_HINT = "the softmax must run over the keys (the last axis), not the queries"
 
 
@@ -38,7 +42,11 @@ def context_mistakes(q, k, v, mask):
     return [(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0),
              f"scores are sqrt(D) = {D ** 0.5:.3g}x too large: {SCALE_HINT}"),
             (lambda: F.scaled_dot_product_attention(q, k, v),
-             f"it equals attention with no mask: padding keys are attended; {MASK_HINT}")]
+             f"it equals attention with no mask: padding keys are attended; {MASK_HINT}"),
+            (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=k.size(-2) ** -0.5),
+             BY_KEYS),
+            (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=-mask.nan_to_num(neginf=-1e4)),
+             SUBTRACTED)]
 
 
 def check_probabilities(probs, padding_mask: torch.Tensor, shape: tuple[int, ...], when: str = "") -> None:
@@ -73,6 +81,11 @@ def check_attention(q, k, v, padding_mask: torch.Tensor, what: str) -> None:
     __tracebackhide__ = True
     mask = additive(padding_mask)
     context, probs = eager_attention(q, k, v, mask, return_probs=True)
+    if isinstance(probs, torch.Tensor) and torch.isnan(probs).any():
+        finite = torch.where(padding_mask.bool(), 0.0, -1e4)[:, None, None, :]
+        if torch.allclose(eager_attention(q, k, v, finite)[0],
+                          F.scaled_dot_product_attention(q, k, v, attn_mask=-finite), **TOL):
+            fail(SUBTRACTED)
     check_probabilities(probs, padding_mask, (*q.shape[:-1], k.size(-2)))
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     check_close(context, expected, what, context_mistakes(q, k, v, mask))
@@ -93,6 +106,7 @@ def test_attention_scores_worked_example_divides_by_sqrt_head_size():
                      f"they are the plain dot products: {SCALE_HINT}"),
                     (torch.tensor([0.5, 0.0, 0.25]).view(1, 1, 1, 3),
                      "they were divided by D = 4; divide by sqrt(D) = 2"),
+                    (torch.tensor([2.0, 0.0, 1.0]).view(1, 1, 1, 3) / math.sqrt(3), BY_KEYS),
                     (torch.tensor([0.0, 1.5, 0.5]).view(1, 1, 1, 3),
                      "the query was scored against the keys' transposed rows: Q K^T pairs query i with key j"),
                 ])
@@ -107,7 +121,7 @@ def test_attention_scores_of_every_query_and_key_agree_with_torchs_attention():
     probs = F.scaled_dot_product_attention(q, k, eye)
     expected = probs.log() - probs[..., :1].log()  # (B, H, T_q, T_k): log(P_j / P_0) = S_j - S_0 = S_j
     check_close(attention_scores(q, k), expected, "the scores of 5 queries against 4 keys (B 2, H 3, D 9)",
-                atol=1e-4, rtol=1e-4)
+                [(lambda: expected * 3 / 2, BY_KEYS)], atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.points(2)
@@ -144,6 +158,16 @@ def test_probabilities_sum_to_one_over_the_keys_and_padding_gets_zero(padding_ma
     check_probabilities(probs, padding_mask, (3, 2, 7, 7))
     if eager_attention(q, k, v, additive(padding_mask))[1] is not None:
         fail("eager_attention returned probabilities without return_probs=True")
+    # The model's mask is finite (extended_attention_mask), so that a row of all padding (an empty chunk)
+    # stays finite: its query spreads over every key, as torch's kernel gives with the same mask.
+    empty = torch.tensor([[1, 1, 1, 1, 0, 0, 0], [0] * 7, [1] * 7])
+    finite = torch.where(empty.bool(), 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
+    context, probs = eager_attention(q, k, v, finite, return_probs=True)
+    if isinstance(context, torch.Tensor) and not torch.isfinite(context).all():
+        fail("with the model's finite mask, a sequence that is all padding gives NaN or inf: add the mask to "
+             "the scores as it is (masked_fill with -inf, or any -inf, makes a row with no real key NaN)")
+    check_close(context, F.scaled_dot_product_attention(q, k, v, attn_mask=finite),
+                "the context with a finite mask and a row of all padding")
 
 
 @pytest.mark.points(1)

@@ -15,6 +15,10 @@ INVERTED = ("real tokens got the large negative number and padding got 0: a 1 (t
             "(padding) the most negative number")
 
 
+MINUS_INF = ("padding got -inf: use the dtype's most negative finite number, not -inf (a row of all padding "
+             "would be NaN after the softmax)")
+
+
 def by_hand(dtype: torch.dtype) -> torch.Tensor:
     low = torch.finfo(dtype).min
     return torch.tensor([[0.0, 0.0, 0.0, low], [0.0, 0.0, low, low]], dtype=dtype).view(2, 1, 1, 4)
@@ -31,6 +35,7 @@ def test_mask_by_hand_is_zero_for_tokens_and_most_negative_for_padding():
         ((MASK * low).view(2, 1, 1, 4).float(), INVERTED),
         ((MASK - 1).view(2, 1, 1, 4).float(), "padding got -1, far too little to silence it after the "
          "softmax: use the most negative finite number of the dtype"),
+        (torch.zeros(2, 1, 1, 4).masked_fill(MASK.view(2, 1, 1, 4) == 0, float("-inf")), MINUS_INF),
     ], atol=0, rtol=1e-6)
 
 
@@ -41,6 +46,8 @@ def test_mask_is_in_the_requested_dtype_with_its_own_minimum(dtype):
     if not isinstance(mask, torch.Tensor) or mask.dtype != dtype:
         fail(f"asked for {dtype}, got {getattr(mask, 'dtype', type(mask).__name__)}: build the mask in the "
              "dtype the scores will have")
+    if torch.isinf(mask).any() and torch.isinf(extended_attention_mask(MASK, torch.float64)).any():
+        fail(f"the {dtype} mask holds -inf, as it does in float64: {MINUS_INF}")
     if torch.isinf(mask).any():
         fail(f"the {dtype} mask holds -inf: float32's minimum does not fit in {dtype}; use the minimum of "
              f"{dtype} itself")

@@ -96,6 +96,39 @@ def test_head_reads_its_sentence_vector_through_self_sentence_vector(pooled):
          "subclass that changes the sentence vector (the classify job's head) would be ignored")])
 
 
+@pytest.mark.points(1)
+@pytest.mark.todo("SentenceClassifier.forward")
+def test_the_mask_reaches_the_pooling_and_the_gradient_reaches_the_encoder(monkeypatch):
+    # Fine-tuning trains BERT through this head: the loss's gradient must flow back through the pooled
+    # vector into the encoder's output, and the pooling must see which tokens are padding.
+    seen = []
+
+    def masked_sum(output, attention_mask, how):  # a pooling that uses both, as the real ones do
+        seen.append(attention_mask)
+        return (output.last_hidden_state * attention_mask[..., None]).sum(dim=1)
+
+    monkeypatch.setattr(tasks.models.heads, "pool", masked_sum)
+    head = randomize(SentenceClassifier(C, K, dropout=0.1, pooling="mean")).eval()
+    out = output()
+    out.last_hidden_state.requires_grad_(True)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
+    logits = head(out, mask)
+    if not seen or not torch.equal(seen[0], mask):
+        fail("the pooling did not get the attention_mask given to the head: attention_mask was not passed to "
+             "self.sentence_vector(output, attention_mask), so padding would be pooled like real tokens")
+    if not isinstance(logits, torch.Tensor) or not logits.requires_grad:
+        fail("the logits do not require a gradient although the encoder's output does: no gradient reached "
+             "the encoder's output (a .detach(), .data or torch.no_grad() on the pooled vector), so "
+             "fine-tuning would train the linear layer only and never BERT")
+    logits.sum().backward()
+    grad = out.last_hidden_state.grad
+    if grad is None or grad.abs().sum() == 0:
+        fail("no gradient reached the encoder's output through the pooled vector: fine-tuning would train "
+             "the linear layer only and never BERT")
+    expected = (head.classifier.weight.sum(dim=0) * mask[..., None]).expand(B, T, C)
+    check_close(grad, expected, "the gradient of the summed logits with respect to the token vectors")
+
+
 class DoubleIt(nn.Module):
     def forward(self, x):
         return 2 * x

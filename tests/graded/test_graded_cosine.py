@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import check_close
+from graded_helpers import check_close, fail
 
 from tasks.models.heads import CosinePairHead, cosine_similarity
 
@@ -44,3 +44,32 @@ def test_cosine_head_logit_is_scaled_cosine_plus_bias():
     head = CosinePairHead(scale=10.0, bias=-7.5)
     check_close(head(torch.tensor([[3.0, 4.0]]), torch.tensor([[4.0, 3.0]])), torch.tensor([10 * 0.96 - 7.5]),
                 "the head's logit 10 cos((3,4), (4,3)) - 7.5")
+
+
+@pytest.mark.points(1)
+def test_short_and_zero_vectors_and_the_gradient():
+    # |u| |v| = 2e-6 is above eps = 1e-8: the exact cosine, 1; a zero vector: 0, not NaN.
+    u = torch.tensor([[1e-3, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    v = torch.tensor([[2e-3, 0.0], [1.0, 2.0]], dtype=torch.float64)
+    check_close(cosine_similarity(u, v), torch.tensor([1.0, 0.0], dtype=torch.float64),
+                "cos of (1e-3, 0)-(2e-3, 0) and of the zero vector-(1, 2)", [
+                    (torch.tensor([2e-6 / (2e-6 + 1e-8), 0.0], dtype=torch.float64),
+                     "eps was added to the denominator, |u| |v| + eps, which shrinks the cosine of short "
+                     "vectors; keep the denominator at least eps instead: max(|u| |v|, eps)")])
+    # The gradient, which training a similarity model follows, against torch's cosine. In float64 every
+    # correct way of writing the cosine (clamped product, F.normalize, either order) agrees to ~1e-15;
+    # a detached length is off by the size of the gradient itself, ~0.1.
+    u, v = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 6, dtype=torch.float64)
+    weights = torch.randn(4, dtype=torch.float64)
+    ours_u, theirs_u = u.clone().requires_grad_(True), u.clone().requires_grad_(True)
+    cos = cosine_similarity(ours_u, v)
+    if not isinstance(cos, torch.Tensor) or not cos.requires_grad:
+        fail("the cosine of vectors that require a gradient does not: no gradient reaches u (a .detach(), "
+             ".data, .item() or numpy on the way cuts the graph)")
+    (cos * weights).sum().backward()
+    (F.cosine_similarity(theirs_u, v) * weights).sum().backward()
+    # With the lengths held constant the gradient would be v / (|u| |v|) = v cos / (u.v) per row.
+    constant_lengths = v * (F.cosine_similarity(u, v) / torch.linalg.vecdot(u, v) * weights)[:, None]
+    check_close(ours_u.grad, theirs_u.grad, "the gradient of the cosine with respect to u (float64, against "
+                "torch's)", [(constant_lengths, "it treats |u| |v| as a constant (the lengths were detached); "
+                              "the lengths depend on u and v too")], atol=1e-9)

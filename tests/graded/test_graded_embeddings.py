@@ -80,8 +80,50 @@ def test_embeddings_default_segments_are_zero(config):
 def test_embeddings_accept_word_vectors_directly(config):
     emb, t = stored(config)
     words = emb.word_embeddings(t["ids"])
+    # Vectors that are no row of the word table: a copy whose table holds them as rows 0 .. B*T - 1 gives,
+    # for ids 0 .. B*T - 1, what inputs_embeds must give.
+    other = torch.randn_like(words)
+    given = emb(inputs_embeds=other, token_type_ids=t["segments"])
+    if isinstance(given, torch.Tensor) and torch.allclose(
+            given, emb(inputs_embeds=2 * other + 1, token_type_ids=t["segments"]), **TOL):
+        fail("the embeddings did not change when inputs_embeds did: inputs_embeds was ignored; when it is "
+             "given, it replaces the word-table lookup")
     check_close(emb(inputs_embeds=words, token_type_ids=t["segments"]), t["output"],
                 "the embeddings given inputs_embeds (word vectors instead of ids)")
+    B, T = t["ids"].shape
+    table = copy.deepcopy(emb)
+    with torch.no_grad():
+        table.word_embeddings.weight[:B * T] = other.reshape(B * T, -1)
+    expected = table(torch.arange(B * T).view(B, T), t["segments"])
+    check_close(given, expected, "the embeddings given random vectors as inputs_embeds", [
+        (t["output"], "inputs_embeds was ignored: the output is that of the ids' own word vectors; when "
+         "inputs_embeds is given it replaces the word-table lookup")])
+
+def moved_positions(emb: BertEmbeddings, position_ids: torch.Tensor) -> BertEmbeddings:
+    """A copy of `emb` whose default positions 0, 1, ... read the rows `position_ids` (T,) of the table:
+    what `emb` must give with those position_ids, without writing the TODO's sum here."""
+    moved = copy.deepcopy(emb)
+    with torch.no_grad():
+        moved.position_embeddings.weight[:len(position_ids)] = emb.position_embeddings.weight[position_ids]
+    return moved
+
+
+@pytest.mark.points(1)
+def test_embeddings_use_the_position_ids_given(config):
+    # A packed row (fast/unpadded.py) numbers its tokens by their place in the padded row: the position of
+    # token t is position_ids[t], not t.
+    emb, t = stored(config)
+    ids, segments = t["ids"], t["segments"]
+    B, T = ids.shape
+    shared = torch.arange(T).flip(0) + 3  # (1, T): the same positions for every row
+    rows = torch.stack([torch.randperm(config.max_position_embeddings)[:T] for _ in range(B)])  # (B, T)
+    for position_ids, what in ((shared[None], "(1, T) position_ids 3 + T - 1, ..., 3"),
+                               (rows, "(B, T) position_ids, a different permutation in every row")):
+        expected = torch.cat([moved_positions(emb, position_ids[min(b, len(position_ids) - 1)])(
+            ids[b:b + 1], segments[b:b + 1]) for b in range(B)])
+        check_close(emb(ids, segments, position_ids=position_ids), expected, f"the embeddings with {what}", [
+            (t["output"], "position_ids was ignored: every token got position 0, 1, ..., T - 1; add the "
+             "vectors of the positions given (a packed row numbers its tokens by their padded row)")])
 
 
 @pytest.mark.points(1)
@@ -90,6 +132,9 @@ def test_embeddings_apply_dropout_in_training_only(config):
     ids = t["ids"]
     emb.train()
     zeros = (emb(ids) == 0).float().mean().item()
+    if zeros == 0 and torch.equal(emb(ids), emb(ids)):
+        fail("in training mode with hidden_dropout_prob=0.5 no output is 0 and two calls agree: self.dropout "
+             "was not applied (LayerNorm, then dropout)")
     if zeros < 0.2:
         fail(f"in training mode with hidden_dropout_prob=0.5 only {zeros:.0%} of the outputs are 0: apply "
              "dropout after the LayerNorm")

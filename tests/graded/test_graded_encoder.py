@@ -50,6 +50,15 @@ def test_each_layer_reads_the_previous_layers_output(config):
                  (x * 2 + 2, f"it is the first layer's output only: {CHAIN}")])
     if out.hidden_states is not None or out.attentions is not None:
         fail("hidden_states and attentions must be None unless asked for")
+    # Training backpropagates through every layer to the embeddings: d out / d x = 2 * 3 * 5 = 30.
+    x.requires_grad_(True)
+    last = enc(x, torch.zeros(2, 1, 1, 4)).last_hidden_state
+    if not isinstance(last, torch.Tensor) or not last.requires_grad:
+        fail("the encoder's output does not require a gradient although its input does: no gradient "
+             "reaches the embeddings (a .detach(), .data or torch.no_grad() between the layers)")
+    last.sum().backward()
+    check_close(x.grad, torch.full_like(x, 30.0), "the gradient of the summed output with respect to the "
+                "embeddings, through layers h -> k h + k (k = 2, 3, 5: 30)")
 
 
 @pytest.mark.points(2)
@@ -61,6 +70,12 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
     if out.hidden_states is None or len(out.hidden_states) != 4:
         fail("with 3 layers, output_hidden_states=True must give 4 tensors (the embeddings, then each "
              f"layer's output), got {None if out.hidden_states is None else len(out.hidden_states)}")
+    if not all(isinstance(h, torch.Tensor) and h.shape == x.shape for h in out.hidden_states):
+        fail("hidden_states should be 4 tensors of shape (B, T, C) = (2, 4, 32), got "
+             f"{[tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__ for h in out.hidden_states]}")
+    if torch.allclose(out.hidden_states[1], x) and torch.allclose(out.hidden_states[3], expected[2]):
+        fail("hidden_states came back as the embeddings twice, then layers 1 and 2's outputs, without the "
+             "last layer's: the hidden states must be collected after each layer (its output), not before it")
     for number, (mine, reference) in enumerate(zip(out.hidden_states, expected)):
         check_close(mine, reference, f"hidden_states[{number}]" + (" (the embeddings)" if number == 0 else
                                                                     f" (layer {number}'s output)"))
@@ -70,7 +85,13 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
 def test_attentions_are_collected_in_layer_order(config):
     enc = encoder(config)
     out = enc(torch.randn(2, 4, config.hidden_size), torch.zeros(2, 1, 1, 4), output_attentions=True)
-    got = None if out.attentions is None else [float(a[0, 0, 0, 0]) for a in out.attentions]
+    if out.attentions is None or len(out.attentions) != 3:
+        fail("with 3 layers, output_attentions=True must give 3 tensors (each layer's probabilities), got "
+             f"{None if out.attentions is None else len(out.attentions)}")
+    if not all(isinstance(a, torch.Tensor) for a in out.attentions):
+        fail(f"the attentions came back as {[type(a).__name__ for a in out.attentions]}, not tensors: "
+             "output_attentions was not passed to the layers (a layer returns probabilities only when asked)")
+    got = [float(a[0, 0, 0, 0]) for a in out.attentions]
     if got != [2.0, 3.0, 5.0]:
         fail(f"the attentions of layers with k = 2, 3, 5 came back as {got}: collect each layer's "
              "probabilities, in layer order")

@@ -19,6 +19,8 @@ from minbert.layer import AddNorm, BertLayer
 
 pytestmark = pytest.mark.component("layer")
 
+IN_PLACE = ("an in-place add (x += ..., add_) overwrites the caller's tensor, which the next layer, "
+            "the residual or autograd still needs; write residual + ... so that a new tensor is made")
 POST_LN = "post-LN adds the residual first and normalises the sum: LayerNorm(x + Dropout(W h + b))"
 STORED = Path(__file__).resolve().parent / "reference" / "layer_add_norm.safetensors"
 
@@ -65,7 +67,10 @@ def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
 @pytest.mark.parametrize("size", ["hidden", "intermediate"])
 def test_add_norm_is_layernorm_of_residual_plus_projection(config, size):
     layer, hidden, residual, expected = stored_add_norm(config, size)
+    given = residual.clone()
     actual = layer(hidden, residual)
+    if not torch.equal(residual, given):
+        fail(f"AddNorm changed its input in place (the residual): {IN_PLACE}")
     if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and not torch.allclose(
             actual, expected, **TOL):
         mistake = add_norm_mistake(layer, hidden, residual)
@@ -112,23 +117,47 @@ def layer_mistake(ours: BertLayer, theirs, hidden, padding_mask) -> str | None:
     return None
 
 
+def wiring_mistakes(ours: BertLayer, theirs, hidden, padding_mask) -> list[tuple[torch.Tensor, str]]:
+    """What a layer wired wrongly gives, computed with torch's layer's parts (same weights)."""
+    with torch.no_grad():
+        context = ours.attention.self(hidden, additive(padding_mask)).context  # the stand-in: torch's kernel
+        attention_output = theirs.norm1(hidden + theirs.self_attn.out_proj(context))
+
+        def feed_forward(x, residual):
+            return theirs.norm2(residual + theirs.linear2(theirs.activation(theirs.linear1(x))))
+
+        return [(feed_forward(context, attention_output), "the feed-forward read the attention's context "
+                 "(self.attention.self's output); it reads the attention sub-layer's output, after its add & "
+                 "norm (self.attention.output(context, hidden_states))"),
+                (feed_forward(context, context), "the attention's add & norm (self.attention.output) was "
+                 "skipped: the feed-forward got the bare context, without the output projection, the "
+                 "residual and the LayerNorm"),
+                (theirs(hidden), "the output is that of a layer attending to the padding too: "
+                 "attention_mask was not passed to the self-attention")]
+
+
 @pytest.mark.points(3)
 @pytest.mark.todo("BertLayer.forward")
 def test_layer_matches_torch_transformer_encoder_layer(config, padding_mask):
     ours = randomize(BertLayer(config, attn_implementation="sdpa")).eval()
     theirs = torch_encoder_layer(ours, config)
     hidden = torch.randn(3, 7, config.hidden_size)
+    given = hidden.clone()
     out = ours(hidden, additive(padding_mask)).hidden_states
+    if not torch.equal(hidden, given):
+        fail(f"BertLayer changed its input in place (hidden_states): {IN_PLACE}")
     with torch.no_grad():
         ref = theirs(hidden, src_key_padding_mask=padding_mask == 0)
     real = padding_mask.bool()  # padded positions' outputs mean nothing; compare the real tokens
-    if isinstance(out, torch.Tensor) and out.shape == ref.shape and not torch.allclose(out[real], ref[real],
-                                                                                          **TOL):
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+        check_close(out, ref, "the layer's output (B, T, C)")
+    if not torch.allclose(out[real], ref[real], **TOL):
         mistake = layer_mistake(ours, theirs, hidden, padding_mask)
         if mistake:
             fail(f"the layer's output is wrong: {mistake}")
     check_close(out[real], ref[real], "the layer's output at the real tokens (against torch's "
-                "nn.TransformerEncoderLayer)")
+                "nn.TransformerEncoderLayer)",
+                [(wrong[real], why) for wrong, why in wiring_mistakes(ours, theirs, hidden, padding_mask)])
 
 
 @pytest.mark.points(1)

@@ -42,9 +42,16 @@ def test_maskable_units_skip_special_tokens_and_group_words():
         if got != expected:
             special = sorted({p for unit in got for p in unit if ids[p] in VOCAB.special_ids})
             why = (f": positions {special} hold special tokens, which belong to no unit" if special else
-                   ": a word is a piece followed by its '##' continuations" if whole_word else "")
+                   ": a word is a piece followed by its '##' continuations" if whole_word else
+                   ": with whole_word=False every position is a unit of its own")
             fail(f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], whole_word={whole_word}) gave "
                  f"{got}, expected {expected}{why}")
+    # A continuation right after a special token starts a unit of its own: [CLS] w ##a [SEP] ##b w [SEP].
+    got = maskable_units([CLS, 10, 41, SEP, 42, 11, SEP], VOCAB, whole_word=True)
+    if got != [[1, 2], [4], [5]]:
+        fail(f"maskable_units([CLS] w ##a [SEP] ##b w [SEP], whole_word=True) gave {got}, expected "
+             "[[1, 2], [4], [5]]: a continuation joins the piece before it only if that piece sits at the "
+             "previous position (here [SEP] is in between)")
 
 
 @pytest.mark.points(1)
@@ -60,16 +67,48 @@ def test_replacement_rule_is_80_10_10():
              "BERT's rule is 80% / 10% / 10%")
 
 
+class Draws:
+    """A stand-in rng whose random() returns the given numbers in turn, counting the calls."""
+
+    def __init__(self, *draws: float) -> None:
+        self.draws, self.calls = list(draws), 0
+
+    def random(self) -> float:
+        self.calls += 1
+        return self.draws.pop(0) if self.draws else 0.5
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("choose_replacement")
+def test_replacement_intervals_and_one_draw_each():
+    # [0, 0.8) -> mask, [0.8, 0.9) -> random, [0.9, 1) -> keep: the intervals of the hint, in that order,
+    # so that a seeded run repeats exactly (the rates alone would not show a different split).
+    for draw, expected in ((0.0, "mask"), (0.79, "mask"), (0.8, "random"), (0.85, "random"), (0.899, "random"),
+                           (0.9, "keep"), (0.99, "keep")):
+        rng = Draws(draw, 0.95, 0.05)
+        got = choose_replacement(rng)
+        if rng.calls != 1:
+            fail(f"choose_replacement called rng.random() {rng.calls} times: draw once, and let where that "
+                 "one draw falls in [0, 1) pick the replacement")
+        if got != expected:
+            fail(f"a draw of {draw} gave {got!r}, expected {expected!r}: a draw in [0, 0.8) must give 'mask', "
+                 "a draw in [0.8, 0.9) must give 'random' and a draw in [0.9, 1) 'keep'")
+
+
 @pytest.mark.points(2)
 @pytest.mark.todo("mask_tokens")
 def test_special_tokens_and_padding_are_never_masked():
     rng = random.Random(1)
+    chosen = 0
     for ids in sequences(300):
         out = mask_tokens(ids, VOCAB, rng)
+        chosen += sum(label != IGNORE_INDEX for label in out.labels)
         for position, (original, seen, label) in enumerate(zip(ids, out.input_ids, out.labels)):
             if original in VOCAB.special_ids and (label != IGNORE_INDEX or seen != original):
                 fail(f"position {position} ({NAMES[original]}) was chosen for prediction (label {label}, "
                      f"input {seen}): special tokens ([CLS], [SEP], [PAD]) are never masked")
+    if chosen == 0:
+        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
 
 
 @pytest.mark.points(2)
@@ -119,6 +158,8 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
     for ids in sequences(300):
         labels = mask_tokens(ids, VOCAB, rng).labels
         counts.update(p for p, label in enumerate(labels) if label != IGNORE_INDEX)
+    if not counts:
+        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
     shares = {p: counts[p] / 300 for p, token in enumerate(ids) if token not in VOCAB.special_ids}
     low, high = min(shares, key=shares.get), max(shares, key=shares.get)
     if shares[high] - shares[low] > 0.15:  # each 6 / 40 = 15%, with a standard error of 2% over 300
@@ -157,6 +198,46 @@ def test_whole_word_masking_takes_words_whole():
                      "whole or not at all")
 
 
+def words_of_one_to_four_pieces(rng: random.Random) -> list[int]:
+    """[CLS], 30 words of 1 to 4 pieces (one in five of a single piece), [SEP]."""
+    ids = [CLS]
+    for _ in range(30):
+        ids += [rng.randrange(5, 40)] + [rng.randrange(40, 60) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+    return ids + [SEP]
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("mask_tokens")
+def test_whole_word_masking_spends_the_budget_and_decides_each_position():
+    rng = random.Random(6)
+    chosen = budget = pairs = both_masked = 0
+    for _ in range(400):
+        ids = words_of_one_to_four_pieces(rng)
+        out = mask_tokens(ids, VOCAB, rng, whole_word=True)
+        chosen += sum(label != IGNORE_INDEX for label in out.labels)
+        budget += round(0.15 * (len(ids) - 2))
+        for p in range(1, len(ids) - 1):  # a chosen [MASK] piece followed by a chosen continuation
+            if out.input_ids[p] == MASK and out.labels[p] != IGNORE_INDEX and ids[p + 1] >= 40:
+                pairs += 1
+                both_masked += out.input_ids[p + 1] == MASK
+    # A word that does not fit the budget is skipped and the next ones tried, so the budget is spent unless
+    # no word left fits; single-piece words almost always fill the rest (the reference: 4,316 of 4,316).
+    # Stopping at the first word that does not fit spends about 92% here (12.6% of tokens instead of 15%
+    # with longer words).
+    if chosen < 0.98 * budget:
+        fail(f"{chosen} positions were chosen in 400 sequences with a budget of {budget} in all "
+             f"({chosen / budget:.1%} of it): a word that does not fit must be skipped, not end the masking; "
+             "the next words may still fit")
+    # 80/10/10 per position, even inside a word: the piece after a [MASK]ed piece is [MASK] 80% of the
+    # time. Over ~1,850 such pairs the binomial standard error is sqrt(0.8 * 0.2 / 1850) = 0.009; the
+    # tolerance is 4 of them, 0.037. Deciding once per word gives 100%.
+    share = both_masked / max(pairs, 1)
+    if abs(share - 0.8) > 4 * (0.8 * 0.2 / max(pairs, 1)) ** 0.5:
+        fail(f"after a [MASK]ed piece, the next piece of the same word was [MASK] in {share:.1%} of {pairs} "
+             "cases, expected 80%: BERT decides 80/10/10 per position (choose_replacement for each position "
+             "of a taken word), not once per word as SpanBERT does per span")
+
+
 @pytest.mark.points(2)
 @pytest.mark.todo("span_mask")
 def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
@@ -169,6 +250,15 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
         inside = {i for start, end in out.spans for i in range(start, end + 1)}
         if not inside:
             fail("span_mask chose no span in a sequence of 40 maskable tokens")
+        ordered = sorted(out.spans)
+        for (_, end), (start, _) in zip(ordered, ordered[1:]):
+            if start <= end + 1:
+                fail(f"the spans {ordered} overlap or touch: mark a span's positions taken, so that a later "
+                     "span is drawn again when it would overlap or touch one already chosen")
+        labelled = sum(label != IGNORE_INDEX for label in out.labels)
+        if labelled > 6:
+            fail(f"span_mask chose {labelled} positions, more positions than the budget of round(15% of 40) "
+                 "= 6: count every position of a span against the budget")
         for i, (original, seen, label) in enumerate(zip(ids, out.input_ids, out.labels)):
             if label != (original if i in inside else IGNORE_INDEX):
                 fail(f"the label at position {i} is {label}: a position inside a span holds its original "

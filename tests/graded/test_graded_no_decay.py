@@ -23,13 +23,30 @@ NO_DECAY = {"bert.encoder.layer.0.attention.self.query.bias": "a bias",
 OLD_PORTS = {"bert.encoder.layer.0.output.LayerNorm.gamma": "a LayerNorm scale in old ports' names (gamma)",
              "bert.encoder.layer.0.output.LayerNorm.beta": "a LayerNorm shift in old ports' names (beta)",
              "encoder.layer_norm.weight": "a parameter of a module named layer_norm"}
-WHOLE_PARTS = {"biased.weight": "the weight of a module called 'biased' (not a bias)",
+WHOLE_PARTS = {"temperature": "a parameter at the top level, in no module (a learned scale, as CLIP's)",
+               "biased.weight": "the weight of a module called 'biased' (not a bias)",
                "unbiased_head.weight": "the weight of a module called 'unbiased_head'"}
 
 
+def answer(name: str):
+    """uses_weight_decay(name), or a failure naming the name it crashed on (a stub's NotImplementedError
+    passes through)."""
+    try:
+        return uses_weight_decay(name)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # the student's code: any crash is their mistake, named
+        fail(f"uses_weight_decay({name!r}) raised {type(error).__name__}: {error}; a name may have any "
+             "number of module parts, none at all for a parameter at the top level")
+
+
 def check(names, decays: bool) -> None:
+    every = [*DECAY, *NO_DECAY]
+    if all(answer(name) is (name in NO_DECAY) for name in every):
+        fail("uses_weight_decay answers the opposite for every name: True means the parameter IS decayed "
+             "(weights), False that it is exempt (biases, LayerNorm parameters)")
     for name in names:
-        got = uses_weight_decay(name)
+        got = answer(name)
         if got is not decays:
             what = names[name] if isinstance(names, dict) else "a weight matrix"
             fail(f"uses_weight_decay({name!r}) is {got!r}: it is {what}, which "

@@ -16,6 +16,17 @@ MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
 COUNT = "divide by the number of real tokens, not the padded length"
 
 
+def check_attached(pooled) -> None:
+    """The mean of token vectors that require a gradient is a tensor that passes the gradient on."""
+    __tracebackhide__ = True
+    if not isinstance(pooled, torch.Tensor):
+        fail(f"mean_pool should return a tensor (B, C), got {type(pooled).__name__}")
+    if not pooled.requires_grad:
+        fail("the mean of token vectors that require a gradient does not: no gradient reached the token "
+             "vectors (a .detach(), .data, .item() or numpy on the way cuts the graph), so fine-tuning "
+             "through mean pooling would never reach BERT")
+
+
 @pytest.mark.points(2)
 def test_mean_pool_by_hand():
     expected = torch.tensor([[2.0, 3.0], [11 / 3, -2 / 3]])  # row 0: the first two tokens only
@@ -37,12 +48,18 @@ def test_padding_vectors_do_not_matter():
     expected = hidden[1, :4].mean(0)
     check_close(mean_pool(hidden, mask)[1], expected, "the mean of a row with 4 real tokens of 6",
                 [(hidden[1, :4].sum(0) / 6, f"it was divided by 6: {COUNT}")])
+    one = mean_pool(hidden[1:2], mask[1:2])  # a batch of one keeps its batch axis: (1, C)
+    check_close(one, expected[None], "the mean of a batch of one sequence, (B, C) = (1, 5)",
+                [(expected, "a batch of one lost its batch axis (a .squeeze()?): mean_pool returns (B, C), "
+                  "here (1, 5)")])
 
 
 @pytest.mark.points(1)
 def test_mean_pool_is_differentiable_and_skips_padding():
     hidden = torch.randn(2, 4, 3, requires_grad=True)
-    mean_pool(hidden, torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])).sum().backward()
+    pooled = mean_pool(hidden, torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]))
+    check_attached(pooled)
+    pooled.sum().backward()
     check_close(hidden.grad[0, :, 0], torch.tensor([0.5, 0.5, 0.0, 0.0]),
                 "the gradient of a 2-token mean over its 4 positions (2 real)")
     check_close(hidden.grad[1, :, 0], torch.full((4,), 0.25), "the gradient of a 4-token mean")
@@ -53,7 +70,8 @@ def test_a_row_of_padding_only_gives_the_zero_vector():
     hidden = torch.randn(3, 4, 2, requires_grad=True)
     mask = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])  # row 1: no real token (an empty chunk)
     pooled = mean_pool(hidden, mask)
-    if isinstance(pooled, torch.Tensor) and not torch.isfinite(pooled).all():
+    check_attached(pooled)
+    if not torch.isfinite(pooled).all():
         fail("a row with no real token gives NaN or inf: its count of real tokens is 0, and 0 / 0 is NaN; "
              "keep the count at least 1, so that the row's empty sum (the zero vector) comes out as it is")
     check_close(pooled, torch.stack([hidden[0, :2].mean(0), torch.zeros(2), hidden[2].mean(0)]),

@@ -138,9 +138,20 @@ def test_next_sentence_loss_by_hand_label_zero_is_is_next():
     # With two classes, -log softmax(z)[y] = log(1 + exp(z_other - z_y)): rows 0.0486, 0.3133, 0.9741.
     expected = (math.log1p(math.exp(-3.0)) + math.log1p(math.exp(-1.0)) + math.log1p(math.exp(0.5))) / 3
     swapped = (math.log1p(math.exp(3.0)) + math.log1p(math.exp(1.0)) + math.log1p(math.exp(-0.5))) / 3
+    # A sigmoid on the NotNext logit alone (binary cross-entropy), ignoring the IsNext one: rows
+    # log(1 + e^-1), log(1 + e^-1.5), log(1 + e^0.2).
+    sigmoid = (math.log1p(math.exp(-1.0)) + math.log1p(math.exp(-1.5)) + math.log1p(math.exp(0.2))) / 3
     check_value(next_sentence_loss(logits, labels), expected, "the loss of three sentence pairs", [
         (swapped, "it is the loss of the swapped labels: label 0 means IsNext (sentence B follows A), the "
          "first logit"),
+        (sigmoid, "it is a sigmoid (binary) cross-entropy of the second logit alone: the head gives two "
+         "scores, so the loss is a two-way softmax cross-entropy over both"),
     ], tolerance=1e-5)
-    check_value(next_sentence_loss(logits, labels.view(3, 1)), expected,
-                "the loss with labels given as (B, 1)", tolerance=1e-5)
+    try:
+        loss = next_sentence_loss(logits, labels.view(3, 1))
+    except NotImplementedError:
+        raise
+    except (ValueError, RuntimeError, IndexError, TypeError) as error:
+        fail(f"next_sentence_loss crashed on labels of shape (B, 1) ({type(error).__name__}: {error}): labels "
+             "may come as (B, 1); flatten them to (B,)")
+    check_value(loss, expected, "the loss with labels given as (B, 1)", tolerance=1e-5)

@@ -18,9 +18,13 @@ pytestmark = [pytest.mark.component("r_precision"), pytest.mark.todo("r_precisio
 def mistakes(expected: float, r: int, k: int, low_first: float) -> list[tuple[float, str]]:
     """What the common mistakes give, from the answer worked by hand (and that of the R lowest-scored)."""
     return [(low_first, "that is the R lowest-scored labels: rank the highest first"),
+            (1.0, "every one of the R best was counted (their scores are all positive here): count the gold "
+             "labels among the R best (gold[top] > 0), not their scores"),
             (expected * r / k, f"it was divided by the number of labels ({k}) instead of R ({r}), the "
              "number of gold labels"),
-            (expected * r, "the count of gold labels among the R best was not divided by R")]
+            (expected * r, "the count of gold labels among the R best was not divided by R"),
+            (float(np.floor(expected)), "integer division (//) gives 0 unless every one of the R best is gold: "
+             "R-Precision is a fraction in [0, 1]; divide with /")]
 
 
 def check(scores, gold, expected, low_first, what):
@@ -90,6 +94,12 @@ def test_r_is_the_number_of_gold_labels_not_the_number_of_labels():
     scores = [0.2, 0.9, 0.1, 0.3, 0.4, 0.5]
     check(scores, [0, 1, 0, 0, 0, 1], 1.0, 0.0, "scores (0.2, 0.9, 0.1, 0.3, 0.4, 0.5), gold {1, 5}")
     check(scores, [0, 1, 0, 1, 0, 1], 2 / 3, 1 / 3, "the same scores, gold {1, 3, 5} (top 3: labels 1, 5, 4)")
+    # Negative scores too: the top 3 are labels 4 (0.3), 2 (-0.1) and 1 (-0.2), two of them gold.
+    scores, gold = np.array([-0.5, -0.2, -0.1, -0.9, 0.3]), np.array([1, 1, 1, 0, 0])
+    check_value(r_precision(scores, gold), 2 / 3, "R-Precision of scores (-0.5, -0.2, -0.1, -0.9, 0.3), gold "
+                "{0, 1, 2} (top 3: labels 4, 2, 1)", [
+                    (1 / 3, "that is the share of the R best whose score is positive: count the gold labels "
+                     "among the R best (gold[top] > 0), not their scores")] + mistakes(2 / 3, 3, 5, 2 / 3))
 
 
 @pytest.mark.points(1)

@@ -12,6 +12,8 @@ pytestmark = pytest.mark.component("split_heads")
 
 MIXED = ("tokens and heads are mixed up: (B, T, C) was read directly as (B, H, T, D); split C into (H, D) "
          "first, giving (B, T, H, D), then move the head axis before the tokens")
+INTERLEAVED = ("C was split as (D, H), so head h got channels h, h + H, h + 2H, ...: head h must hold the "
+               "channels h*D to (h+1)*D - 1, so split C as (H, D)")
 NOT_MOVED = ("the heads were not moved back behind the tokens before merging: (B, H, T, D) must become "
              "(B, T, H, D), then (B, T, C)")
 
@@ -45,7 +47,8 @@ def test_split_heads_gives_each_head_its_slice_of_every_token(config):
     x = numbered(2, 5, H * D)  # (B, T, C): every number says where it came from
     expected = split_positions(2, 5, H, D)  # head h of token t holds channels h*D..(h+1)*D-1
     check_close(attention.split_heads(x), expected, "split_heads of a (2, 5, 32) tensor (4 heads of 8)",
-                [(x.reshape(2, H, 5, D), MIXED)], atol=0, rtol=0)
+                [(x.reshape(2, H, 5, D), MIXED),
+                 (x.view(2, 5, D, H).permute(0, 3, 1, 2), INTERLEAVED)], atol=0, rtol=0)
 
 
 @pytest.mark.points(2)

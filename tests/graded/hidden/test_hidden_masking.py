@@ -26,6 +26,9 @@ def test_nothing_to_mask_and_whole_words_within_the_budget():
     ids = [2] + [10, 41, 42, 43] * 10 + [3]  # 10 words of 4 pieces: 40 maskable, a budget of 6
     for _ in range(50):
         chosen = sum(label != IGNORE_INDEX for label in mask_tokens(ids, VOCAB, rng, whole_word=True).labels)
+        if chosen == 0:
+            fail("mask_tokens chose no position of 10 words of 4 pieces with a budget of 6 (a whole word, 4 "
+                 "pieces, fits)")
         if chosen > 6:
             fail(f"{chosen} positions were chosen with a budget of 6: a word that does not fit whole is "
                  "skipped")
