@@ -28,7 +28,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 from unittest import mock
