@@ -37,6 +37,8 @@ Read next: grade.py.
 from __future__ import annotations
 
 import argparse
+import copy
+import hashlib
 import json
 import shutil
 import subprocess
@@ -214,11 +216,26 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
     return sources
 
 
+# Reports of check_leaks by the hash of what it read: the check takes tens of seconds and reads the same files
+# for every build of an edition (the test suite builds each several times in one process).
+_LEAK_REPORTS: dict[str, LeakReport] = {}
+
+
+def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
+    """leaks.find_leaks with restatements.find_restated's findings, computed once per content."""
+    digest = hashlib.sha256(json.dumps([sorted(sources.items()), sorted(todos) if todos is not None else None])
+                            .encode("utf-8")).hexdigest()
+    if digest not in _LEAK_REPORTS:
+        report = find_leaks(sources, todos=todos)
+        report.restated = find_restated(sources, todos)
+        _LEAK_REPORTS[digest] = report
+    return copy.deepcopy(_LEAK_REPORTS[digest])
+
+
 def check_leaks(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
     """Refuse a handout in which some file restates a solution region of `todos`, as a copy (leaks.py) or
     as one of its expressions (restatements.py)."""
-    report = find_leaks(sources, todos=todos)
-    report.restated = find_restated(sources, todos)
+    report = find_leaks_and_restatements(sources, todos)
     if not report.clean:
         raise HandoutError(f"{report.summary()}\nthe handout would ship these solutions; remove each copy "
                            "(call the TODO's function, compute a test's expectation another way, or move "

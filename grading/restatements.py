@@ -52,24 +52,47 @@ def _is_api(node: ast.AST, parent: ast.AST | None) -> bool:
             and parent.func is node)
 
 
-def _shape(node: ast.AST, hole: ast.AST | None = None, parent: ast.AST | None = None) -> tuple[str, int]:
-    """(the expression's shape with `hole` as a wildcard, the API names outside the hole)."""
+def _shape(node: ast.AST, hole: ast.AST | None = None, parent: ast.AST | None = None,
+           memo: dict[int, tuple[ast.AST, str, int]] | None = None,
+           around_hole: frozenset[int] = frozenset()) -> tuple[str, int]:
+    """(the expression's shape with `hole` as a wildcard, the API names outside the hole).
+
+    memo (id -> (node, shape, APIs) without a hole) and around_hole (the ids of the hole's ancestors): a
+    subtree that does not hold the hole has the shape it has without one, so only the path down to the hole
+    is built again. Every expression is tried with every sub-expression as its hole, so without the memo
+    the check is cubic in an expression's size (minutes on the handout rather than seconds)."""
     if node is hole:
         return "*", 0
+    if memo is not None and id(node) not in around_hole and id(node) in memo:
+        return memo[id(node)][1:]
     if isinstance(node, ast.Name):
-        return (node.id, 1) if _is_api(node, parent) else (NAME, 0)
-    if isinstance(node, ast.Constant):
-        return NUMBER, 0
-    parts, apis = [type(node).__name__], int(_is_api(node, parent))
-    for name, value in ast.iter_fields(node):
-        if name in ("attr", "arg"):
-            parts.append(f"{name}={value}")
-        for child in value if isinstance(value, list) else [value]:
-            if isinstance(child, ast.AST) and not isinstance(child, ast.expr_context):
-                text, found = _shape(child, hole, node)
-                parts.append(text)
-                apis += found
-    return "(" + " ".join(parts) + ")", apis
+        result = (node.id, 1) if _is_api(node, parent) else (NAME, 0)
+    elif isinstance(node, ast.Constant):
+        result = NUMBER, 0
+    else:
+        parts, apis = [type(node).__name__], int(_is_api(node, parent))
+        for name, value in ast.iter_fields(node):
+            if name in ("attr", "arg"):
+                parts.append(f"{name}={value}")
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, ast.AST) and not isinstance(child, ast.expr_context):
+                    text, found = _shape(child, hole, node, memo, around_hole)
+                    parts.append(text)
+                    apis += found
+        result = "(" + " ".join(parts) + ")", apis
+    if memo is not None and hole is None:
+        memo[id(node)] = (node, *result)  # the node is kept so that its id is not reused
+    return result
+
+
+def _holes(expression: ast.expr) -> Iterator[tuple[ast.AST, frozenset[int]]]:
+    """Each node under `expression`, in ast.walk's order, with the ids of the nodes above it."""
+    above: dict[int, frozenset[int]] = {id(expression): frozenset([id(expression)])}
+    for node in ast.walk(expression):
+        for child in ast.iter_child_nodes(node):
+            above[id(child)] = above[id(node)] | {id(child)}
+        if node is not expression:
+            yield node, above[id(node)]
 
 
 def _expressions(tree: ast.AST) -> Iterator[ast.expr]:
@@ -113,13 +136,14 @@ def find_restated(files: Mapping[str, str], todos: Collection[str] | None = None
                 tree = ast.parse(textwrap.dedent("\n".join(lines[region.begin:region.end - 1])))
             except SyntaxError:  # not whole statements: the token check still covers it
                 continue
+            memo: dict[int, tuple[ast.AST, str, int]] = {}
             for expression in _expressions(tree):
                 size = _nodes(expression)
-                for hole in [None] + [n for n in ast.walk(expression) if n is not expression]:
+                for hole, around in [(None, frozenset())] + list(_holes(expression)):
                     if hole is not None and (not isinstance(hole, ast.expr) or _nodes(hole) > MAX_HOLE * size
                                              or size - _nodes(hole) + 1 < MIN_NODES):
                         continue
-                    shape, apis = _shape(expression, hole)
+                    shape, apis = _shape(expression, hole, memo=memo, around_hole=around)
                     if apis >= MIN_API:
                         wanted.setdefault(shape, (region, expression))
     found: dict[tuple[str, str, int], Restatement] = {}
@@ -131,10 +155,11 @@ def find_restated(files: Mapping[str, str], todos: Collection[str] | None = None
             as_written = {ast.dump(e) for e in written}
             spread = [(e, line) for statement, line in inlined(tree) for e in _expressions(statement)
                       if ast.dump(e) not in as_written]
+            memo: dict[int, tuple[ast.AST, str, int]] = {}
             for expression, at in [(e, None) for e in written] + spread:
-                for hole in [None] + [n for n in ast.walk(expression) if isinstance(n, ast.expr)
-                                      and n is not expression and not isinstance(n, ast.expr_context)]:
-                    match = wanted.get(_shape(expression, hole)[0])
+                for hole, around in [(None, frozenset())] + [(n, a) for n, a in _holes(expression)
+                                                             if isinstance(n, ast.expr)]:
+                    match = wanted.get(_shape(expression, hole, memo=memo, around_hole=around)[0])
                     if match is None or (match[0].todo, path) in ALLOWED:
                         continue
                     line = (expression.lineno if at is None else at) + offset
