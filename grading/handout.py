@@ -223,8 +223,8 @@ _LEAK_REPORTS: dict[str, LeakReport] = {}
 
 def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
     """leaks.find_leaks with restatements.find_restated's findings, computed once per content."""
-    digest = hashlib.sha256(json.dumps([sorted(sources.items()), sorted(todos) if todos is not None else None])
-                            .encode("utf-8")).hexdigest()
+    key = [sorted(sources.items()), sorted(todos) if todos is not None else None]
+    digest = hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()
     if digest not in _LEAK_REPORTS:
         report = find_leaks(sources, todos=todos)
         report.restated = find_restated(sources, todos)

@@ -42,8 +42,14 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-def _nodes(node: ast.AST) -> int:
-    return sum(1 for n in ast.walk(node) if not isinstance(n, ast.expr_context))
+def _nodes(node: ast.AST, memo: dict[int, tuple[ast.AST, int]] | None = None) -> int:
+    """The nodes of a subtree, contexts not counted (memo: id -> (node, count), filled bottom-up)."""
+    if memo is None:
+        return sum(1 for n in ast.walk(node) if not isinstance(n, ast.expr_context))
+    if id(node) not in memo:
+        memo[id(node)] = node, 1 + sum(_nodes(child, memo) for child in ast.iter_child_nodes(node)
+                                       if not isinstance(child, ast.expr_context))
+    return memo[id(node)][1]
 
 
 def _is_api(node: ast.AST, parent: ast.AST | None) -> bool:
@@ -95,9 +101,10 @@ def _holes(expression: ast.expr) -> Iterator[tuple[ast.AST, frozenset[int]]]:
             yield node, above[id(node)]
 
 
-def _expressions(tree: ast.AST) -> Iterator[ast.expr]:
+def _expressions(tree: ast.AST, counts: dict[int, tuple[ast.AST, int]] | None = None) -> Iterator[ast.expr]:
     for node in ast.walk(tree):
-        if isinstance(node, ast.expr) and not isinstance(node, ast.expr_context) and _nodes(node) >= MIN_NODES:
+        if (isinstance(node, ast.expr) and not isinstance(node, ast.expr_context)
+                and _nodes(node, counts) >= MIN_NODES):
             yield node
 
 
@@ -126,6 +133,9 @@ def find_restated(files: Mapping[str, str], todos: Collection[str] | None = None
     ALLOWED pairs left out."""
     wanted: dict[str, tuple[Region, ast.expr]] = {}  # shape with a hole -> the region expression
     regions_of: dict[str, list[Region]] = {}
+    # The node counts of the wanted shapes (a hole counting one): a shipped expression whose count with a
+    # hole is none of them cannot match, so its shape is not built.
+    sizes: set[int] = set()
     for path, text in sorted(files.items()):
         if not path.endswith(".py"):
             continue
@@ -137,28 +147,35 @@ def find_restated(files: Mapping[str, str], todos: Collection[str] | None = None
             except SyntaxError:  # not whole statements: the token check still covers it
                 continue
             memo: dict[int, tuple[ast.AST, str, int]] = {}
-            for expression in _expressions(tree):
-                size = _nodes(expression)
+            counts: dict[int, tuple[ast.AST, int]] = {}
+            for expression in _expressions(tree, counts):
+                size = _nodes(expression, counts)
                 for hole, around in [(None, frozenset())] + list(_holes(expression)):
-                    if hole is not None and (not isinstance(hole, ast.expr) or _nodes(hole) > MAX_HOLE * size
-                                             or size - _nodes(hole) + 1 < MIN_NODES):
+                    hole_size = _nodes(hole, counts) if hole is not None else 0
+                    if hole is not None and (not isinstance(hole, ast.expr) or hole_size > MAX_HOLE * size
+                                             or size - hole_size + 1 < MIN_NODES):
                         continue
                     shape, apis = _shape(expression, hole, memo=memo, around_hole=around)
                     if apis >= MIN_API:
                         wanted.setdefault(shape, (region, expression))
+                        sizes.add(size - hole_size + 1 if hole is not None else size)
     found: dict[tuple[str, str, int], Restatement] = {}
     for path, text in sorted(files.items()):
         for tree, offset, cell in _shipped_trees(path, text, regions_of.get(path, [])):
             # The code as written, then its statements with single-assignment locals written back
             # (leaks.inlined): a region's expression cut into two statements is one again there.
-            written = list(_expressions(tree))
+            counts: dict[int, tuple[ast.AST, int]] = {}
+            written = list(_expressions(tree, counts))
             as_written = {ast.dump(e) for e in written}
-            spread = [(e, line) for statement, line in inlined(tree) for e in _expressions(statement)
+            spread = [(e, line) for statement, line in inlined(tree) for e in _expressions(statement, counts)
                       if ast.dump(e) not in as_written]
             memo: dict[int, tuple[ast.AST, str, int]] = {}
             for expression, at in [(e, None) for e in written] + spread:
+                size = _nodes(expression, counts)
                 for hole, around in [(None, frozenset())] + [(n, a) for n, a in _holes(expression)
                                                              if isinstance(n, ast.expr)]:
+                    if (size - _nodes(hole, counts) + 1 if hole is not None else size) not in sizes:
+                        continue
                     match = wanted.get(_shape(expression, hole, memo=memo, around_hole=around)[0])
                     if match is None or (match[0].todo, path) in ALLOWED:
                         continue
