@@ -115,6 +115,9 @@ def test_embeddings_use_the_position_ids_given(config):
     emb, t = stored(config)
     ids, segments = t["ids"], t["segments"]
     B, T = ids.shape
+    # The expectation below comes from the student's own forward on a moved table, so first the default
+    # positions must give the stored output (otherwise a forward that reads no table at all would pass).
+    check_close(emb(ids, segments), t["output"], "the embeddings with the default positions 0, 1, ..., T - 1")
     shared = torch.arange(T).flip(0) + 3  # (1, T): the same positions for every row
     rows = torch.stack([torch.randperm(config.max_position_embeddings)[:T] for _ in range(B)])  # (B, T)
     for position_ids, what in ((shared[None], "(1, T) position_ids 3 + T - 1, ..., 3"),
