@@ -36,12 +36,16 @@ def state_bytes(optimizer: torch.optim.Optimizer) -> int:
                if isinstance(t, torch.Tensor))
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.lora_step", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--rounds", type=positive_int, default=6, help="turns of every arm (default 6)")
     parser.add_argument("--steps", type=positive_int, default=5, help="steps of an arm per turn (default 5)")
-    args, job_argv = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, job_argv = build_parser().parse_known_args(argv)
     model, tasks, _, _, steps, train, job, _ = build_job(job_argv)
     needed = 1 + args.rounds * args.steps  # one warm-up step per arm first
     if needed > len(steps):
