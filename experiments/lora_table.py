@@ -5,8 +5,8 @@
 For each arm: the dev figures of its best epoch (metrics.jsonl), the parameters the optimizer trains and the
 bytes of its state (every tensor AdamW keeps, read from the kept checkpoints/last.pt), the mean training step
 (the epoch's `train_s` over its steps: forward, backward and AdamW, no evaluation), the peak resident memory
-and the wall time of the whole command (/usr/bin/time -v's report, <arm>.time). Arms not run yet are listed as
-such.
+and the wall time of the whole command (/usr/bin/time -v's report, <arm>.time). An arm still running is
+listed as such.
 """
 
 from __future__ import annotations
@@ -18,9 +18,22 @@ from pathlib import Path
 
 import torch
 
-ARMS = {"full": "full fine-tuning, lr 5e-5", "r8-lr2e-4": "LoRA r = 8, lr 2e-4",
-        "r8-lr5e-4": "LoRA r = 8, lr 5e-4", "r8-lr1e-3": "LoRA r = 8, lr 1e-3",
-        "r16-lr1e-3": "LoRA r = 16, lr 1e-3"}
+def arm_name(arm: str) -> str:
+    """experiments/lora.sh's arm (full, r<R>-lr<LR>) as the table says it."""
+    if arm == "full":
+        return "full fine-tuning, lr 5e-5"
+    r, lr = re.fullmatch(r"r(\d+)-lr(.+)", arm).groups()
+    return f"LoRA r = {r}, lr {lr}"
+
+
+def arms_in(root: Path) -> list[str]:
+    """The arms with a folder under `root`: full first, then by rank and learning rate."""
+    def order(arm: str) -> tuple:
+        found = re.fullmatch(r"r(\d+)-lr(.+)", arm)
+        return (0, 0, 0.0) if arm == "full" else (1, int(found.group(1)), float(found.group(2)))
+    return sorted((p.name for p in root.iterdir() if p.is_dir() and (p.name == "full" or
+                                                                       re.fullmatch(r"r\d+-lr.+", p.name))),
+                  key=order)
 
 
 def optimizer_state(checkpoint: Path) -> tuple[int, int]:
@@ -41,12 +54,13 @@ def time_report(path: Path) -> tuple[float, str]:
 
 
 def table(root: Path) -> str:
-    lines = ["| arm | SST acc | Quora acc | STS Pearson | overall | trained parameters | AdamW state | "
+    lines = ["| arm | SST acc | Quora acc | STS Pearson | overall | parameters trained | AdamW state | "
              "step (mean) | peak RSS | wall (whole command) |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for arm, name in ARMS.items():
+    for arm in arms_in(root):
+        name = arm_name(arm)
         metrics = root / arm / "metrics.jsonl"
         if not (root / arm / "run.json").is_file() or "finished" not in (root / arm / "run.json").read_text():
-            lines.append(f"| {name} | not run |" + " |" * 8)
+            lines.append(f"| {name} | not finished |" + " |" * 8)
             continue
         history = [json.loads(line) for line in metrics.read_text().splitlines()]
         best = max(history, key=lambda r: r["overall"])
