@@ -111,6 +111,7 @@ def check_flags(tasks: Sequence[CourseTask]):
         if settings.predict:
             training_only = [f"--{t.name}_train" for t in tasks if getattr(files, f"{t.name}_train")]
             training_only += ["--resume"] if training.resume else []
+            training_only += [f"--lora {job.lora}"] if job.lora is not None else []  # the run's best/ says
             if training_only:
                 raise ValueError(f"{', '.join(training_only)} belong(s) to training; "
                                  f"--predict {settings.predict} trains nothing")

@@ -325,9 +325,20 @@ def name_weights(allowed: tuple[str, ...]) -> Callable[[str], tuple[tuple[str, f
     return parse
 
 
+def module_names(text: str) -> str:
+    """Comma-separated module-name suffixes ("query,value", "attention.output.dense"), or "all-linear"
+    (--lora-targets); whether they name layers of the model is checked once it is loaded."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(item and all(c.isalnum() or c in "._-" for c in item) for item in items):
+        raise argparse.ArgumentTypeError(f"must be all-linear or comma-separated module names such as "
+                                         f"query,value, got {text!r}")
+    return ",".join(items)
+
+
 # Every flag that takes a value goes through a checking type (or has choices): tests/test_command_line.py
 # enumerates every job's parser and finds any that does not. The checks mark their types so, and name the
 # value --help shows (`add_flag`):
 for _check, _metavar in ((existing_file, "FILE"), (existing_dir, "DIR"), (output_dir, "DIR"),
-                         (output_file, "FILE"), (nonempty, "NAME")):
+                         (output_file, "FILE"), (nonempty, "NAME"),
+                         (module_names, "NAMES")):
     _check.checked, _check.metavar = True, _metavar

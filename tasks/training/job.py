@@ -15,7 +15,7 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
   the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
   and SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143);
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
-  epoch and loaded back, the encoder frozen under --option pretrain;
+  epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
 - `course_file_flags`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks,
   settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
@@ -63,6 +63,7 @@ from tasks.data.sources import DownloadError, data_env
 from tasks.training import distributed
 from tasks.training.flags import SettingsParser, existing_file, flag, output_file, seed_int
 from tasks.training.loop import train
+from tasks.training.lora_run import add_adapters, encoder_folder
 from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
                                        save_checkpoint, signals_stop_the_job)
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
@@ -184,8 +185,9 @@ def check_out_apart(out: Path, data_dir: str | None, model: str | None) -> None:
 
 def load_encoder(name_or_path: str,
                  attn_implementation: str = "sdpa") -> tuple[BertModel, BertTokenizer, Path]:
-    """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded."""
-    model_dir = resolve_model(name_or_path)
+    """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded. A LoRA run's best/
+    gives its merged encoder (best/merged/)."""
+    model_dir = resolve_model(str(encoder_folder(name_or_path)))
     # The unpadded path is a model class of its own, which packs the batch before the embeddings.
     bert, report = model_class(attn_implementation).from_pretrained(
         model_dir, attn_implementation=attn_implementation, return_report=True)
@@ -278,6 +280,9 @@ class JobRun:
         rank 0 writes the outputs."""
         if self.job is not None and self.job.freeze_encoder:
             freeze(model.bert)
+        if self.job is not None and self.job.lora is not None:  # before the loop: --resume loads into them
+            add_adapters(model.bert, self.job.lora, self.job.lora_alpha, self.job.lora_dropout,
+                         self.job.lora_targets)
         if save_best is None:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)

@@ -324,11 +324,16 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
     """AdamW over the model: the encoder (`model.bert`) at `lr` with optional layer-wise decay, the heads
-    at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters get no gradient, and our
-    AdamW skips them."""
+    at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters (--option pretrain's encoder,
+    all but the adapters under --lora) are left out: no state is kept for them."""
     groups = make_param_groups(model.bert, lr=training.lr, weight_decay=training.weight_decay,
                                layer_decay=training.layerwise_decay)
-    heads = [(name, p) for name, p in model.named_parameters() if not name.startswith("bert.")]
+    groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
+               "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
+              for g in groups]
+    groups = [g for g in groups if g["params"]]
+    heads = [(name, p) for name, p in model.named_parameters() if not name.startswith("bert.")
+             and p.requires_grad]
     for decay in (True, False):
         chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
         if chosen:

@@ -61,10 +61,13 @@ from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text,
 from minbert.loading.checkpoint import save_model
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
+from minbert.lora import merge_and_unload
 from minbert.text.tokenizer import BertTokenizer
 from tasks.data.inputs import first_change
 from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
+from tasks.training.lora_run import encoder_folder, is_adapted
+from tasks.training.lora_run import save_encoder as save_lora_encoder
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -626,18 +629,26 @@ def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
                     sentence: SentenceSettings | None = None) -> None:
     """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled)."""
-    save_model(model.bert, directory, tokenizer=tokenizer)
+    sentence-transformers files, when `sentence` says how the job pooled). A LoRA run's encoder: peft's
+    adapter files and the merged encoder in merged/ (lora_run.py)."""
+    encoder = directory
+    if is_adapted(model.bert):
+        encoder = save_lora_encoder(model.bert, directory, tokenizer)
+    else:
+        save_model(model.bert, directory, tokenizer=tokenizer)
     if sentence is not None:
-        write_settings(directory, sentence, model.bert.config.hidden_size)
+        write_settings(encoder, sentence, model.bert.config.hidden_size)
     atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
     atomic_write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
 
 
 def load_checkpoint(model: nn.Module, directory: Path) -> None:
-    """Load what `save_checkpoint` wrote into a model of the same shape (strictly)."""
+    """Load what `save_checkpoint` wrote into a model of the same shape (strictly). A LoRA model gets the
+    merged encoder, its adapters folded in (merge_and_unload), as --predict reads it."""
     directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
-    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
+    if is_adapted(model.bert):
+        merge_and_unload(model.bert)
+    model.bert.load_state_dict(BertModel.from_pretrained(encoder_folder(directory)).state_dict())
     heads = load_safetensors(str(directory / HEADS_WEIGHTS))
     missing = set(head_state(model)) - set(heads)
     unknown = set(heads) - set(head_state(model))

