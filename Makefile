@@ -32,8 +32,13 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 run: $(STAMP)
 	$(PY) -m tasks.multitask $(RUN_ARGS)
 
+# The staff suite runs on two cores (pytest-xdist, a test extra; each test process keeps torch to one thread,
+# tests/conftest.py), each test file in one worker so that its shared fixtures (a handout built once per
+# edition) are built once. A handout's graded tests run in one process: the autograder has no xdist.
+PYTEST_WORKERS ?= $(if $(wildcard .minbert-handout),,-n 2 --dist loadfile)
+
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

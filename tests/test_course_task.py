@@ -20,7 +20,8 @@ CFIMDB = CourseTask("cfimdb", "cfimdb", "cfimdb", Classifier(2, pooling="mean"),
 FOUR = multitask.TASKS + (CFIMDB,)
 
 
-def test_the_course_file_flags_are_made_from_the_table():
+def test_the_course_file_flags_are_made_from_the_table(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at the terminal's width, and breaks paths at hyphens
     flags = {option for action in multitask.build_parser(FOUR)._actions for option in action.option_strings}
     assert {"--cfimdb_train", "--cfimdb-dev", "--cfimdb_test", "--cfimdb_dev_out",
             "--cfimdb_test_out"} <= flags
