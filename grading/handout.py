@@ -40,6 +40,8 @@ import argparse
 import copy
 import hashlib
 import json
+import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -216,19 +218,36 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
     return sources
 
 
-# Reports of check_leaks by the hash of what it read: the check takes tens of seconds and reads the same files
-# for every build of an edition (the test suite builds each several times in one process).
+# Reports of check_leaks by the hash of what it read and of the checker's own code: the check takes tens of
+# seconds, and the test suite builds each edition several times, in two processes (pytest-xdist). Kept in
+# memory and under build/ (git-ignored), written whole or not at all.
 _LEAK_REPORTS: dict[str, LeakReport] = {}
+LEAK_REPORT_CACHE = STAFF_ROOT / "build" / "leak-reports"
+_CHECKER_FILES = ("grading/leaks.py", "grading/restatements.py", "grading/regions.py")
 
 
 def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] | None = None) -> LeakReport:
     """leaks.find_leaks with restatements.find_restated's findings, computed once per content."""
-    key = [sorted(sources.items()), sorted(todos) if todos is not None else None]
+    checker = [(STAFF_ROOT / f).read_text(encoding="utf-8") for f in _CHECKER_FILES] + [sys.version]
+    key = [sorted(sources.items()), sorted(todos) if todos is not None else None, checker]
     digest = hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()
+    stored = LEAK_REPORT_CACHE / f"{digest}.pickle"
+    if digest not in _LEAK_REPORTS and stored.is_file():
+        try:
+            _LEAK_REPORTS[digest] = pickle.loads(stored.read_bytes())
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            pass  # unreadable or from an older layout of the report: compute it again
     if digest not in _LEAK_REPORTS:
         report = find_leaks(sources, todos=todos)
         report.restated = find_restated(sources, todos)
         _LEAK_REPORTS[digest] = report
+        try:
+            LEAK_REPORT_CACHE.mkdir(parents=True, exist_ok=True)
+            partial = stored.with_name(f"{stored.name}.{os.getpid()}.partial")
+            partial.write_bytes(pickle.dumps(report))
+            os.replace(partial, stored)
+        except OSError:
+            pass  # a read-only checkout still checks, only again next time
     return copy.deepcopy(_LEAK_REPORTS[digest])
 
 
@@ -329,7 +348,6 @@ def _probe(tree: Path, jobs: list[str], runs: dict[str, str], scratch: Path) -> 
 
 
 def _env(root: Path) -> dict:
-    import os
 
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root)

@@ -130,8 +130,11 @@ def test_region_outside_a_function_is_refused():
 @pytest.fixture(scope="module")
 def handouts(tmp_path_factory):
     """Each edition's handout, built and checked (imports, every shipped test failing on its own stub)."""
-    return {edition: build(tmp_path_factory.mktemp(f"handout-{edition}") / "student", edition=edition)
-            for edition in ("default", "full")}
+    editions = ("default", "full")
+    folders = [tmp_path_factory.mktemp(f"handout-{edition}") / "student" for edition in editions]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # most of a build's check is child processes
+        return dict(zip(editions, pool.map(lambda folder, edition: build(folder, edition=edition), folders,
+                                           editions)))
 
 
 @pytest.fixture(scope="module")
