@@ -316,7 +316,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        return self.base_layer(x) + self.scaling * self.lora_dropout(down @ self.lora_B.T)",
              "dropout on the adapter's output instead of its input",
              "dropout belongs on the adapter's input"),
-    # The sweep of issue 42: for every TODO, each argument of its signature, the gradient it must pass
+    # The sweep of 2026-11-27 (8a4967f): for every TODO, each argument of its signature, the gradient it must pass
     # on, its edge rows and ties, and the rules that only show on many inputs.
     Mutation("embeddings-ignores-position-ids", "embeddings", "minbert/embeddings.py",
              "+ self.position_embeddings(position_ids)  # (T, C) broadcast to (B, T, C)",
