@@ -251,7 +251,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "no eps: a zero vector gives 0 / 0", "keep the denominator away from 0 (eps)"),
     Mutation("mlm-masks-special-tokens", "mlm_masking", "pretrain/masking.py",
              "        if token in vocab.special_ids:\n            continue\n", "",
-             "[CLS], [SEP] and [PAD] may be chosen for prediction", "are never masked"),
+             "[CLS], [SEP] and [PAD] may be chosen for prediction", "hold special tokens, which belong to no unit"),
     Mutation("mlm-always-mask", "mlm_masking", "pretrain/masking.py",
              'return "random" if draw < 0.9 else "keep"', 'return "mask"',
              "every chosen position becomes [MASK] (no 10% random, no 10% kept)",

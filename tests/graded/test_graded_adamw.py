@@ -33,6 +33,7 @@ NOT_IN_PLACE = ("was not updated in place: a new tensor bound to the name is los
                 "change the moments in place (mul_, add_, lerp_, copy_)")
 DECAY_AFTER = ("the decay was applied after the Adam step: decoupled weight decay shrinks the old weights, "
                "theta (1 - lr lambda), before the step is taken")
+EPS_INSIDE = "eps went inside the square root: sqrt(v_hat + eps); it is added to the root, sqrt(v_hat) + eps"
 WITHOUT_LR = "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"
 NEXT_POWER = ("the bias corrections used t + 1: step already counts from 1 (the caller incremented it), so "
               "c1 = 1 - beta1^t with t = step")
@@ -41,8 +42,10 @@ EPS_BEFORE_CORRECTION = ("eps was added before the bias correction: (sqrt(v) + e
 
 
 def run(steps: int, **hyper):
-    """`steps` updates of one (5, 7) parameter by adamw_update and by torch.optim.AdamW, same gradients;
-    and what the common mistakes give on the same start and gradients (update_mistakes)."""
+    """`steps` updates of one (5, 7) parameter by adamw_update and by torch.optim.AdamW, same gradients.
+    Returns (ours, torch's, moments, mistakes): moments lists (what, ours, torch's, its mistakes) for m, v
+    (and v's maximum with amsgrad); mistakes, what the common mistakes of the update give for the
+    parameter on the same start and gradients (update_mistakes)."""
     ours = torch.randn(5, 7)
     start = ours.clone()
     grads = [torch.randn(5, 7) * (0.1 if t % 2 else 3.0) for t in range(1, steps + 1)]
@@ -52,12 +55,33 @@ def run(steps: int, **hyper):
     for t, grad in enumerate(grads, start=1):
         adamw_update(ours, grad.clone(), m, v, v_max, t, lr=hyper["lr"], beta1=beta1, beta2=beta2,
                      eps=hyper.get("eps", 1e-8), weight_decay=hyper.get("weight_decay", 1e-2))
-    theirs, ref_m = torch_steps(start, grads, hyper)
-    never_decayed = (1 - beta1) * torch.stack(grads).sum(0)  # m <- m + (1 - beta1) g at every step
-    m_mistakes = [(torch.zeros_like(m), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
-                  (never_decayed, "m is the sum of (1 - beta1) g over the steps: the first moment m was never "
-                   "decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]
-    return ours, theirs, (m, ref_m, m_mistakes), update_mistakes(start, grads, hyper)
+    theirs, state = torch_steps(start, grads, hyper)
+    grads = torch.stack(grads)
+    moments = [
+        ("the first moment m", m, state["exp_avg"], [
+            (torch.zeros_like(m), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
+            (lambda: torch_steps(start, grads, hyper, decay="L2")[1]["exp_avg"], L2),
+            ((1 - beta1) * grads.sum(0), "m is the sum of (1 - beta1) g over the steps: the first moment m was "
+             "never decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]),
+        ("the second moment v", v, state["exp_avg_sq"], [
+            (torch.zeros_like(v), f"v is still 0: exp_avg_sq {NOT_IN_PLACE}"),
+            (v_max, "v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, and "
+             "the maximum goes in max_exp_avg_sq only"),
+            ((1 - beta2) * (grads**2).sum(0), "v is the sum of (1 - beta2) g^2 over the steps: the second moment "
+             "v was never decayed by beta2; v <- beta2 v + (1 - beta2) g^2 at every step")])]
+    if v_max is not None:
+        moments.append(("max_exp_avg_sq, v's running maximum", v_max, state["max_exp_avg_sq"], [
+            (torch.zeros_like(v_max), "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum of "
+             "v, in place")]))
+    return ours, theirs, moments, update_mistakes(start, grads, hyper)
+
+
+def check_moments(moments) -> None:
+    """Each moment equals torch's, or the test names the mistake that gives it."""
+    __tracebackhide__ = True
+    for what, got, expected, mistakes in moments:
+        largest = float(expected.abs().max())
+        check_close(got, expected, what, mistakes, rtol=ULPS * EPS, atol=ULPS * EPS * largest)
 
 
 def torch_steps(start, grads, hyper, corrections=lambda c1, c2: (c1, c2), eps_scale=lambda c2: 1.0,
@@ -89,7 +113,7 @@ def torch_steps(start, grads, hyper, corrections=lambda c1, c2: (c1, c2), eps_sc
         if decay == "after":
             with torch.no_grad():
                 param.mul_(1 - lr * decay_rate)
-    return param.detach(), optimizer.state[param]["exp_avg"]
+    return param.detach(), optimizer.state[param]
 
 
 def update_mistakes(start, grads, hyper):
@@ -112,6 +136,10 @@ def update_mistakes(start, grads, hyper):
         (dict(eps_scale=lambda c2: c2 ** -0.5), EPS_BEFORE_CORRECTION),
     ]
     mistakes = [(lambda case=case: torch_steps(start, grads, hyper, **case)[0], why) for case, why in cases]
+    if len(grads) == 1:  # one step: m_hat = g and v_hat = g^2 exactly, so sqrt(v_hat + eps) is known
+        lr, eps, grad = hyper["lr"], hyper.get("eps", 1e-8), grads[0]
+        decayed = start * (1 - lr * hyper.get("weight_decay", 1e-2))
+        mistakes.append((decayed - lr * grad / (grad**2 + eps).sqrt(), EPS_INSIDE))
     if hyper.get("amsgrad"):
         mistakes.append((lambda: torch_steps(start, grads, {**hyper, "amsgrad": False})[0],
                          "it equals the step without amsgrad: with amsgrad, v's running maximum (kept in "
@@ -124,31 +152,26 @@ def param_tolerance(lr: float) -> dict[str, float]:
     return dict(rtol=ULPS * EPS, atol=ULPS * EPS * lr)
 
 
-def moment_tolerance(reference: torch.Tensor) -> dict[str, float]:
-    """Float32 rounding of a moment: ULPS ulps of itself and of its largest entry (see ULPS)."""
-    return dict(rtol=ULPS * EPS, atol=ULPS * EPS * float(reference.abs().max()))
-
-
 @pytest.mark.points(2)
 def test_one_step_matches_torch_adamw():
-    ours, theirs, (m, ref_m, m_mistakes), mistakes = run(1, lr=1e-2, weight_decay=0.0)
-    check_close(m, ref_m, "the first moment m after one step", m_mistakes, **moment_tolerance(ref_m))
+    ours, theirs, moments, mistakes = run(1, lr=1e-2, weight_decay=0.0)
+    check_moments(moments)
     check_close(ours, theirs, "the parameter after one step (no weight decay)", mistakes,
                 **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
 def test_five_steps_with_weight_decay_match_torch_adamw():
-    ours, theirs, (m, ref_m, m_mistakes), mistakes = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3,
-                                                          betas=(0.8, 0.99))
-    check_close(m, ref_m, "the first moment m after five steps", m_mistakes, **moment_tolerance(ref_m))
+    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
+    check_moments(moments)
     check_close(ours, theirs, "the parameter after five steps with weight decay 0.5", mistakes,
                 **param_tolerance(1e-2))
 
 
 @pytest.mark.points(1)
 def test_amsgrad_matches_torch_adamw():
-    ours, theirs, _, mistakes = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    check_moments(moments)
     check_close(ours, theirs, "the parameter after five AMSGrad steps (v replaced by its running maximum)",
                 mistakes, **param_tolerance(1e-2))
 
@@ -178,8 +201,7 @@ def test_first_step_on_a_scalar_by_hand():
     param, m, v = torch.tensor([1.0], dtype=torch.float64), torch.zeros_like(param), torch.zeros_like(param)
     adamw_update(param, grad, m, v, None, 1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.1, weight_decay=0.1)
     check_value(param.item(), 0.99 - 0.05 / 0.6, "theta after the same step with eps = 0.1", [
-        (0.99 - 0.05 / 0.35 ** 0.5, "eps went inside the square root: sqrt(v_hat + eps); it is added to the "
-         "root, sqrt(v_hat) + eps"),
+        (0.99 - 0.05 / 0.35 ** 0.5, EPS_INSIDE),
         (0.99 - 0.05 / ((0.00025 ** 0.5 + 0.1) / 0.001 ** 0.5), EPS_BEFORE_CORRECTION),
     ], tolerance=1e-7)
 
