@@ -24,9 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # graded_helpers, for 
 from crashes import explain, student_frame  # noqa: E402 (found through the line above)
 
 SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # grading/config.py SUBMITTED_PACKAGES
-# The tiny model's sizes and the shared fixtures' (B=3, T=7), each different; a test module that uses
-# other sizes declares its own AXES, so that a crash's shapes read back as axis names.
-AXES = dict(B=3, T=7, H=4, D=8, C=32, I=37, V=99)
+
+
+def axes(item) -> dict[str, int]:
+    """The test's axis sizes: its `axes` marker, else its module's AXES; a crash names its shapes' axes in
+    these letters (crashes.py). Without either, sizes stay numbers: a wrong name would mislead more."""
+    marker = item.get_closest_marker("axes")
+    return marker.kwargs if marker else getattr(item.module, "AXES", {})
 
 
 @pytest.hookimpl(wrapper=True)
@@ -41,7 +45,7 @@ def pytest_pyfunc_call(pyfuncitem):
     try:
         return (yield)
     except Exception as error:
-        explained = explain(error, root, SUBMITTED, getattr(pyfuncitem.module, "AXES", AXES))
+        explained = explain(error, root, SUBMITTED, axes(pyfuncitem))
         if explained:
             raise AssertionError(explained) from error
         if not isinstance(error, (TypeError, AttributeError)) or student_frame(error.__traceback__, root,
