@@ -211,6 +211,8 @@ def explain(error: BaseException, root: Path, packages: tuple[str, ...], axes: d
     if entry is None:
         return None
     filename, line, source = failing_expression(entry)
+    if source.startswith("raise"):  # their own (or the given code's) check, whose message says it already
+        return None
     where = f"{Path(filename).resolve().relative_to(root).as_posix()}:{line}"
     try:
         node = ast.parse(source, mode="eval").body
