@@ -112,8 +112,8 @@ class SentenceEncoder(nn.Module):
         self.pooling = settings.pooling
         if self.pooling not in POOLINGS:
             source = "" if pooling is not None else (
-                f" (read from {settings.source}: a pooling we cannot reproduce; pass pooling= to choose one "
-                "of ours)")
+                f" (read from {settings.source}, field pooling_mode: a pooling we cannot reproduce; pass "
+                "pooling= to choose one of ours)")
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}{source}")
         self.normalize = bool(settings.normalize)
         self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case

@@ -68,6 +68,7 @@ class LoadReport:
     fixups: list[str] = field(default_factory=list)  # one line per legacy fix-up applied
     initialised: list[str] = field(default_factory=list)  # keys not in the checkpoint: fresh weights
     ignored: list[str] = field(default_factory=list)  # keys in the checkpoint the model has no use for
+    ignored_config: list[str] = field(default_factory=list)  # config.json keys unknown here (and ignored)
 
     @property
     def exact(self) -> bool:
@@ -78,7 +79,9 @@ class LoadReport:
         lines = [f"loaded {self.model_class} from {self.weights_file}"]
         for title, items in (("fix-ups", self.fixups),
                              ("freshly initialised (not in the checkpoint)", self.initialised),
-                             ("ignored (in the checkpoint, not used by the model)", self.ignored)):
+                             ("ignored (in the checkpoint, not used by the model)", self.ignored),
+                             ("config.json keys ignored (unknown to minbert; transformers ignores them too)",
+                              self.ignored_config)):
             if items:
                 lines.append(f"{title}:")
                 lines.extend(f"  - {item}" for item in items)

@@ -1,0 +1,135 @@
+"""The files a run folder holds, read back: one reader per format, each with its schema declared here once.
+
+A job reads its own files back: run.json (which job wrote the folder) and config.json (the settings it
+started with) before a --resume, inputs.json (what it read) before it trains again, checkpoints/last.pt
+(the dict `save_training_state` wrote) to continue, metrics.jsonl to tell a finished run, result.json to
+skip a finished seed, and best/heads.json and best/heads.safetensors for --predict. Each of these may
+have been edited, cut short, replaced by another JSON value or copied from another job's folder; each
+reader checks the path is a regular file, then the document's shape and every field's type and range
+(minbert/loading/schema.py), and refuses naming the file and the field, as a FileContentError, which a
+job shows as one line. The settings' schema is made from the settings classes themselves: each flag's
+type and choices, so that what a flag accepts and what config.json may hold are declared once.
+
+Read next: loop.py (the loop that writes these files).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file as load_safetensors
+
+from minbert.loading.files import FileContentError, check_file, read_text
+from minbert.loading.schema import Field, Schema, check_fields, read_document
+from tasks.training.flags import flag_fields
+
+_TEXT = Field("string")
+_FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", low=0), "sha256": _TEXT},
+                      required=("path", "bytes", "sha256"))
+# run.json: which job and model wrote the folder; the rest is the job's identity (task, dataset, ...).
+RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}, ("job", "model"),
+             unknown="keep")
+# inputs.json: the fingerprints of the data files and of the model folder's files (tasks/data/inputs.py).
+INPUTS = Schema({"data": Field("array", items=_FINGERPRINT), "model": Field("array", items=_FINGERPRINT)},
+                ("data", "model"))
+# metrics.jsonl, one line per epoch: the loop's history (loop.py); a finished run's last line says so.
+METRICS_LINE = Schema({"epoch": Field("integer", low=0), "epoch_complete": Field("boolean")}, ("epoch",),
+                      unknown="keep")
+# result.json: one seed's dev metrics, of the last epoch and of the best (job.py's run_seeds reads it).
+RESULT = Schema({"seed": Field("integer"), "final": Field("object"), "best": Field("object")},
+                ("seed", "final", "best"), unknown="keep")
+# checkpoints/last.pt: what save_training_state writes (run_folder.py), TrainState's fields inside.
+_COUNT = Field("integer", low=0)
+TRAIN_STATE = Schema({"epoch": _COUNT, "step_in_epoch": _COUNT, "global_step": _COUNT,
+                      "best_score": Field("real"), "best_epoch": Field("integer", low=-1),
+                      "history": Field("array", items=Field("object")), "epoch_losses": Field("object"),
+                      "step_losses": Field("object")},
+                     ("epoch", "step_in_epoch", "global_step", "best_score", "best_epoch", "history"))
+TRAINING_CHECKPOINT = Schema(
+    {"model": Field("object", items=Field("tensor")), "optimizer": Field("object"),
+     "scheduler": Field("object"), "train_state": Field("object", items=TRAIN_STATE),
+     "torch_rng": Field("tensor"), "python_rng": Field("tuple"), "scaler": Field("object")},
+    ("model", "optimizer", "scheduler", "train_state", "torch_rng", "python_rng"))
+
+# A settings field's annotation -> its JSON kind (tuples are saved as arrays, paths as strings).
+_KINDS = {bool: "boolean", int: "integer", float: "real", str: "string", Path: "string", tuple: "array"}
+
+
+def settings_schema(*settings: Any, required: Sequence[str] = ()) -> Schema:
+    """config.json's (and heads.json's) schema from the settings classes or instances: each flag's kind
+    from its annotation, its choices as the values allowed. Other keys (where the data was, ...) are kept."""
+    fields = {}
+    for instance in settings:
+        hints = typing.get_type_hints(instance if isinstance(instance, type) else type(instance))
+        fields.update({f.name: _flag_field(hints[f.name], f) for f in flag_fields(instance)})
+    return Schema(fields, tuple(required), unknown="keep")
+
+
+def _flag_field(annotation: Any, flag: dataclasses.Field) -> Field:
+    parts = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    kinds = {_KINDS.get(typing.get_origin(p) or p, "any") for p in parts if p is not type(None)}
+    kind = kinds.pop() if len(kinds) == 1 else "real" if kinds == {"integer", "real"} else "any"
+    return Field(kind, null=type(None) in parts or flag.default is None,
+                 allowed=tuple(flag.metadata["choices"] or ()) if kind == "string" else (),
+                 why="the flag's choices are")
+
+
+def read_record(path: Path, schema: Schema) -> dict:
+    """One of the run folder's JSON files, checked against its schema."""
+    return read_document(path, schema)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl: one object per line, each checked; errors name the file and the line."""
+    lines = []
+    for number, line in enumerate(read_text(path, allow_empty=True).splitlines(), start=1):
+        try:
+            values = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise FileContentError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+        if not isinstance(values, dict):
+            raise FileContentError(f"{path}:{number}: expected a JSON object ({{...}}), got {line[:40]}")
+        check_fields(values, METRICS_LINE, f"{path}:{number}: ")
+        lines.append(values)
+    return lines
+
+
+def check_training_checkpoint(payload: object, path: Path, model: torch.nn.Module) -> dict:
+    """The dict inside checkpoints/last.pt: its keys and their types, TrainState's fields, and the model's
+    weights, each tensor of the model's shape."""
+    if not isinstance(payload, dict):
+        raise FileContentError(f"{path}: holds a {type(payload).__name__}, not a training checkpoint (a dict)")
+    check_fields(payload, TRAINING_CHECKPOINT, f"{path}: ")
+    check_tensors_fit(payload["model"], model.state_dict(), path)
+    return payload
+
+
+def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path) -> None:
+    """Every tensor the model has, of its shape, and no other; refused naming the file, the tensor and both
+    shapes."""
+    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unknown:
+        raise FileContentError(f"{path}: does not fit the model (missing {missing[:6]}, unknown {unknown[:6]});"
+                               " was it written with other head options, or by another job?")
+    for key, tensor in state.items():
+        if tensor.shape != expected[key].shape:
+            raise FileContentError(f"{path}: tensor {key} has shape {tuple(tensor.shape)}, the model's has "
+                                   f"{tuple(expected[key].shape)}; was it written with other settings?")
+
+
+def read_heads(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """best/heads.safetensors: the heads' tensors, each the shape of the model's (`expected`)."""
+    try:
+        state = load_safetensors(str(check_file(path)), device="cpu")
+    except SafetensorError as error:
+        raise FileContentError(f"{path}: not a readable safetensors file ({error}); it may be truncated or "
+                               "corrupt: train again, or restore it") from None
+    check_tensors_fit(state, expected, path)
+    return state
