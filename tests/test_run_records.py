@@ -37,7 +37,7 @@ SHAPES = [("[]", "array"), ("null", "null"), ('"run"', "string"), ("3", "number"
 
 @pytest.mark.parametrize("schema, good, wrong", [
     (RUN, {"job": "sentiment", "model": "m", "task": "sst"},
-     [({"job": 3, "model": "m"}, "job"), ({"model": "m"}, "job"), ({"job": "x", "model": None}, "model")]),
+     [({"job": 3, "model": "m"}, "job"), ({"model": "m"}, "lacks job"), ({"job": "x", "model": None}, "model")]),
     (INPUTS, {"data": [FINGERPRINT], "model": []},
      [({"data": "a.csv", "model": []}, "data"), ({"data": []}, "model"),
       ({"data": [{**FINGERPRINT, "bytes": -1}], "model": []}, "data[0].bytes"),

@@ -439,7 +439,7 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
             if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
                 scaler.load_state_dict(payload["scaler"])
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
-            errors.append(f"{candidate}: {error}")
+            errors.append(str(error) if str(candidate) in str(error) else f"{candidate}: {error}")
             print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",
                   file=sys.stderr)
             continue

@@ -34,7 +34,7 @@ _TEXT = Field("string")
 _FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", low=0), "sha256": _TEXT},
                       required=("path", "bytes", "sha256"))
 # run.json: which job and model wrote the folder; the rest is the job's identity (task, dataset, ...).
-RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}, ("job", "model"),
+RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}, ("job",),
              unknown="keep")
 # inputs.json: the fingerprints of the data files and of the model folder's files (tasks/data/inputs.py).
 INPUTS = Schema({"data": Field("array", items=_FINGERPRINT), "model": Field("array", items=_FINGERPRINT)},
