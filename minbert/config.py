@@ -23,15 +23,14 @@ from minbert.loading.pretrained import ConfigError, Field, PretrainedConfig, Sch
 # meanings: a decoder, cross-attention, relative positions, another activation are refused, never ignored).
 # transformers ignores keys it does not know; so does minbert, and the load report lists them. The keys
 # transformers writes for its own bookkeeping are known here, so that they are not listed.
-_SIZE, _RATE, _POSITIVE = Field("integer", low=1), Field("number", low=0, high=1, below=True), \
-    Field("number", low=0, above=True)
+_SIZE, _RATE, _POSITIVE = Field("integer", "[1, inf]"), Field("number", "[0, 1)"), Field("number", "(0, inf)")
 _SAME = "minbert implements BERT's encoder only"
 FIELDS = {
     "vocab_size": _SIZE, "hidden_size": _SIZE, "num_hidden_layers": _SIZE, "num_attention_heads": _SIZE,
     "intermediate_size": _SIZE, "max_position_embeddings": _SIZE, "type_vocab_size": _SIZE,
     "hidden_act": Field("string", allowed=("gelu",), why="minbert implements BERT's exact erf GELU only"),
     "hidden_dropout_prob": _RATE, "attention_probs_dropout_prob": _RATE,
-    "initializer_range": _POSITIVE, "layer_norm_eps": _POSITIVE, "pad_token_id": Field("integer", low=0, null=True),
+    "initializer_range": _POSITIVE, "layer_norm_eps": _POSITIVE, "pad_token_id": Field("integer", "[0, inf]", null=True),
     "position_embedding_type": Field("string", allowed=("absolute",),
                                      why="minbert implements BERT's learned absolute positions only"),
 }

@@ -39,6 +39,7 @@ from torch import nn
 from minbert.loading.atomic import atomic_write, atomic_write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
 from minbert.loading.files import check_file, check_output_dir, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields, read_document
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -54,6 +55,10 @@ _OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "ber
 # The dtypes a model's weights may be loaded in (from_pretrained's dtype, config.json's torch_dtype).
 FLOAT_DTYPES = {str(t).removeprefix("torch."): t
                 for t in (torch.float32, torch.bfloat16, torch.float16, torch.float64)}
+
+# A sharded checkpoint's index (each key -> the file that holds it), and a state dict (each name -> a tensor).
+_INDEX = Schema({"weight_map": Field("object", items=Field("string"))}, ("weight_map",), unknown="keep")
+_STATE_DICT = Field("object", items=Field("tensor"))
 
 _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
                 "max_position_embeddings, type_vocab_size, num_hidden_layers)")
@@ -158,10 +163,7 @@ def _read_torch(path: Path) -> dict:
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     """A sharded checkpoint: the index maps each key to the file that holds it."""
-    weight_map = read_json_object(index, CheckpointError).get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{index}: not a valid checkpoint index (expected \"weight_map\": an object "
-                              "mapping each key to the file that holds it)")
+    weight_map = read_document(index, _INDEX, CheckpointError)["weight_map"]
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         state.update(read_weights(index.parent / shard))
@@ -179,9 +181,7 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
     if nested:
         raise CheckpointError(f"{path}: looks like a training checkpoint (its weights are under "
                               f"{nested[0]!r}); save that dict on its own as the weights file")
-    bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
-    if bad:
-        raise CheckpointError(f"{path}: entries that are not tensors: {_some(bad)}")
+    check_fields(state, _STATE_DICT, f"{path}: ", CheckpointError)
     return state
 
 
@@ -238,7 +238,7 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
 
     _check_keys(state, expected, model.config.num_hidden_layers, weights_file)
     report.initialised = sorted(set(expected) - set(state))
-    _check_shapes(state, expected, weights_file)
+    check_shapes(state, expected, weights_file)
     converted = _copy(model, state, weights_file)
     if converted:
         report.fixups.append(f"converted {converted}")
@@ -285,12 +285,13 @@ def _layer_hint(state: dict, num_layers: int) -> str:
     return f" ({_CONFIG_HINT}, or this is not a BERT checkpoint)"
 
 
-def _check_shapes(state: dict, expected: dict, source: Path) -> None:
+def check_shapes(state: dict, expected: dict, source: Path, hint: str = _CONFIG_HINT) -> None:
+    """Each tensor of `state` of its shape in `expected`, else an error naming the file, the key, both shapes."""
     wrong = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(expected[k].shape)}"
              for k, v in state.items() if v.shape != expected[k].shape]
     if wrong:
         raise CheckpointError(f"{source}: shape mismatch for {len(wrong)} key(s): " + "; ".join(wrong[:10])
-                              + (" ..." if len(wrong) > 10 else "") + f". {_CONFIG_HINT}")
+                              + (" ..." if len(wrong) > 10 else "") + f". {hint}")
 
 
 def _copy(model: nn.Module, state: dict, source: Path) -> str:

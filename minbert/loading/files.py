@@ -76,20 +76,13 @@ def read_json(path: str | os.PathLike, error: type[Exception] = FileContentError
                     f"{failure.msg})") from None
     if not isinstance(values, kind):
         expected = "a JSON object ({...})" if kind is dict else "a JSON array ([...])"
-        raise error(f"{path}: expected {expected}, got {_json_name(values)}")
+        raise error(f"{path}: expected {expected}, got {json.dumps(values)[:40]}")
     return values
 
 
 def read_json_object(path: str | os.PathLike, error: type[Exception] = FileContentError) -> dict:
     """A JSON file holding an object (a dict)."""
     return read_json(path, error, dict)
-
-
-def _json_name(value: object) -> str:
-    """What a parsed JSON value is, in JSON's words."""
-    names = {dict: "an object", list: "an array", str: "a string", bool: "true or false", int: "a number",
-             float: "a number", type(None): "null"}
-    return f"{names.get(type(value), type(value).__name__)} ({json.dumps(value)[:40]})"
 
 
 def check_output_dir(directory: str | os.PathLike) -> Path:

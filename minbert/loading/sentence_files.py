@@ -66,12 +66,12 @@ class SentenceSettings:
 # What we read of each file, as sentence-transformers (2 to 6) writes it: an allow-list. Every field is one
 # we implement with sentence-transformers' meaning, or one whose only value allowed is its default; any other
 # field or value is refused naming the file, the field and the value.
-_DEFAULT = "minbert implements its default only"
-_MODULES = Schema({}, kind="array", entry=Schema(
-    {"idx": Field("integer", low=0), "name": Field("string"), "path": Field("string"),
-     "type": Field("string"), "kwargs": Field("array", allowed=([],), why=_DEFAULT)}, required=("type",)))
+_DEFAULT, _TEXT = "minbert implements its default only", Field("string")
+_MODULES = Field("array", items=Schema(
+    {"idx": Field("integer", "[0, inf]"), "name": Field("string"), "path": Field("string"),
+     "type": Field("string"), "kwargs": Field("array", allowed=([],), why=_DEFAULT)}, ("type",)))
 _TRANSFORMER = Schema({
-    "max_seq_length": Field("integer", low=1, null=True), "do_lower_case": Field("boolean"),
+    "max_seq_length": Field("integer", "[1, inf]", null=True), "do_lower_case": Field("boolean"),
     "transformer_task": Field("string", allowed=("feature-extraction",), why=_DEFAULT),
     "modality_config": Field("object", allowed=({"text": {"method": "forward",
                                                           "method_output_name": "last_hidden_state"}},),
@@ -82,17 +82,20 @@ _TRANSFORMER = Schema({
     **{name: Field("any", null=True, allowed=(None,), why=_DEFAULT)  # multi-vector models' settings
        for name in ("query_length", "document_length", "query_expansion")}})
 _POOLING = Schema({
-    "word_embedding_dimension": Field("integer", low=1), "embedding_dimension": Field("integer", low=1),
+    "word_embedding_dimension": Field("integer", "[1, inf]"), "embedding_dimension": Field("integer", "[1, inf]"),
     "pooling_mode": Field("any"),  # a name or a list of names: checked below
     "include_prompt": Field("boolean"), **{flag: Field("boolean") for flag in _POOLING_FLAGS}})
+# What SentenceEncoder's arguments and config_sentence_transformers.json both state (null: not set).
+ARGUMENTS = Schema({"normalize": Field("boolean", null=True), "prompts": Field("object", null=True, items=_TEXT),
+                    "default_prompt_name": Field("string", null=True),
+                    "truncate_dim": Field("integer", "[1, inf]", null=True)})  # the dimensions kept
 _TOP = Schema({
     "__version__": Field("object"), "requirements": Field("any", null=True),  # what it was saved with
     "model_type": Field("string", allowed=("SentenceTransformer",),
                         why="minbert's SentenceEncoder is a SentenceTransformer"),
     "similarity_fn_name": Field("string", null=True, allowed=SIMILARITY_FUNCTIONS,
                                 why="sentence-transformers' similarity functions are"),
-    "prompts": Field("object", items=Field("string")), "default_prompt_name": Field("string", null=True),
-    "truncate_dim": Field("integer", low=1, null=True)})  # sentence-transformers 3+ writes truncate_dim here
+    **{k: ARGUMENTS.fields[k] for k in ("prompts", "default_prompt_name", "truncate_dim")}})
 
 
 def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:

@@ -66,7 +66,8 @@ from tasks.training.loop import train
 from tasks.training.lora_run import add_adapters, encoder_folder
 from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
                                        save_checkpoint, signals_stop_the_job)
-from tasks.training.run_records import RESULT, read_record
+from minbert.loading.schema import read_document
+from tasks.training.run_records import RESULT
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
 
 
@@ -359,7 +360,7 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
         seed_dir = out / f"seed-{seed}"
         if resume and (seed_dir / RESULT_FILE).is_file():
             print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
-            results.append(read_record(seed_dir / RESULT_FILE, RESULT))
+            results.append(read_document(seed_dir / RESULT_FILE, RESULT))
             continue
         results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
     if None in results:  # under torchrun, the processes other than rank 0 train but do not report

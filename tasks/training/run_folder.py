@@ -59,7 +59,6 @@ from torch import nn
 from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text, readable_directory
 from minbert.loading.checkpoint import save_model
 from minbert.loading.files import FileContentError, read_json_object
-from minbert.loading.schema import check_fields
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
 from minbert.lora import merge_and_unload
@@ -69,8 +68,9 @@ from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
 from tasks.training.lora_run import encoder_folder, is_adapted
 from tasks.training.lora_run import save_encoder as save_lora_encoder
+from minbert.loading.schema import check_fields, read_document
 from tasks.training.run_records import (INPUTS, RUN, check_training_checkpoint, read_heads, read_metrics,
-                                        read_record, settings_schema)
+                                        settings_schema)
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -106,7 +106,7 @@ class RunDir:
         inputs.json existed has nothing to compare: it gets the file now."""
         file = self.path / INPUTS_FILE
         if resume and file.is_file():
-            saved = read_record(file, INPUTS)
+            saved = read_document(file, INPUTS)
             change = (first_change(saved["data"], data, "data file")
                       or first_change(saved["model"], model, "model file", by_name=True))
             if change:
@@ -156,7 +156,7 @@ def _has_checkpoint(path: Path) -> bool:
 
 def is_finished(path: Path) -> bool:
     """Whether `path` holds a run that trained every epoch and ended well (a study's runner asks)."""
-    return (path / RUN_FILE).is_file() and _finished(path, read_record(path / RUN_FILE, RUN))
+    return (path / RUN_FILE).is_file() and _finished(path, read_document(path / RUN_FILE, RUN))
 
 
 def _finished(path: Path, record: dict) -> bool:
@@ -196,7 +196,7 @@ def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
     config_file = path / CONFIG_FILE
     if not settings or not config_file.is_file():
         return  # nothing to compare: a run that stopped before it wrote its settings
-    saved = read_record(config_file, settings_schema(*settings))
+    saved = read_document(config_file, settings_schema(*settings))
     differ = [(flag_names(f, f.default)[0], saved[f.name], getattr(s, f.name))
               for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
               and f.name in saved and frozen(saved[f.name]) != getattr(s, f.name)]
@@ -222,7 +222,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
             raise SystemExit(f"error: --resume given, but --out {path} does not exist")
         if not record_file.exists():
             return  # a run from before run.json existed: its checkpoint decides
-        record = read_record(record_file, RUN)
+        record = read_document(record_file, RUN)
         wanted = {"job": job, "model": model, **identity}
         differ = [k for k in wanted if str(record.get(k)) != str(wanted[k])]
         if differ:
@@ -245,7 +245,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
                              "run of the same job, or choose a new folder")
-        record = read_record(record_file, RUN)
+        record = read_document(record_file, RUN)
         if _finished(path, record):
             raise SystemExit(f"error: --out {path} already holds {_describe(record, 'finished')} (its "
                              f"results are in {_results(path)}); choose a new folder")
@@ -331,7 +331,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
         (path / FAILED_FILE).unlink(missing_ok=True)
         yield run
         if run.training_finished:  # and the job's outputs are written: nothing is left for a --resume
-            record = read_record(path / RUN_FILE, RUN)
+            record = read_document(path / RUN_FILE, RUN)
             record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
             atomic_write_text(path / RUN_FILE, json.dumps(record, indent=2) + "\n")
         run._drop_checkpoints_now()

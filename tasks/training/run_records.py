@@ -27,11 +27,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file as load_safetensors
 
 from minbert.loading.files import FileContentError, check_file, read_text
-from minbert.loading.schema import Field, Schema, check_fields, read_document
+from minbert.loading.checkpoint import check_shapes
+from minbert.loading.schema import Field, Schema, read_document
 from tasks.training.flags import flag_fields
 
 _TEXT = Field("string")
-_FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", low=0), "sha256": _TEXT},
+_FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", "[0, inf]"), "sha256": _TEXT},
                       required=("path", "bytes", "sha256"))
 # run.json: which job and model wrote the folder; the rest is the job's identity (task, dataset, ...).
 RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}, ("job",),
@@ -40,22 +41,22 @@ RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}
 INPUTS = Schema({"data": Field("array", items=_FINGERPRINT), "model": Field("array", items=_FINGERPRINT)},
                 ("data", "model"))
 # metrics.jsonl, one line per epoch: the loop's history (loop.py); a finished run's last line says so.
-METRICS_LINE = Schema({"epoch": Field("integer", low=0), "epoch_complete": Field("boolean")}, ("epoch",),
+METRICS_LINE = Schema({"epoch": Field("integer", "[0, inf]"), "epoch_complete": Field("boolean")}, ("epoch",),
                       unknown="keep")
 # result.json: one seed's dev metrics, of the last epoch and of the best (job.py's run_seeds reads it).
 RESULT = Schema({"seed": Field("integer"), "final": Field("object"), "best": Field("object")},
                 ("seed", "final", "best"), unknown="keep")
 # checkpoints/last.pt: what save_training_state writes (run_folder.py), TrainState's fields inside.
-_COUNT = Field("integer", low=0)
+_COUNT = Field("integer", "[0, inf]")
 TRAIN_STATE = Schema({"epoch": _COUNT, "step_in_epoch": _COUNT, "global_step": _COUNT,
-                      "best_score": Field("real"), "best_epoch": Field("integer", low=-1),
+                      "best_score": Field("real"), "best_epoch": Field("integer", "[-1, inf]"),
                       "history": Field("array", items=Field("object")), "epoch_losses": Field("object"),
                       "step_losses": Field("object")},
                      ("epoch", "step_in_epoch", "global_step", "best_score", "best_epoch", "history"))
 TRAINING_CHECKPOINT = Schema(
     {"model": Field("object", items=Field("tensor")), "optimizer": Field("object"),
-     "scheduler": Field("object"), "train_state": Field("object", items=TRAIN_STATE),
-     "torch_rng": Field("tensor"), "python_rng": Field("tuple"), "scaler": Field("object")},
+     "scheduler": Field("object"), "train_state": TRAIN_STATE,
+     "torch_rng": Field("tensor"), "python_rng": Field("any"), "scaler": Field("object")},
     ("model", "optimizer", "scheduler", "train_state", "torch_rng", "python_rng"))
 
 # A settings field's annotation -> its JSON kind (tuples are saved as arrays, paths as strings).
@@ -81,32 +82,24 @@ def _flag_field(annotation: Any, flag: dataclasses.Field) -> Field:
                  why="the flag's choices are")
 
 
-def read_record(path: Path, schema: Schema) -> dict:
-    """One of the run folder's JSON files, checked against its schema."""
-    return read_document(path, schema)
-
-
 def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl: one object per line, each checked; errors name the file and the line."""
     lines = []
     for number, line in enumerate(read_text(path, allow_empty=True).splitlines(), start=1):
         try:
-            values = json.loads(line)
+            lines.append(json.loads(line))
         except json.JSONDecodeError as error:
             raise FileContentError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-        if not isinstance(values, dict):
-            raise FileContentError(f"{path}:{number}: expected a JSON object ({{...}}), got {line[:40]}")
-        check_fields(values, METRICS_LINE, f"{path}:{number}: ")
-        lines.append(values)
+        if found := METRICS_LINE.problem(lines[-1], f"{path}:{number}", prefix=f"{path}:{number}: "):
+            raise FileContentError(found)
     return lines
 
 
 def check_training_checkpoint(payload: object, path: Path, model: torch.nn.Module) -> dict:
     """The dict inside checkpoints/last.pt: its keys and their types, TrainState's fields, and the model's
     weights, each tensor of the model's shape."""
-    if not isinstance(payload, dict):
-        raise FileContentError(f"{path}: holds a {type(payload).__name__}, not a training checkpoint (a dict)")
-    check_fields(payload, TRAINING_CHECKPOINT, f"{path}: ")
+    if found := TRAINING_CHECKPOINT.problem(payload, str(path), prefix=f"{path}: "):
+        raise FileContentError(found)
     check_tensors_fit(payload["model"], model.state_dict(), path)
     return payload
 
@@ -118,10 +111,7 @@ def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.
     if missing or unknown:
         raise FileContentError(f"{path}: does not fit the model (missing {missing[:6]}, unknown {unknown[:6]});"
                                " was it written with other head options, or by another job?")
-    for key, tensor in state.items():
-        if tensor.shape != expected[key].shape:
-            raise FileContentError(f"{path}: tensor {key} has shape {tuple(tensor.shape)}, the model's has "
-                                   f"{tuple(expected[key].shape)}; was it written with other settings?")
+    check_shapes(state, expected, path, hint="was it written with other settings?")
 
 
 def read_heads(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
