@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
 import minbert
 from minbert import BertConfig, BertForPreTraining, BertModel, BertTokenizer, SentenceEncoder
@@ -25,13 +27,13 @@ from experiments import study
 from pretrain import run as pretrain_run
 from tasks import classify, hierarchical, multitask, sentiment, tag
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training.job import BUG_NOTE
+from tasks.training.job import BUG_NOTE, user_errors
 
 REPO = Path(__file__).resolve().parents[1]
 JOBS = {"tasks.multitask": multitask.main, "tasks.sentiment": sentiment.main, "tasks.classify": classify.main,
         "tasks.hierarchical": hierarchical.main, "tasks.tag": tag.main, "pretrain.run": pretrain_run.main,
         "experiments.study": study.main}
-CUDA_MISSING = not __import__("torch").cuda.is_available()
+CUDA_MISSING = not torch.cuda.is_available()
 
 
 @pytest.fixture
@@ -104,6 +106,34 @@ def test_a_jobs_user_fault_is_one_line_naming_the_path_and_leaves_no_folder(faul
     assert not (tmp_path / "out").exists()  # nothing was trained: no run folder
 
 
+@pytest.fixture(scope="module")
+def finished_run(tiny_multitask_run, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert multitask.main(tiny_multitask_run(out)) == 0
+    return out
+
+
+def cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def other_shape(path: Path) -> None:
+    heads = load_file(path)
+    key = sorted(heads)[0]
+    save_file({**heads, key: torch.zeros(3, *heads[key].shape[1:])}, path)
+
+
+@pytest.mark.parametrize("damage, says", [(cut_in_half, "not a readable safetensors file"),
+                                          (other_shape, "of another shape")])
+def test_predict_from_damaged_heads_is_one_line_naming_the_file(finished_run, tmp_path, capsys, damage, says):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run / "best", run / "best")
+    damage(run / "best" / "heads.safetensors")
+    code, line = job_failure(capsys, ["--predict", str(run), "--data-dir", str(SAMPLE_DIR), "--out",
+                                      str(tmp_path / "predicted"), "--limit", "16"], multitask.main)
+    assert code == 1 and f"{run / 'best' / 'heads.safetensors'}: " in line and says in line, line
+
+
 @pytest.mark.skipif(CUDA_MISSING is False, reason="this PyTorch has CUDA: --use_gpu would train")
 def test_use_gpu_without_cuda_is_one_line_naming_the_flag(tiny_model_dir, tmp_path, capsys):
     code, line = job_failure(capsys, sentiment_args(tiny_model_dir, tmp_path / "out") + ["--use_gpu"])
@@ -141,6 +171,15 @@ def test_a_bug_keeps_its_traceback_and_says_it_is_a_bug(tiny_model_dir, tmp_path
     monkeypatch.setattr(sentiment, "read_task_data", broken)
     with pytest.raises(ZeroDivisionError) as error:
         sentiment.main(sentiment_args(tiny_model_dir, tmp_path / "out"))
+    assert error.value.__notes__ == [BUG_NOTE]
+
+
+def test_a_bug_in_a_job_run_by_a_study_says_so_once():
+    """experiments.study runs each job's main inside its own boundary: the note is added once."""
+    with pytest.raises(ZeroDivisionError) as error:
+        with user_errors():
+            with user_errors():
+                1 / 0
     assert error.value.__notes__ == [BUG_NOTE]
 
 

@@ -144,7 +144,7 @@ def user_errors():
         raise SystemExit(stop.exit_status) from None
     except Exception as error:
         line = user_fault(error)
-        if line is None:
+        if line is None and BUG_NOTE not in getattr(error, "__notes__", ()):  # once, for nested jobs (study)
             error.add_note(BUG_NOTE)
         if line is None or traceback:
             raise
