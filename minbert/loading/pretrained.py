@@ -34,7 +34,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
-from minbert.loading.errors import MinbertError, MissingFileError, user_faults
+from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
 from minbert.loading.hub import check_name_or_path, resolve_model
@@ -54,9 +54,7 @@ class PretrainedConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        if not path.exists():
-            raise MissingFileError(f"no config.json at {path}")
-        values = read_json_object(path, ConfigError)  # a folder, unreadable, empty, not UTF-8, not JSON
+        values = read_json_object(path, ConfigError)  # missing, a folder, unreadable, empty, not JSON
         return cls.from_dict(values, source=str(path))
 
     @classmethod

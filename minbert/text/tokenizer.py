@@ -162,9 +162,7 @@ class BertTokenizer:
     ) -> "BertTokenizer":
         """Read a vocab.txt: one token per line, the line number (from 0) being its id."""
         path = Path(path)
-        if not path.exists():
-            raise MissingFileError(f"no vocabulary file at {path}")
-        text = read_text(path)  # a folder, unreadable, empty or not UTF-8: FileContentError naming the file
+        text = read_text(path)  # each fault named: missing, a folder, unreadable, empty, not UTF-8
         # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
         lines = text.split("\n")
         if lines and lines[-1] == "":
