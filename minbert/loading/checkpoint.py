@@ -238,13 +238,13 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
 
     _check_keys(state, expected, model.config.num_hidden_layers, weights_file)
     report.initialised = sorted(set(expected) - set(state))
-    check_shapes(state, expected, weights_file)
+    _check_shapes(state, expected, weights_file)
     converted = _copy(model, state, weights_file)
     if converted:
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=3)
+                      f"{_some(report.initialised)}", stacklevel=4)  # from_pretrained's caller
     return report
 
 
@@ -285,13 +285,12 @@ def _layer_hint(state: dict, num_layers: int) -> str:
     return f" ({_CONFIG_HINT}, or this is not a BERT checkpoint)"
 
 
-def check_shapes(state: dict, expected: dict, source: Path, hint: str = _CONFIG_HINT) -> None:
-    """Each tensor of `state` of its shape in `expected`, else an error naming the file, the key, both shapes."""
+def _check_shapes(state: dict, expected: dict, source: Path) -> None:
     wrong = [f"{k}: checkpoint {tuple(v.shape)}, model {tuple(expected[k].shape)}"
              for k, v in state.items() if v.shape != expected[k].shape]
     if wrong:
         raise CheckpointError(f"{source}: shape mismatch for {len(wrong)} key(s): " + "; ".join(wrong[:10])
-                              + (" ..." if len(wrong) > 10 else "") + f". {hint}")
+                              + (" ..." if len(wrong) > 10 else "") + f". {_CONFIG_HINT}")
 
 
 def _copy(model: nn.Module, state: dict, source: Path) -> str:

@@ -18,8 +18,10 @@ import os
 import stat
 from pathlib import Path
 
+from minbert.loading.errors import MinbertError, MissingFileError
 
-class FileContentError(ValueError):
+
+class FileContentError(MinbertError, ValueError):
     """A file that exists but cannot be read as what it should hold; the message names the file."""
 
 
@@ -30,7 +32,7 @@ def check_file(path: str | os.PathLike, error: type[Exception] = FileContentErro
     try:
         mode = os.stat(path).st_mode  # before open: opening a named pipe would wait for a writer for ever
     except FileNotFoundError:
-        raise FileNotFoundError(f"no such file: {path}") from None
+        raise MissingFileError(f"no such file: {path}") from None
     except OSError as failure:  # a name too long, a symlink loop, a parent that is a file
         raise error(f"{path}: cannot read it: {failure.strerror or failure}") from None
     if stat.S_ISDIR(mode):

@@ -26,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+from minbert.loading.errors import MissingFileError
 from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
 from minbert.loading.files import check_file
 
@@ -36,7 +37,7 @@ EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(MissingFileError):
     """No checkpoint for a name; the message says where we looked and how to get one."""
 
 

@@ -23,11 +23,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file as load_safetensors
 
 from minbert.loading.files import FileContentError, check_file, read_text
-from minbert.loading.checkpoint import check_shapes
+from minbert.loading.checkpoint import CheckpointError, read_weights
 from minbert.loading.schema import Field, Schema, read_document
 from tasks.training.flags import flag_fields
 
@@ -100,26 +98,25 @@ def check_training_checkpoint(payload: object, path: Path, model: torch.nn.Modul
     weights, each tensor of the model's shape."""
     if found := TRAINING_CHECKPOINT.problem(payload, str(path), prefix=f"{path}: "):
         raise FileContentError(found)
-    check_tensors_fit(payload["model"], model.state_dict(), path)
+    check_tensors_fit(payload["model"], model.state_dict(), path, "the model")
     return payload
 
 
-def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path) -> None:
-    """Every tensor the model has, of its shape, and no other; refused naming the file, the tensor and both
+def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path,
+                      what: str = "the model's heads") -> None:
+    """Every tensor the model has, of its shape, and no other; refused naming the file, each tensor and both
     shapes."""
     missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or unknown:
-        raise FileContentError(f"{path}: does not fit the model (missing {missing[:6]}, unknown {unknown[:6]});"
-                               " was it written with other head options, or by another job?")
-    check_shapes(state, expected, path, hint="was it written with other settings?")
+    wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in state.items()
+             if k in expected and v.shape != expected[k].shape]
+    if missing or unknown or wrong:
+        raise CheckpointError(f"{path}: does not fit {what} (missing {missing}, unknown {unknown}, of another "
+                              f"shape {wrong}); was it written with other settings, or by another job?")
 
 
 def read_heads(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """best/heads.safetensors: the heads' tensors, each the shape of the model's (`expected`)."""
-    try:
-        state = load_safetensors(str(check_file(path)), device="cpu")
-    except SafetensorError as error:
-        raise FileContentError(f"{path}: not a readable safetensors file ({error}); it may be truncated or "
-                               "corrupt: train again, or restore it") from None
+    """best/heads.safetensors, read as any weights file (checkpoint.py: truncated, unreadable, a folder in its
+    place: named), each tensor the shape of the model's (`expected`)."""
+    state = read_weights(check_file(path, CheckpointError))
     check_tensors_fit(state, expected, path)
     return state
