@@ -30,7 +30,8 @@ FIELDS = {
     "intermediate_size": _SIZE, "max_position_embeddings": _SIZE, "type_vocab_size": _SIZE,
     "hidden_act": Field("string", allowed=("gelu",), why="minbert implements BERT's exact erf GELU only"),
     "hidden_dropout_prob": _RATE, "attention_probs_dropout_prob": _RATE,
-    "initializer_range": _POSITIVE, "layer_norm_eps": _POSITIVE, "pad_token_id": Field("integer", "[0, inf]", null=True),
+    "initializer_range": _POSITIVE, "layer_norm_eps": _POSITIVE,
+    "pad_token_id": Field("integer", "[0, inf]", null=True),  # null: no padding row, as in transformers
     "position_embedding_type": Field("string", allowed=("absolute",),
                                      why="minbert implements BERT's learned absolute positions only"),
 }

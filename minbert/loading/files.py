@@ -2,11 +2,11 @@
 
 A folder that came from elsewhere may hold a file that is missing, a folder (or a named pipe, a device, a
 socket) where the file should be, a file this user may not read, an empty file, bytes that are not UTF-8,
-text that is not JSON, or JSON of another shape (an array where an object belongs). Each is an error naming the file and saying what it expected, raised by the error class
-of the file's reader (ConfigError for config.json, CheckpointError for the weights, FileContentError for
-the rest), so that a job's one-line error handling (tasks/training/job.py) shows it as one line. In
-particular a file that cannot be read for its permissions is never called corrupt: downloading it again
-would not help.
+text that is not JSON, or JSON of another shape (an array where an object belongs). Each is an error naming
+the file and saying what it expected, raised by the error class of the file's reader (ConfigError for
+config.json, CheckpointError for the weights, FileContentError for the rest), so that a job's one-line error
+handling (tasks/training/job.py) shows it as one line. In particular a file that cannot be read for its
+permissions is never called corrupt: downloading it again would not help.
 
 Read next: schema.py (what the fields of a JSON file must be).
 """

@@ -1,7 +1,7 @@
 """A file format's schema, declared once as data, and the one function that checks a document against it.
 
-Every JSON file we read, ours or foreign, declares its document as a `Field`: an object's fields, each with its
-kind and range, which of them must be there, and, for a format of which we implement a part (transformers'
+Every JSON file we read, ours or foreign, declares its document as a `Field`: an object's fields, each with
+its kind and range, which of them must be there, and, for a format of which we implement a part (transformers'
 config.json, sentence-transformers' files), the values whose meaning we implement (`allowed`, an allow-list:
 any other value is refused naming the field and the value). A field the schema does not
 know is refused, or, where the format's own reader tolerates it (transformers ignores unknown keys in
@@ -28,8 +28,9 @@ from minbert.loading.files import FileContentError, read_json
 
 # A field's kind: the Python types json.loads gives for it (torch.load's for a tensor), and its name in words.
 KINDS: dict[str, tuple[type | tuple[type, ...], str]] = {
-    "integer": (int, "an integer"), "number": ((int, float), "a number"), "real": ((int, float), "a number (or "
-    "infinity)"), "boolean": (bool, "true or false"), "string": (str, "a string"), "array": (list, "an array"),
+    "integer": (int, "an integer"), "number": ((int, float), "a number"),
+    "real": ((int, float), "a number (or infinity)"), "boolean": (bool, "true or false"),
+    "string": (str, "a string"), "array": (list, "an array"),
     "object": (dict, "an object"), "tensor": (torch.Tensor, "a tensor"), "any": (object, "anything")}
 
 
@@ -68,7 +69,8 @@ class Field:
             return f"{name} must be {self.expected()}, got {shown(value)}"
         if self.allowed and not any(value == a and type(value) is type(a) for a in self.allowed):
             return f"{name} is {shown(value)}, but {self.why} ({', '.join(map(shown, self.allowed))})"
-        entries = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        entries = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) \
+            else ()
         for key, item in entries if self.items else ():
             if isinstance(value, dict) and not isinstance(key, str):  # a Python dict's (JSON's are strings)
                 return f"{name}'s keys must be strings, got {shown(key)}"
@@ -93,9 +95,10 @@ class Field:
     def _in_range(self, value: float) -> bool:
         if not self.range:
             return self.kind != "number" or math.isfinite(value)
-        left, low, high, right = re.fullmatch(r"([[(])(\S+), (\S+)([])])", self.range).groups()
+        left, low, high, right = re.fullmatch(r"([\[(])(\S+), (\S+)([\])])", self.range).groups()
         low, high = float(low), float(high)
-        return (low < value or (left == "[" and value == low)) and (value < high or (right == "]" and value == high))
+        return ((low < value or (left == "[" and value == low))
+                and (value < high or (right == "]" and value == high)))
 
 
 def Schema(fields: dict[str, Field], required: tuple[str, ...] = (), **options: Any) -> Field:
@@ -113,7 +116,8 @@ def shown(value: Any) -> str:
         return type(value).__name__
 
 
-def check_fields(values: dict, schema: Field, where: str, error: type[Exception] = FileContentError) -> list[str]:
+def check_fields(values: dict, schema: Field, where: str,
+                 error: type[Exception] = FileContentError) -> list[str]:
     """Check the object `values` against `schema`, raising `error` with a message that starts with `where`
     ("path: ", "BertConfig."); returns the fields the schema does not know when it keeps them (sorted)."""
     if found := schema.problem(values, where.rstrip(": ."), prefix=where):

@@ -82,11 +82,13 @@ _TRANSFORMER = Schema({
     **{name: Field("any", null=True, allowed=(None,), why=_DEFAULT)  # multi-vector models' settings
        for name in ("query_length", "document_length", "query_expansion")}})
 _POOLING = Schema({
-    "word_embedding_dimension": Field("integer", "[1, inf]"), "embedding_dimension": Field("integer", "[1, inf]"),
+    "word_embedding_dimension": Field("integer", "[1, inf]"),
+    "embedding_dimension": Field("integer", "[1, inf]"),
     "pooling_mode": Field("any"),  # a name or a list of names: checked below
     "include_prompt": Field("boolean"), **{flag: Field("boolean") for flag in _POOLING_FLAGS}})
 # What SentenceEncoder's arguments and config_sentence_transformers.json both state (null: not set).
-ARGUMENTS = Schema({"normalize": Field("boolean", null=True), "prompts": Field("object", null=True, items=_TEXT),
+ARGUMENTS = Schema({"normalize": Field("boolean", null=True),
+                    "prompts": Field("object", null=True, items=_TEXT),
                     "default_prompt_name": Field("string", null=True),
                     "truncate_dim": Field("integer", "[1, inf]", null=True)})  # the dimensions kept
 _TOP = Schema({
@@ -119,7 +121,8 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
             pooling = read_document(values["source"], _POOLING)
             modes = pooling.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items()
                                                     if pooling.get(flag)]
-            if not (isinstance(modes, str) or (isinstance(modes, list) and all(isinstance(m, str) for m in modes))):
+            if not (isinstance(modes, str)
+                    or (isinstance(modes, list) and all(isinstance(m, str) for m in modes))):
                 raise FileContentError(f"{values['source']}: pooling_mode must be a name such as "
                                        f"\"mean\", got {json.dumps(modes)}")
             values["pooling"] = modes if isinstance(modes, str) else "+".join(modes)  # several: concatenated

@@ -110,8 +110,8 @@ def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.
     wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in state.items()
              if k in expected and v.shape != expected[k].shape]
     if missing or unknown or wrong:
-        raise CheckpointError(f"{path}: does not fit {what} (missing {missing}, unknown {unknown}, of another "
-                              f"shape {wrong}); was it written with other settings, or by another job?")
+        raise CheckpointError(f"{path}: does not fit {what} (missing {missing}, unknown {unknown}, of "
+                              f"another shape {wrong}); written with other settings, or by another job?")
 
 
 def read_heads(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
