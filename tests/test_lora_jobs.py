@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 
 from minbert.loading.adapter_files import load_adapter
 from minbert.model import BertModel
+from minbert.sentence_encoder import SentenceEncoder
 from tasks import classify, hierarchical, multitask, sentiment, tag
 from tasks.data.sources import SAMPLE_DIR
 from tasks.training.lora_run import MERGED
@@ -70,6 +71,18 @@ def test_a_lora_runs_best_loads_in_peft_transformers_and_ours(lora_run, tiny_mod
         load_adapter(adapted, best)  # peft's folder onto our base model, unmerged
         torch.testing.assert_close(adapted.eval()(ids, mask).last_hidden_state, ours, **TOL)
     assert (ours - before).abs().max() > 1e-3  # the adapters changed the outputs: the comparisons mean something
+
+
+def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path):
+    best = lora_run / "best"
+    sentences = ["a run folder opens everywhere", "short"]
+    expected = SentenceEncoder(best / MERGED, device="cpu").encode(sentences, convert_to_tensor=True)
+    torch.testing.assert_close(SentenceEncoder(best, device="cpu").encode(sentences, convert_to_tensor=True),
+                               expected, atol=0, rtol=0)
+    merged = BertModel.from_pretrained(best / MERGED).state_dict()
+    assert all(torch.equal(v, merged[k]) for k, v in BertModel.from_pretrained(best).state_dict().items())
+    assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(tmp_path / "again"),
+                           "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0
 
 
 def test_predict_reads_a_lora_run_back_to_its_own_predictions(lora_run, tmp_path):
