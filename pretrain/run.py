@@ -14,9 +14,10 @@ and next-sentence training on the target task's text (within-task), on text of r
 The model starts from any checkpoint (`--model`); an encoder-only checkpoint, like the embedded
 all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classifier, the decoder tied to
 its word embeddings, and the run says so; a BertForMaskedLM checkpoint keeps its trained masked-LM head
-(transform and bias) and gets a fresh NSP classifier. The heads learn at --head-lr 1e-3 by default where the
-head the run trains (masked-LM; NSP with --no-mlm) is fresh, at --lr where it was loaded. Training uses the shared loop (tasks/training/loop.py): our AdamW,
-warm-up and decay, progress bars, metrics.jsonl, loss_and_dev.png, atomic checkpoints and --resume.
+(transform and bias) and gets a fresh NSP classifier. The heads learn at --head-lr 1e-3 by default where
+the head the run trains (masked-LM; NSP with --no-mlm) is fresh, at --lr where it was loaded. Training
+uses the shared loop (tasks/training/loop.py): our AdamW, warm-up and decay, progress bars, metrics.jsonl,
+loss_and_dev.png, atomic checkpoints and --resume.
 Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
 Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP
 accuracy, before training and after every epoch; the best epoch by held-out masked-LM loss (NSP
@@ -384,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                            settings.heldout, training.seed, at_least=need)
         check_enough_documents(len(documents), train_documents, heldout_documents, need)
         pretraining, report = BertForPreTraining.from_pretrained(model_dir, return_report=True)
-        fresh = {head: any(k.startswith(prefix) for k in report.initialised) for head, prefix in HEADS.items()}
+        fresh = {head: any(k.startswith(keys) for k in report.initialised) for head, keys in HEADS.items()}
         if all(fresh.values()):
             print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP "
                   "classifier start fresh, and the masked-LM decoder is tied to the word embeddings",

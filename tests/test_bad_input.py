@@ -124,8 +124,8 @@ def test_unknown_model_name(tiny_model_dir, data, tmp_path, capsys):
 def test_the_weights_file_given_as_model_is_told_to_give_its_folder(tiny_model_dir, data, tmp_path, capsys):
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out",
                                    model=str(tiny_model_dir / "model.safetensors")),
-               f"error: {tiny_model_dir / 'model.safetensors'} is a file, not a model folder: give the folder "
-               f"that holds it ({tiny_model_dir})")
+               f"error: {tiny_model_dir / 'model.safetensors'} is a file, not a model folder: give the "
+               f"folder that holds it ({tiny_model_dir})")
 
 
 def edited_checkpoint(tiny_model_dir, tmp_path, **changes) -> Path:

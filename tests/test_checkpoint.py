@@ -197,7 +197,8 @@ def test_checkpoint_without_pooler_loads_with_fresh_pooler(tmp_path, batch, hf_e
 
 
 TASK_MODELS = ["BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
-               "BertForMultipleChoice", "BertForMaskedLM", "BertForNextSentencePrediction", "BertForPreTraining"]
+               "BertForMultipleChoice", "BertForMaskedLM", "BertForNextSentencePrediction",
+               "BertForPreTraining"]
 
 
 @pytest.mark.parametrize("name", TASK_MODELS)

@@ -9,10 +9,10 @@ tests/test_model.py: the base models sum in different orders, so bit equality is
 adapters compute x A^T B^T times alpha / r in the same order as peft). On all-MiniLM-L6-v2 (6 layers of
 width 384) the outputs agree to 1e-5 too, and the gradients to atol 1e-4 / rtol 1e-4: they reach ~140,
 and six layers of float32 sums leave ~1e-6 of that. A merged model is compared with the unmerged one at the
-same tolerances (merging rounds W + (alpha / r) B A). Every field of the installed peft's LoraConfig at a non-default value
-either gives peft's outputs when the adapter is read (the fields minbert computes, or that change no output)
-or is refused naming it, so a field a new peft adds is caught; our folder opens in peft's AutoPeftModel,
-and peft's .bin adapter loads. Measured (torch 2.13, peft 0.21, 2 CPU cores), the
+same tolerances (merging rounds W + (alpha / r) B A). Every field of the installed peft's LoraConfig at a
+non-default value either gives peft's outputs when the adapter is read (the fields minbert computes, or
+that change no output) or is refused naming it, so a field a new peft adds is caught; our folder opens in
+peft's AutoPeftModel, and peft's .bin adapter loads. Measured (torch 2.13, peft 0.21, 2 CPU cores), the
 largest differences from peft: tiny model, outputs 7e-7, adapter gradients 1e-6, merged outputs 5e-7;
 MiniLM, outputs 2e-6, adapter gradients 1.2e-4 (of 140), merged outputs 1.5e-6, input gradients when
 merged 1e-4 (of 100).
@@ -446,8 +446,8 @@ def test_every_lora_config_field_is_peft_s_meaning_or_refused_by_name(field, tin
         return
     for i, value in enumerate(EQUAL_TO_PEFT.get(field, [])):
         folder = tmp_path / str(i)
-        settings = {} if field in ("base_model_name_or_path", "revision", "auto_mapping", "peft_version") else {
-            field: value}
+        written_by_peft = field in ("base_model_name_or_path", "revision", "auto_mapping", "peft_version")
+        settings = {} if written_by_peft else {field: value}
         peft_saved(tiny_base, folder, **settings)
         saved = json.loads((folder / CONFIG_FILE).read_text())
         (folder / CONFIG_FILE).write_text(json.dumps({**saved, field: value}))  # the file holds the value
@@ -483,7 +483,7 @@ def test_inits_that_rewrite_the_base_weights_are_refused_by_name(init, tiny_base
 def test_a_peft_bin_adapter_loads_weights_only_with_peft_s_outputs(tiny_base, batch, tmp_path):
     theirs = peft_saved(tiny_base, tmp_path / "safetensors")
     theirs.save_pretrained(tmp_path / "bin", safe_serialization=False)
-    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["README.md", CONFIG_FILE, "adapter_model.bin"]
+    assert {p.name for p in (tmp_path / "bin").iterdir()} >= {CONFIG_FILE, "adapter_model.bin"}
     ours = BertModel.from_pretrained(tiny_base, attn_implementation="eager")
     load_adapter(ours, tmp_path / "bin")
     with torch.no_grad():

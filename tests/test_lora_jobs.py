@@ -81,7 +81,8 @@ def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path
                                expected, atol=0, rtol=0)
     merged = BertModel.from_pretrained(best / MERGED).state_dict()
     assert all(torch.equal(v, merged[k]) for k, v in BertModel.from_pretrained(best).state_dict().items())
-    assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(tmp_path / "again"),
+    again = tmp_path / "again"
+    assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(again),
                            "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0
 
 

@@ -466,7 +466,7 @@ def test_pretraining_from_a_masked_lm_checkpoint_keeps_its_trained_head(tiny_mod
                               "--keep-checkpoints"]) == 0
     err = capsys.readouterr().err
     assert "has no next-sentence classifier: it starts fresh; the checkpoint's masked-LM head" in err
-    # The heads learnt at --lr (1e-9), not the 1e-3 of fresh heads: one step leaves the trained head as it was.
+    # The heads learnt at --lr (1e-9), not at fresh heads' 1e-3: one step leaves the trained head as it was.
     trained = mlm.state_dict()
     last = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
     for key in ("cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.weight",
