@@ -65,6 +65,15 @@ def test_wrong_column_names(tiny_model_dir, data, tmp_path, capsys):
                "ids-sst-train.csv:1: wrong header")
 
 
+def test_a_comma_separated_course_file_is_told_so(tiny_model_dir, data, tmp_path, capsys):
+    path = data / "ids-sst-train.csv"
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    path.write_text("".join(",".join(f'"{cell}"' if "," in cell else cell for cell in row) + "\n"
+                            for row in rows), encoding="utf-8")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
+               "ids-sst-train.csv:1: this file is comma-separated; the course files are tab-separated")
+
+
 def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
     path = data / "ids-sst-train.csv"
     path.write_bytes(path.read_bytes().replace(b"dentist", b"dent\xe9ist", 1))
