@@ -3,9 +3,10 @@
 A LoRA run of the main job trains the adapters and the heads only (the encoder's weights bit-identical after
 it, the optimizer holding nothing else); its best/ is peft's adapter folder (`peft.PeftModel` on the base
 model gives our merged encoder's outputs, atol 1e-5 as in test_lora.py) plus a merged plain folder that
-`transformers` and ours open; it resumes to the weights of an uninterrupted run (torch.equal) and refuses a
+`transformers` and ours open; best/ itself opens in BertModel.from_pretrained, SentenceEncoder, --model and
+transformers' AutoModel alike; it resumes to the weights of an uninterrupted run (torch.equal) and refuses a
 --resume with another --lora; --predict reads it back to the run's own predictions; every other fine-tuning
-job takes --lora (on the shared data). 14 tests, 16 s on 2 CPU cores at a load average of 2 (37 s at 5).
+job takes --lora (on the shared data). 15 tests, 32 s on 2 CPU cores at a load average of 6.
 """
 
 from __future__ import annotations
@@ -81,6 +82,12 @@ def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path
                                expected, atol=0, rtol=0)
     merged = BertModel.from_pretrained(best / MERGED).state_dict()
     assert all(torch.equal(v, merged[k]) for k, v in BertModel.from_pretrained(best).state_dict().items())
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("peft")  # transformers reads an adapter folder through peft: the base model + adapters
+    ids = torch.randint(1000, 2000, (2, 7))
+    with torch.no_grad():
+        theirs = transformers.AutoModel.from_pretrained(best).eval()(input_ids=ids).last_hidden_state
+        torch.testing.assert_close(BertModel.from_pretrained(best).eval()(ids).last_hidden_state, theirs, **TOL)
     again = tmp_path / "again"
     assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(again),
                            "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0
