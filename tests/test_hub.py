@@ -100,6 +100,8 @@ def test_an_adapter_folder_with_its_merged_model_resolves_to_the_merged_folder(t
     shutil.copytree(tiny_checkpoint, best / "merged")
     (best / "adapter_config.json").write_text("{}")
     assert resolve_model(best) == best / "merged"
+    (best / "merged" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nmerged\n")
+    assert BertTokenizer.from_pretrained(best).tokenize("merged") == ["merged"]  # the tokenizer beside it
     shutil.rmtree(best / "merged")
     with pytest.raises(ModelNotFoundError, match="adapter_config.json makes it a peft adapter folder: load "
                                                  "its base model, then"):

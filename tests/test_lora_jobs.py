@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 from minbert.loading.adapter_files import load_adapter
 from minbert.model import BertModel
+from minbert.text.tokenizer import BertTokenizer
 from minbert.sentence_encoder import SentenceEncoder
 from tasks import classify, hierarchical, multitask, sentiment, tag
 from tasks.data.sources import SAMPLE_DIR
@@ -80,14 +81,18 @@ def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path
     expected = SentenceEncoder(best / MERGED, device="cpu").encode(sentences, convert_to_tensor=True)
     torch.testing.assert_close(SentenceEncoder(best, device="cpu").encode(sentences, convert_to_tensor=True),
                                expected, atol=0, rtol=0)
+    text = "a run folder opens everywhere"
+    tokenizers = [BertTokenizer.from_pretrained(folder) for folder in (best, best / MERGED)]
+    assert tokenizers[0].encode(text) == tokenizers[1].encode(text)
     merged = BertModel.from_pretrained(best / MERGED).state_dict()
     assert all(torch.equal(v, merged[k]) for k, v in BertModel.from_pretrained(best).state_dict().items())
     transformers = pytest.importorskip("transformers")
-    pytest.importorskip("peft")  # transformers reads an adapter folder through peft: the base model + adapters
+    pytest.importorskip("peft")  # transformers reads an adapter folder through peft: base model + adapters
     ids = torch.randint(1000, 2000, (2, 7))
     with torch.no_grad():
         theirs = transformers.AutoModel.from_pretrained(best).eval()(input_ids=ids).last_hidden_state
-        torch.testing.assert_close(BertModel.from_pretrained(best).eval()(ids).last_hidden_state, theirs, **TOL)
+        ours = BertModel.from_pretrained(best).eval()(ids).last_hidden_state
+    torch.testing.assert_close(ours, theirs, **TOL)
     again = tmp_path / "again"
     assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(again),
                            "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0

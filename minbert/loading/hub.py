@@ -147,6 +147,14 @@ def embedded_model_dir(verify: bool = True) -> Path:
     return directory
 
 
+def merged_folder(directory: Path) -> Path | None:
+    """A folder holding a peft adapter and, in merged/, the model with it merged in (a LoRA run's best/):
+    that merged/ folder, where the model and its tokenizer are; else None."""
+    merged = directory / MERGED
+    adapter = not has_checkpoint(directory) and (directory / ADAPTER_CONFIG).is_file()
+    return merged if adapter and has_checkpoint(merged) else None
+
+
 def check_name_or_path(name_or_path: object) -> None:
     """A model name, a directory (str or path) or None; anything else is refused naming the argument."""
     if name_or_path is not None and not isinstance(name_or_path, (str, os.PathLike)):
@@ -167,9 +175,8 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
         return embedded_model_dir()
     text = str(name_or_path)
     path = Path(text).expanduser()
-    if path.is_dir() and not has_checkpoint(path) and (path / ADAPTER_CONFIG).is_file() and has_checkpoint(
-            path / MERGED):
-        return path / MERGED  # one loading path for every folder the jobs write: a LoRA run's best/
+    if merged_folder(path) is not None:
+        return merged_folder(path)  # one loading path for every folder the jobs write: a LoRA run's best/
     if path.is_file():
         raise ModelNotFoundError(f"{path} is a file, not a model folder: give the folder that holds it "
                                  f"({path.parent}), with config.json and the weights")

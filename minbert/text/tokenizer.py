@@ -40,7 +40,7 @@ import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.loading.atomic import atomic_write_text
-from minbert.loading.hub import ModelNotFoundError, check_name_or_path, resolve_model
+from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
 from minbert.loading.files import FileContentError, read_json_object, read_text
 from minbert.loading.tokenizer_files import check_fits_model, check_settings, read_tokenizer_json
@@ -182,6 +182,8 @@ class BertTokenizer:
         """
         check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
+        if model_dir is not None and model_dir.is_dir():
+            model_dir = merged_folder(model_dir) or model_dir  # a LoRA run's best/: its merged/ folder
         if model_dir is None or not model_dir.is_dir():
             try:
                 model_dir = resolve_model(name_or_path, revision)
