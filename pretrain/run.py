@@ -51,7 +51,7 @@ from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_bat
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
 from tasks.training.flags import (SettingsParser, choice_list, existing_dir, existing_file, flag, integer,
-                                  nonempty, output_dir, positive_int, real)
+                                  model_name_or_path, output_dir, positive_int, real)
 from tasks.training.job import JobRun, parse_settings, user_errors
 from tasks.training.settings import DEFAULT_MODEL, TrainingSettings, resolve_training
 from tasks.data.course import read_splits, task_files
@@ -330,7 +330,7 @@ class PretrainSettings:
     strict: bool = flag(False, "a malformed data row is an error, not a warning", same_on_resume=False)
     limit: int = flag(0, "only the first N rows or posts of each source (0: all)",
                       type=integer(0, "0: every row"))
-    model: str = flag(DEFAULT_MODEL, "the checkpoint to start from (name or folder)", type=nonempty)
+    model: str = flag(DEFAULT_MODEL, "the checkpoint to start from (name or folder)", type=model_name_or_path)
     max_length: int = flag(128, "window in word pieces, specials included",
                            type=integer(8, "room for text and 3 special tokens"))
     masking: str = flag("token", "token (BERT), whole-word or span (SpanBERT)",

@@ -41,6 +41,7 @@ from torch import nn
 
 from minbert.loading.atomic import atomic_write, atomic_write_text
 from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
+from minbert.loading.errors import user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.hub import ADAPTER_CONFIG
 from minbert.lora import (ALL_LINEAR, LoRALinear, apply_lora, check_lora_settings, check_not_adapted,
@@ -105,6 +106,7 @@ def _dropout_p(layer: LoRALinear) -> float:
     return layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout) else 0.0
 
 
+@user_faults
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors).
 
@@ -167,6 +169,7 @@ def _is_off(value: object) -> bool:
     return value is None or value is False or value == "none" or empty
 
 
+@user_faults
 def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     """Put the adapter folder at `directory` (ours or peft's) onto `model`, a model without adapters.
 
@@ -235,6 +238,7 @@ def _strip(targets: str | list[str], prefix: str) -> str | list[str]:
     return targets if isinstance(targets, str) else [t.removeprefix(prefix) for t in targets]
 
 
+@user_faults
 def save_merged(model: nn.Module, directory: str | os.PathLike, tokenizer: object | None = None) -> Path:
     """Write the model with its adapters merged in as a plain Hugging Face folder (config.json,
     model.safetensors, and the tokenizer's files if given), through checkpoint.save_model.

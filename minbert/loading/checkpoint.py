@@ -245,7 +245,7 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=3)
+                      f"{_some(report.initialised)}", stacklevel=4)  # from_pretrained's caller
     return report
 
 

@@ -28,6 +28,7 @@ import os
 import re
 from pathlib import Path
 
+from minbert.loading.errors import MissingFileError
 from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
 
 EMBEDDED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -40,7 +41,7 @@ ADAPTER_CONFIG = "adapter_config.json"  # peft's (adapter_files.py)
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(MissingFileError):
     """No checkpoint for a name; the message says where we looked and how to get one."""
 
 

@@ -40,6 +40,7 @@ import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.loading.atomic import atomic_write_text
+from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
 from minbert.loading.files import FileContentError, read_json_object, read_text
@@ -142,6 +143,7 @@ class BertTokenizer:
     # ---------------------------------------------------------------- construction and saving
 
     @classmethod
+    @user_faults
     def from_vocab_file(
         cls,
         path: str | os.PathLike,
@@ -152,9 +154,7 @@ class BertTokenizer:
     ) -> "BertTokenizer":
         """Read a vocab.txt: one token per line, the line number (from 0) being its id."""
         path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"no vocabulary file at {path}")
-        text = read_text(path)  # a folder, unreadable, empty or not UTF-8: FileContentError naming the file
+        text = read_text(path)  # each fault named: missing, a folder, unreadable, empty, not UTF-8
         # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
         lines = text.split("\n")
         if lines and lines[-1] == "":
@@ -168,6 +168,7 @@ class BertTokenizer:
             raise FileContentError(f"{path}: {error}") from None
 
     @classmethod
+    @user_faults
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None,
                         revision: str = "main") -> "BertTokenizer":
         """Read vocab.txt (else tokenizer.json), and tokenizer_config.json if present, from a model's folder.
@@ -207,7 +208,7 @@ class BertTokenizer:
         if max_length >= _UNSET_MODEL_MAX_LENGTH:
             max_length = DEFAULT_MODEL_MAX_LENGTH
         if not (model_dir / "vocab.txt").exists() and not (model_dir / "tokenizer.json").exists():
-            raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
+            raise MissingFileError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
                                     "folder holds one of them")
         if (model_dir / "vocab.txt").exists():
             tokenizer = cls.from_vocab_file(
@@ -229,6 +230,7 @@ class BertTokenizer:
         )
         return check_fits_model(tokenizer, model_dir, model_dir / "tokenizer.json")
 
+    @user_faults
     def save(self, directory: str | os.PathLike) -> Path:
         """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`; return it."""
         directory = Path(directory)

@@ -53,12 +53,11 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
-from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text, readable_directory
-from minbert.loading.checkpoint import save_model
+from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
 from minbert.lora import merge_and_unload
@@ -649,13 +648,14 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     if is_adapted(model.bert):
         merge_and_unload(model.bert)
     model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
-    heads = load_safetensors(str(directory / HEADS_WEIGHTS))
-    missing = set(head_state(model)) - set(heads)
-    unknown = set(heads) - set(head_state(model))
-    if missing or unknown:
-        raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
-                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other "
-                         "head options?")
+    path = directory / HEADS_WEIGHTS
+    heads, expected = read_weights(path), head_state(model)  # a truncated or unreadable file: named
+    missing, unknown = sorted(set(expected) - set(heads)), sorted(set(heads) - set(expected))
+    wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in heads.items()
+             if k in expected and v.shape != expected[k].shape]
+    if missing or unknown or wrong:
+        raise CheckpointError(f"{path}: does not fit the model's heads (missing {missing}, unknown {unknown}, "
+                              f"of another shape {wrong}); was it written with other head options?")
     model.load_state_dict({**model.state_dict(), **heads})
 
 
