@@ -150,6 +150,14 @@ def test_every_job_reads_minbert_traceback_as_a_switch(job, monkeypatch, capsys)
     assert code == 2 and "MINBERT_TRACEBACK='maybe'" in line and "1, true, yes, on" in line, line
 
 
+@pytest.mark.parametrize("job", sorted(JOBS))
+def test_every_jobs_out_through_a_symlink_loop_is_a_usage_error_naming_it(job, tmp_path, capsys):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    out = tmp_path / "loop" / "run"
+    code, line = job_failure(capsys, ["--out", str(out)], JOBS[job])
+    assert code == 2 and f"argument --out: '{out}': Too many levels of symbolic links" in line, line
+
+
 @pytest.mark.parametrize("value, traceback", [("", False), ("0", False), ("false", False), ("No", False),
                                               ("off", False), ("1", True), ("TRUE", True), ("yes", True),
                                               ("on", True)])

@@ -11,9 +11,11 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
             ...  # the job's model and tasks
             state = run.train(model, tasks, score, tokenizer=tokenizer, head_settings=heads)  # best/ back
 
-- `user_errors`: what a user can fix (a bad path, data file, checkpoint or config.json, a full disk) ends
-  the job with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C
-  and SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143);
+- `user_errors`: the job's one error boundary. What a user can fix (any MinbertError: a bad file, checkpoint,
+  config.json or device; any refusal of the operating system: a path, permissions, a full disk) ends the job
+  with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C and
+  SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
+  ours, whose traceback ends saying so;
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
   epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
@@ -129,13 +131,13 @@ def user_errors():
     (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. MINBERT_TRACEBACK=1 (a
     switch: flags.env_switch) gives the traceback instead.
     """
-    traceback = env_switch("MINBERT_TRACEBACK")
+    show_traceback = env_switch("MINBERT_TRACEBACK")
     start_job()  # the files this job reads are its inputs (tasks/data/inputs.py), not an earlier job's
     try:
         with signals_stop_the_job():
             yield
     except KeyboardInterrupt as error:
-        if traceback:
+        if show_traceback:
             raise
         stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
         if distributed.process_rank() == 0:  # under torchrun, every process got the signal; one says so
@@ -146,7 +148,7 @@ def user_errors():
         line = user_fault(error)
         if line is None and BUG_NOTE not in getattr(error, "__notes__", ()):  # once, for nested jobs (study)
             error.add_note(BUG_NOTE)
-        if line is None or traceback:
+        if line is None or show_traceback:
             raise
         raise SystemExit(f"error: {line}") from None
 
