@@ -219,6 +219,7 @@ def test_a_tokenizer_json_that_is_not_bert_wordpiece_is_a_value_error_naming_the
         ({"pre_tokenizer": None}, "pre_tokenizer is None, not 'BertPreTokenizer'"),
         ({"model": {**saved["model"], "continuing_subword_prefix": "@@"}}, "continuing_subword_prefix='@@'"),
         ({"added_tokens": [{"id": len(VOCAB), "content": "<new>"}]}, "added token '<new>'"),
+        ({"normalizer": {**saved["normalizer"], "lowercase": "no"}}, "BertNormalizer's lowercase is 'no'"),
         ({"model": {**saved["model"], "vocab": {"[UNK]": 0, "a": 2}}}, "gives 'a' the id 2"),
     ]:
         path.write_text(json.dumps({**saved, **change}))

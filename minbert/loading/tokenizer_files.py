@@ -78,9 +78,13 @@ def _normalizer_settings(path: Path, normalizer: dict) -> tuple[bool, bool | Non
                                "vocab.txt, or a tokenizer.json saved from one)")
     bert = steps[types.index("BertNormalizer")]
     lowercase, strip_accents = bert.get("lowercase", True), bert.get("strip_accents")
+    chinese = bert.get("handle_chinese_chars", True)
     if strip_accents is not None and not isinstance(strip_accents, bool):
         raise FileContentError(f"{path}: normalizer.strip_accents is {strip_accents!r}; expected true, false "
                                "or null")
+    for key, value in (("lowercase", lowercase), ("handle_chinese_chars", chinese)):
+        if not isinstance(value, bool):  # "no" would read as true
+            raise FileContentError(f"{path}: the BertNormalizer's {key} is {value!r}; expected true or false")
     if bert.get("clean_text", True) is not True:  # control characters kept: not BERT's text
         raise FileContentError(f"{path}: the BertNormalizer has clean_text {bert.get('clean_text')!r}; "
                                "BertTokenizer always drops control characters, as BERT does")
@@ -96,7 +100,7 @@ def _normalizer_settings(path: Path, normalizer: dict) -> tuple[bool, bool | Non
                                    "Lowercase or NFD then StripAccents beside it")
     # None: accents follow lowercase (BERT's rule), where they agree, so the saved settings stay as they were.
     strip_accents = None if strip_accents is None and strips == lowercase else strips
-    return bool(lowercase), strip_accents, bool(bert.get("handle_chinese_chars", True))
+    return lowercase, strip_accents, chinese
 
 
 def _vocab_list(path: Path, vocab: object) -> list[str]:
