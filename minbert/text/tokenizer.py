@@ -2,10 +2,11 @@
 
 The splitting of text into word pieces is not the lesson here, so it is done by the `tokenizers`
 library (Rust, parallel over a batch), configured to reproduce Google's BERT `tokenization.py` and
-Hugging Face's pure-Python `BertTokenizer`:
+Hugging Face's `BertTokenizerFast` (and its pure-Python `BertTokenizer` but for one case: that one
+NFC-composes a decomposed accent it keeps, "e" + U+0301 into "é"; the others split it as two characters):
 
 1. normalize: drop control characters, turn every kind of whitespace into a space, put spaces around
-   CJK ideographs, lower-case, strip accents or else NFC-compose them (`BertNormalizer`);
+   CJK ideographs, lower-case, strip accents (`BertNormalizer`);
 2. pre-tokenize: split on whitespace and around every punctuation character (`BertPreTokenizer`);
 3. WordPiece: greedy longest-match-first against the vocabulary, continuation pieces prefixed "##"; a
    word with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
@@ -40,7 +41,7 @@ from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from minbert.loading.atomic import atomic_write_text
 from minbert.loading.errors import MissingFileError, user_faults
-from minbert.loading.hub import ModelNotFoundError, check_name_or_path, resolve_model
+from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
 from minbert.loading.files import FileContentError, read_json_object, read_text
 from minbert.loading.tokenizer_files import check_fits_model, check_settings, read_tokenizer_json
@@ -126,20 +127,11 @@ class BertTokenizer:
             self._token_to_id, unk_token=UNK, continuing_subword_prefix="##",
             max_input_chars_per_word=self.max_input_chars_per_word))
         strips = self.lowercase if self.strip_accents is None else self.strip_accents
-        if strips:
-            # Stripping decomposes (NFD) and drops the marks, so composing first would change nothing.
-            backend.normalizer = normalizers.BertNormalizer(
-                clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-                strip_accents=True, lowercase=self.lowercase)
-        else:
-            # Hugging Face's BertTokenizer NFC-composes before splitting (Google's BERT does not), so
-            # "e" + U+0301 finds the vocabulary's "é"; `tokenizers` only does it if asked.
-            backend.normalizer = normalizers.Sequence([
-                normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-                                           strip_accents=False, lowercase=False),
-                normalizers.NFC(),
-                *([normalizers.Lowercase()] if self.lowercase else []),
-            ])
+        # As transformers' BertTokenizerFast: a decomposed accent ("e" + U+0301) is kept as two characters
+        # (stripping drops the mark), not composed into the vocabulary's "é" (its pure-Python tokenizer does).
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars, strip_accents=strips,
+            lowercase=self.lowercase)
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         if self.tokenize_chinese_chars:
             backend.pre_tokenizer = pre_tokenizers.Sequence([
@@ -191,6 +183,8 @@ class BertTokenizer:
         """
         check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
+        if model_dir is not None and model_dir.is_dir():
+            model_dir = merged_folder(model_dir) or model_dir  # a LoRA run's best/: its merged/ folder
         if model_dir is None or not model_dir.is_dir():
             try:
                 model_dir = resolve_model(name_or_path, revision)

@@ -63,7 +63,7 @@ from tasks.data.sources import data_env
 from tasks.training import distributed
 from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file, seed_int
 from tasks.training.loop import train
-from tasks.training.lora_run import add_adapters, encoder_folder
+from tasks.training.lora_run import add_adapters
 from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
                                        save_checkpoint, signals_stop_the_job)
 from minbert.loading.schema import read_document
@@ -203,7 +203,7 @@ def load_encoder(name_or_path: str,
                  attn_implementation: str = "sdpa") -> tuple[BertModel, BertTokenizer, Path]:
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded. A LoRA run's best/
     gives its merged encoder (best/merged/)."""
-    model_dir = resolve_model(str(encoder_folder(name_or_path)))
+    model_dir = resolve_model(name_or_path)
     # The unpadded path is a model class of its own, which packs the batch before the embeddings.
     bert, report = model_class(attn_implementation).from_pretrained(
         model_dir, attn_implementation=attn_implementation, return_report=True)

@@ -66,7 +66,7 @@ from minbert.text.tokenizer import BertTokenizer
 from tasks.data.inputs import first_change
 from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
-from tasks.training.lora_run import encoder_folder, is_adapted
+from tasks.training.lora_run import is_adapted
 from tasks.training.lora_run import save_encoder as save_lora_encoder
 from minbert.loading.schema import check_fields, read_document
 from tasks.training.run_records import (INPUTS, RUN, check_training_checkpoint, read_heads, read_metrics,
@@ -643,7 +643,7 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
     if is_adapted(model.bert):
         merge_and_unload(model.bert)
-    model.bert.load_state_dict(BertModel.from_pretrained(encoder_folder(directory)).state_dict())
+    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
     heads = read_heads(directory / HEADS_WEIGHTS, head_state(model))
     model.load_state_dict({**model.state_dict(), **heads})
 
