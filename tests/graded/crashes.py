@@ -170,7 +170,8 @@ def hints(node: ast.AST, source: str, values: dict[str, object], error: BaseExce
         constants = [ast.get_source_segment(source, c) for c in operands(node)
                      if isinstance(c, (ast.Constant, ast.UnaryOp)) and is_pure(c)]
         named = dtype_word(dtype or overflow.group(1))
-        found.append(f"{', '.join(constants) or 'a constant'} does not fit in {named}{limit}: use torch.finfo(x.dtype).min, the dtype's own most negative number")
+        found.append(f"{', '.join(constants) or 'a constant'} does not fit in {named}{limit}: use "
+                     "torch.finfo(x.dtype).min, the dtype's own most negative number")
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
         left, right = (values.get(ast.unparse(side)) for side in (node.left, node.right))
         if isinstance(left, torch.Tensor) and isinstance(right, torch.Tensor) and right.dim() >= 2:

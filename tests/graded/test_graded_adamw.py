@@ -61,18 +61,18 @@ def run(steps: int, **hyper):
         ("the first moment m", m, state["exp_avg"], [
             (torch.zeros_like(m), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
             (lambda: torch_steps(start, grads, hyper, decay="L2")[1]["exp_avg"], L2),
-            ((1 - beta1) * grads.sum(0), "m is the sum of (1 - beta1) g over the steps: the first moment m was "
-             "never decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]),
+            ((1 - beta1) * grads.sum(0), "m is the sum of (1 - beta1) g over the steps: the first moment m "
+             "was never decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]),
         ("the second moment v", v, state["exp_avg_sq"], [
             (torch.zeros_like(v), f"v is still 0: exp_avg_sq {NOT_IN_PLACE}"),
-            (v_max, "v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, and "
-             "the maximum goes in max_exp_avg_sq only"),
-            ((1 - beta2) * (grads**2).sum(0), "v is the sum of (1 - beta2) g^2 over the steps: the second moment "
-             "v was never decayed by beta2; v <- beta2 v + (1 - beta2) g^2 at every step")])]
+            (v_max, "v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, "
+             "and the maximum goes in max_exp_avg_sq only"),
+            ((1 - beta2) * (grads**2).sum(0), "v is the sum of (1 - beta2) g^2 over the steps: the second "
+             "moment v was never decayed by beta2; v <- beta2 v + (1 - beta2) g^2 at every step")])]
     if v_max is not None:
         moments.append(("max_exp_avg_sq, v's running maximum", v_max, state["max_exp_avg_sq"], [
-            (torch.zeros_like(v_max), "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum of "
-             "v, in place")]))
+            (torch.zeros_like(v_max), "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum "
+             "of v, in place")]))
     return ours, theirs, moments, update_mistakes(start, grads, hyper)
 
 

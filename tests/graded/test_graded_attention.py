@@ -60,10 +60,11 @@ def check_probabilities(probs, padding_mask: torch.Tensor, shape: tuple[int, ...
         fail(f"the probabilities should be a tensor of shape (B, H, T, T) = {shape}, got "
              f"{tuple(probs.shape) if isinstance(probs, torch.Tensor) else type(probs).__name__}")
     if torch.isnan(probs).any():
-        per_key = probs.nan_to_num(0.0).sum(dim=-2)[padding_mask.bool()[:, None, :].expand(probs.shape[:2] + (-1,))]
+        real_keys = padding_mask.bool()[:, None, :].expand(probs.shape[:2] + (-1,))  # (B, H, T)
+        per_key = probs.nan_to_num(0.0).sum(dim=-2)[real_keys]
         if torch.allclose(per_key, torch.ones_like(per_key), **TOL):  # NaN only in the padding keys' columns
-            fail(f"the probabilities{when} hold NaN in the padding keys' columns and sum to 1 over the queries "
-                 f"in the others: {AXIS_HINT}")
+            fail(f"the probabilities{when} hold NaN in the padding keys' columns and sum to 1 over the "
+                 f"queries in the others: {AXIS_HINT}")
         fail(f"the probabilities{when} hold NaN: add the mask to the scores (multiplying -inf or a large "
              "negative number into them gives NaN and infinities)")
     over_keys = probs.sum(dim=-1)

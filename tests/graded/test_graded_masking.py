@@ -284,8 +284,8 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
         spent += labelled
     if spent != 400 * 6:  # the reference spends every budget here: 2,400 positions
         fail(f"span_mask chose {spent:,} positions in 400 sequences with a budget of round(15% of 40) = 6 "
-             f"each ({400 * 6:,} in all): the budget counts word pieces, so add each span's number of positions, "
-             "not its number of words, and keep drawing spans until the budget is spent")
+             f"each ({400 * 6:,} in all): the budget counts word pieces, so add each span's number of "
+             "positions, not its number of words, and keep drawing spans until the budget is spent")
     if long_random and copied > long_random / 2:
         fail(f"in {copied} of {long_random} randomly replaced spans of several positions every position "
              "holds the same token: one random token was copied over the whole span; the decision (mask, "
@@ -303,7 +303,8 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
 @pytest.mark.parametrize("whole_word", [False, True])
 def test_spans_are_first_and_last_positions_as_pre_training_reads_them(whole_word):
     """mask_tokens' spans feed the span-boundary targets (span_boundary.py), which read each as (first,
-    last), both ends inclusive: first..last is one taken unit, and together they are the labelled positions."""
+    last), both ends inclusive: first..last is one taken unit, and together they are the labelled
+    positions."""
     rng = random.Random(10)
     for _ in range(100):
         ids = words_of_one_to_four_pieces(rng)

@@ -37,9 +37,9 @@ def test_mean_pool_by_hand():
         (torch.tensor([[4 / 3, 2.0], [11 / 3, -2 / 3]]), f"row 0 summed its 2 real tokens but divided by 3 "
          f"positions: {COUNT}"),
         (HIDDEN.mean(dim=1), "the padding token counted: leave it out of the sum and of the count"),
-        (torch.tensor([[52.0, 53.0], [11 / 3, -2 / 3]]), "row 0 summed the padding vector (100, 100) and divided "
-         "by its 2 real tokens: padding must count neither in the sum (multiply the vectors by the mask) nor in "
-         "the count"),
+        (torch.tensor([[52.0, 53.0], [11 / 3, -2 / 3]]), "row 0 summed the padding vector (100, 100) and "
+         "divided by its 2 real tokens: padding must count neither in the sum (multiply the vectors by the "
+         "mask) nor in the count"),
         (torch.tensor([[2.0, 3.0], [11 / 2, -2 / 2]]), "row 1 was divided by 2: count each row's own real "
          "tokens")])
 

@@ -15,8 +15,8 @@ from tasks.evaluation.metrics import mean_r_precision, r_precision, top_labels
 pytestmark = [pytest.mark.component("r_precision"), pytest.mark.todo("r_precision")]
 
 
-TIES = ("ties must go to the lower label; reversing an ascending sort reverses the ties too (sort the negated "
-        "scores, stably)")
+TIES = ("ties must go to the lower label; reversing an ascending sort reverses the ties too (sort the "
+        "negated scores, stably)")
 
 
 def mistakes(expected: float, r: int, k: int, low_first: float,
@@ -26,8 +26,8 @@ def mistakes(expected: float, r: int, k: int, low_first: float,
     return [(low_first, "that is the R lowest-scored labels: rank the highest first"),
             (positive, "every one of the R best whose score is positive was counted: count the gold labels "
              "among the R best (gold[top] > 0), not their scores"),
-            (1.0, "it is 1 whatever the scores: the labels were ranked by the gold labels (top_labels of gold); "
-             "rank them by the scores"),
+            (1.0, "it is 1 whatever the scores: the labels were ranked by the gold labels (top_labels of "
+             "gold); rank them by the scores"),
             (expected * r / k, f"it was divided by the number of labels ({k}) instead of R ({r}), the "
              "number of gold labels"),
             (expected * r, "the count of gold labels among the R best was not divided by R"),

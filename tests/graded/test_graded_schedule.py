@@ -27,7 +27,8 @@ def check_factors(W: int, N: int, steps: int) -> None:
     for t, (g, w) in enumerate(zip(got, want)):
         if abs(g - w) > 1e-12:
             named = [why for wrong, why in schedule_mistakes(t, W, N, w) if abs(g - wrong) < 1e-12]
-            why = (named[0] if named else "the factor must never go below 0 (after N steps it stays 0)" if g < 0
+            why = (named[0] if named
+                   else "the factor must never go below 0 (after N steps it stays 0)" if g < 0
                    else "t / W during the warm-up (t < W), then (N - t) / (N - W), at least 0")
             fail(f"with W = {W} warm-up steps of N = {N}, the factor at step {t} is {g:.4g}, expected "
                  f"{w:.4g}: {why}")
@@ -41,8 +42,8 @@ def schedule_mistakes(t: int, W: int, N: int, right: float) -> list[tuple[float,
                  "starts from 1 at t = W"),
                 (right ** 2, "the factor was applied twice (squared): return the factor itself")]
     return [((N - t) / N, "the decay runs from the end of the warm-up: (N - t) / (N - W), not (N - t) / N"),
-            (max(0.0, (t - W) / max(1, N - W)), "the decay runs to the wrong end: it rises from 0 at t = W to 1 "
-             "at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)"),
+            (max(0.0, (t - W) / max(1, N - W)), "the decay runs to the wrong end: it rises from 0 at t = W to "
+             "1 at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)"),
             (right ** 2, "the factor was applied twice (squared): return the factor itself")]
 
 
