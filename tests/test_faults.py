@@ -40,7 +40,7 @@ def rising(tasks, dev):
     scores.append(1)
     return 0.001 * len(scores)  # below any real score, so the resumed run saves a new best
 multitask.overall_score = rising
-real_write_text = checkpoint.atomic_write_text
+real_write_text = checkpoint.write_text
 configs = []
 def write_text(path, text):
     path = Path(path)
@@ -50,7 +50,7 @@ def write_text(path, text):
             assert (path.parent / "model.safetensors").is_file()  # the weights are already there
             os.kill(os.getpid(), signal.SIGKILL)
     return real_write_text(path, text)
-checkpoint.atomic_write_text = write_text
+checkpoint.write_text = write_text
 sys.exit(multitask.main(sys.argv[1:]))
 """
 

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import nn
 
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import DamagedFileError, atomic_write_text
 from minbert.loading.checkpoint import CheckpointError
 from minbert.loading.files import FileContentError
 from minbert.config import BertConfig, ConfigError
@@ -96,8 +96,8 @@ def course_file_flags(tasks: Mapping[str, str]) -> type:
 # Errors that mean the input is wrong, not the code; their messages name the file, key or field. Also a
 # diverged run (FloatingPointError from the training loop: the message names the step and the last good
 # checkpoint).
-USER_ERRORS = (CheckpointError, ConfigError, DataFileError, DownloadError, FileContentError, FileNotFoundError,
-               FloatingPointError)
+USER_ERRORS = (CheckpointError, ConfigError, DamagedFileError, DataFileError, DownloadError, FileContentError,
+               FileNotFoundError, FloatingPointError)
 # Writing failed for a reason outside the program (EFBIG: the file outgrew the file system's or the process's
 # size limit).
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EROFS, errno.EPERM)
