@@ -309,3 +309,13 @@ def test_predict_names_a_damaged_best_file_and_reads_nothing_of_it(finished_run,
     assert not (tmp_path / "predicted").exists()
     with pytest.raises(DamagedFileError):
         verify_folder(run / "best")
+
+
+def test_a_save_into_the_working_folder_leaves_the_process_working_in_the_new_one(tmp_path, monkeypatch):
+    path = tmp_path / "model"
+    tiny(0).save_pretrained(path)
+    (path / "notes").mkdir()
+    monkeypatch.chdir(path / "notes")
+    tiny(1).save_pretrained("..")
+    assert Path.cwd() == path / "notes" and Path("../config.json").is_file()
+    assert torch.equal(BertModel.from_pretrained("..").pooler.dense.weight, tiny(1).pooler.dense.weight)

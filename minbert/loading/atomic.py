@@ -175,7 +175,7 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
     write puts it back first. On any error the new folder is removed and `path` is untouched. One writer
     at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
     """
-    path = Path(path).absolute()
+    path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "cannot save a folder over a file", str(path))
     if any(path.is_relative_to(folder) for folder in _BEING_WRITTEN):  # the tokenizer's files in a model's
@@ -189,22 +189,32 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed writer's unfinished folder
         shutil.rmtree(stale, ignore_errors=True)
     new = _sibling(path)
-    new.mkdir()
+    try:
+        new.mkdir()
+    except OSError as error:  # a folder we may write in, in one we may not: transformers would write there
+        raise type(error)(error.errno, f"{error.strerror} (a save is written beside its folder, then renamed "
+                          "into place)", str(path.parent)) from None
     _BEING_WRITTEN.add(new)
     try:
         if path.is_dir():
             shutil.copymode(path, new)  # the folder's permissions stay the user's
         yield new
         _BEING_WRITTEN.discard(new)
+        if not path.exists() and not any(new.iterdir()):  # nothing saved where nothing was: nothing made
+            new.rmdir()
+            return
         if keep_others and path.is_dir():
             _carry_over(path, new, set(replaces))
         _fsync_tree(new)
         if old.exists():  # a swap that completed except for its clean-up
             shutil.rmtree(old)
+        inside = Path.cwd().is_relative_to(path)  # a save into the working folder (or one holding it)
         if path.exists():
             os.replace(path, old)
         os.replace(new, path)
         _fsync(path.parent)
+        if inside:  # the old folder is deleted below: the process works on in the new one
+            os.chdir(path / Path.cwd().relative_to(old))
     except BaseException as error:
         _BEING_WRITTEN.discard(new)
         shutil.rmtree(new, ignore_errors=True)
