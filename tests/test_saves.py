@@ -319,3 +319,32 @@ def test_a_save_into_the_working_folder_leaves_the_process_working_in_the_new_on
     tiny(1).save_pretrained("..")
     assert Path.cwd() == path / "notes" and Path("../config.json").is_file()
     assert torch.equal(BertModel.from_pretrained("..").pooler.dense.weight, tiny(1).pooler.dense.weight)
+
+
+def test_a_save_through_a_link_to_a_folder_writes_where_the_link_points(tmp_path):
+    target, link = tmp_path / "model", tmp_path / "latest"
+    tiny(0).save_pretrained(target)
+    link.symlink_to(target)
+    tiny(1).save_pretrained(link)
+    assert link.is_symlink() and link.resolve() == target
+    assert torch.equal(BertModel.from_pretrained(target).pooler.dense.weight, tiny(1).pooler.dense.weight)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "model"]
+
+
+def test_a_best_folder_saved_before_checksums_were_recorded_is_read_unchecked(finished_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    (run / "best" / "checksums.sha256").unlink()
+    assert multitask.main(["--predict", str(run), "--data-dir", str(SAMPLE_DIR), "--limit", "16",
+                           "--out", str(tmp_path / "predicted")]) == 0
+
+
+def test_a_resume_names_a_damaged_best_at_once_and_writes_it_anew(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run_sentiment(tiny_model_dir, out, "--max-steps", "1") == 0
+    heads = out / "best" / "heads.safetensors"
+    flip_a_bit(heads)
+    capsys.readouterr()
+    assert run_sentiment(tiny_model_dir, out, "--resume") == 0
+    assert f"warning: {damaged(heads)}; best/ is written anew at the next evaluation" in capsys.readouterr().err
+    verify_folder(out / "best")

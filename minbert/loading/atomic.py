@@ -176,6 +176,7 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
     at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
     """
     path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
+    path = path.resolve() if path.is_symlink() else path  # a link to a folder: the save goes where it points
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "cannot save a folder over a file", str(path))
     if any(path.is_relative_to(folder) for folder in _BEING_WRITTEN):  # the tokenizer's files in a model's

@@ -49,8 +49,9 @@ from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
-from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, load_training_state,
-                                       plot_history, save_training_state, signals_deferred, stop_requested)
+from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, check_best_on_resume,
+                                       load_training_state, plot_history, save_training_state, signals_deferred,
+                                       stop_requested)
 from tasks.training.settings import TrainingSettings
 
 
@@ -128,6 +129,7 @@ def train(
                          "train")
     if resume:
         state, good = load_training_state(last, model, optimizer, scheduler, scaler)
+        check_best_on_resume(run.best, state)
         check_progress_possible(state, training, steps_per_epoch, last)
     task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()

@@ -663,6 +663,16 @@ def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer,
     write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
 
 
+def check_best_on_resume(best: Path, state: TrainState) -> None:
+    """A resumed run's best/ must be whole to be loaded back at the end: a damaged one is said at once, and
+    forgotten (`state`'s best score), so that the next evaluation writes best/ anew."""
+    try:
+        verify_folder(readable_directory(best))
+    except DamagedFileError as error:
+        print(f"warning: {error}; best/ is written anew at the next evaluation", file=sys.stderr)
+        state.best_score, state.best_epoch = -math.inf, -1
+
+
 def load_checkpoint(model: nn.Module, directory: Path) -> None:
     """Load what `save_checkpoint` wrote into a model of the same shape (strictly), once every file matches
     the sha256 recorded when it was saved. A LoRA model gets the merged encoder, its adapters folded in
