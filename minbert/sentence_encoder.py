@@ -39,6 +39,7 @@ from minbert.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.loading.checkpoint import model_folder, write_model
+from minbert.loading.errors import DeviceError, user_faults
 from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
                                             read_settings, replace, write_settings)
 from minbert.text.tokenizer import BertTokenizer
@@ -51,6 +52,7 @@ OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
 class SentenceEncoder(nn.Module):
     """BertModel + BertTokenizer + pooling: `encode(sentences)` gives one vector per sentence."""
 
+    @user_faults
     def __init__(
         self,
         model: str | os.PathLike | BertModel | None = None,
@@ -206,6 +208,7 @@ class SentenceEncoder(nn.Module):
 
     # ---------------------------------------------------------------- encode and compare
 
+    @user_faults
     def encode(
         self,
         sentences: Sentence | Sequence[Sentence],
@@ -326,6 +329,7 @@ class SentenceEncoder(nn.Module):
 
     # ---------------------------------------------------------------- saving
 
+    @user_faults
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model, its tokenizer and sentence-transformers' files into `path`, which
         `SentenceEncoder(path)` and `sentence_transformers.SentenceTransformer(path)` both load."""
@@ -379,12 +383,22 @@ def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> N
 
 
 def as_device(device: str | torch.device) -> torch.device:
-    """A torch.device from a name; an unknown name is a ValueError naming the argument."""
+    """A torch.device from a name that this PyTorch can use: an unknown name is a ValueError naming the
+    argument, a device not present here (CUDA on a CPU-only build, a GPU index past the last) a
+    DeviceError."""
     try:
-        return torch.device(device)
+        device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got {device!r} "
                          f"({str(error).splitlines()[0][:80]})") from None
+    try:
+        torch.empty(0, device=device)  # torch says only here, as an AssertionError or a RuntimeError
+    except (AssertionError, RuntimeError) as error:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise DeviceError(f"device={str(device)!r} is not available here ({str(error).splitlines()[0][:120]};"
+                          f" this PyTorch sees {gpus} CUDA device(s)): use 'cpu', or leave device=None to"
+                          " take a GPU where there is one") from None
+    return device
 
 
 def check_truncate_dim(truncate_dim: object) -> None:

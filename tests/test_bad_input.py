@@ -65,6 +65,15 @@ def test_wrong_column_names(tiny_model_dir, data, tmp_path, capsys):
                "ids-sst-train.csv:1: wrong header")
 
 
+def test_a_comma_separated_course_file_is_told_so(tiny_model_dir, data, tmp_path, capsys):
+    path = data / "ids-sst-train.csv"
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    path.write_text("".join(",".join(f'"{cell}"' if "," in cell else cell for cell in row) + "\n"
+                            for row in rows), encoding="utf-8")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
+               "ids-sst-train.csv:1: this file is comma-separated; the course files are tab-separated")
+
+
 def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
     path = data / "ids-sst-train.csv"
     path.write_bytes(path.read_bytes().replace(b"dentist", b"dent\xe9ist", 1))
@@ -119,6 +128,13 @@ def test_glue_labels_out_of_range_and_missing_columns(tiny_model_dir, tmp_path, 
 def test_unknown_model_name(tiny_model_dir, data, tmp_path, capsys):
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out", model="bert-huge-cased"),
                "error: cannot find model 'bert-huge-cased'")
+
+
+def test_the_weights_file_given_as_model_is_told_to_give_its_folder(tiny_model_dir, data, tmp_path, capsys):
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out",
+                                   model=str(tiny_model_dir / "model.safetensors")),
+               f"error: {tiny_model_dir / 'model.safetensors'} is a file, not a model folder: give the "
+               f"folder that holds it ({tiny_model_dir})")
 
 
 def edited_checkpoint(tiny_model_dir, tmp_path, **changes) -> Path:

@@ -40,6 +40,8 @@ import shutil
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
+from minbert.loading.errors import MinbertError
+
 
 # The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
 # the size limit (a file system's, or the process's RLIMIT_FSIZE).
@@ -47,7 +49,7 @@ FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 CHECKSUMS = "checksums.sha256"
 
 
-class DamagedFileError(ValueError):
+class DamagedFileError(MinbertError, ValueError):
     """A file whose bytes differ from the sha256 recorded when it was saved; the message names it."""
 
 
@@ -177,6 +179,8 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
     """
     path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
     path = path.resolve() if path.is_symlink() else path  # a link to a folder: the save goes where it points
+    with contextlib.suppress(FileNotFoundError):
+        os.stat(path)  # a symlink loop on the way, a name too long: refused naming `path`, nothing made
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, "cannot save a folder over a file", str(path))
     if any(path.is_relative_to(folder) for folder in _BEING_WRITTEN):  # the tokenizer's files in a model's
@@ -192,9 +196,9 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
     new = _sibling(path)
     try:
         new.mkdir()
-    except OSError as error:  # a folder we may write in, in one we may not: transformers would write there
-        raise type(error)(error.errno, f"{error.strerror} (a save is written beside its folder, then renamed "
-                          "into place)", str(path.parent)) from None
+    except OSError as error:  # named as the folder meant; one we may write in, in one we may not, says why
+        why = f" (a save is written beside it in {path.parent}, then renamed in)" if path.exists() else ""
+        raise type(error)(error.errno, error.strerror + why, str(path)) from None
     _BEING_WRITTEN.add(new)
     try:
         if path.is_dir():

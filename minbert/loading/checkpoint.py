@@ -10,7 +10,9 @@ and a hint that config.json may not match the weights), missing keys, unknown ke
 file. The one thing allowed to be missing is a head that an encoder-only checkpoint never had (the
 masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported. The other
 way round, a checkpoint's part the model was built without (the heads, for BertModel; the pooler, for
-BertModel(..., add_pooling_layer=False)) is ignored and reported.
+BertModel(..., add_pooling_layer=False); a task model's head beside its `bert.` encoder, such as
+BertForSequenceClassification's `classifier.*`, for any model without one) is ignored and reported, as
+transformers' AutoModel does.
 
 Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
 `transformers.BertModel.from_pretrained(directory)` opens what we save. The folder is written whole or not
@@ -223,13 +225,15 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
     if prefix:
         _check_tied_config(model_dir / "config.json")
     weights_file = find_weights_file(model_dir)
-    state, fixups = normalise_keys(read_weights(weights_file), prefix)
+    saved = read_weights(weights_file)
+    state, fixups = normalise_keys(saved, prefix)
 
     expected = model.state_dict()
     report = LoadReport(type(model).__name__, weights_file, fixups)
     # Parts of the checkpoint the model was built without: the heads, for the encoder alone; the pooler,
     # for an encoder built with add_pooling_layer=False (as in transformers, whose loader skips them too).
     absent = tuple(g for g in ("cls.", f"{prefix}pooler.") if not any(k.startswith(g) for k in expected))
+    absent += _other_heads(saved, model)
     report.ignored = sorted(k for k in state if k.startswith(absent))
     state = {k: v for k, v in state.items() if not k.startswith(absent)}
 
@@ -241,8 +245,18 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=3)
+                      f"{_some(report.initialised)}", stacklevel=4)  # from_pretrained's caller
     return report
+
+
+def _other_heads(saved: dict, model: nn.Module) -> tuple[str, ...]:
+    """The heads of a task model (classifier., qa_outputs., ...) that sit beside its encoder's `bert.` keys
+    and that `model` has no module for: another model's heads, not a misfit of the encoder."""
+    if not any(k.startswith("bert.") for k in saved):
+        return ()
+    ours = {name for name, _ in model.named_children()} | {"cls"}  # cls.: load_weights' own rule above
+    return tuple(sorted({k.split(".")[0] + "." for k in saved if not k.startswith("bert.")} -
+                        {f"{name}." for name in ours}))
 
 
 def _check_tied_config(config_file: Path) -> None:

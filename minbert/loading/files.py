@@ -17,8 +17,10 @@ import json
 import os
 from pathlib import Path
 
+from minbert.loading.errors import MinbertError, MissingFileError
 
-class FileContentError(ValueError):
+
+class FileContentError(MinbertError, ValueError):
     """A file that exists but cannot be read as what it should hold; the message names the file."""
 
 
@@ -29,7 +31,7 @@ def check_file(path: str | os.PathLike, error: type[Exception] = FileContentErro
     if path.is_dir():
         raise error(f"{path} is a folder, not a file")
     if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
+        raise MissingFileError(f"no such file: {path}")
     try:
         with open(path, "rb"):
             pass

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
 from minbert.loading.atomic import atomic_write
+from minbert.loading.errors import MinbertError
 from tasks.data.examples import not_a_file
 
 # ----------------------------------------------------------------------------------------------------
@@ -58,7 +59,7 @@ MAX_DOWNLOAD_BYTES = 256 * 2**20  # the largest course file (quora-train.csv) is
 Fetch = Callable[[str, float], bytes]
 
 
-class DownloadError(OSError):
+class DownloadError(MinbertError, OSError):
     """A course file could not be fetched, or what was fetched failed its checksum."""
 
 

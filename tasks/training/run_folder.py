@@ -56,14 +56,13 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
-from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.loading.atomic import (DamagedFileError, atomic_directory, atomic_write, atomic_write_text,
                                     link, read_checksums, read_verified, readable_directory,
                                     record_checksums, verify_folder, write_file, write_hashed, write_text)
-from minbert.loading.checkpoint import write_model
+from minbert.loading.checkpoint import CheckpointError, read_weights, write_model
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
 from minbert.lora import merge_and_unload
@@ -71,7 +70,7 @@ from minbert.text.tokenizer import BertTokenizer
 from tasks.data.inputs import first_change
 from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
-from tasks.training.lora_run import encoder_folder, is_adapted
+from tasks.training.lora_run import is_adapted
 from tasks.training.lora_run import save_encoder as save_lora_encoder
 
 class RunDir:
@@ -681,14 +680,15 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     verify_folder(directory)
     if is_adapted(model.bert):
         merge_and_unload(model.bert)
-    model.bert.load_state_dict(BertModel.from_pretrained(encoder_folder(directory)).state_dict())
-    heads = load_safetensors(str(directory / HEADS_WEIGHTS))
-    missing = set(head_state(model)) - set(heads)
-    unknown = set(heads) - set(head_state(model))
-    if missing or unknown:
-        raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
-                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other "
-                         "head options?")
+    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
+    path = directory / HEADS_WEIGHTS
+    heads, expected = read_weights(path), head_state(model)  # a truncated or unreadable file: named
+    missing, unknown = sorted(set(expected) - set(heads)), sorted(set(heads) - set(expected))
+    wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in heads.items()
+             if k in expected and v.shape != expected[k].shape]
+    if missing or unknown or wrong:
+        raise CheckpointError(f"{path}: does not fit the model's heads (missing {missing}, unknown {unknown}, "
+                              f"of another shape {wrong}); was it written with other head options?")
     model.load_state_dict({**model.state_dict(), **heads})
 
 
