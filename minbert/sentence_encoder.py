@@ -40,7 +40,8 @@ from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.loading.checkpoint import model_folder, write_model
 from minbert.loading.errors import DeviceError, user_faults
-from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
+from minbert.loading.schema import check_fields
+from minbert.loading.sentence_files import (ARGUMENTS, SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
                                             read_settings, replace, write_settings)
 from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
@@ -114,8 +115,8 @@ class SentenceEncoder(nn.Module):
         self.pooling = settings.pooling
         if self.pooling not in POOLINGS:
             source = "" if pooling is not None else (
-                f" (read from {settings.source}: a pooling we cannot reproduce; pass pooling= to choose one "
-                "of ours)")
+                f" (read from {settings.source}, field pooling_mode: a pooling we cannot reproduce; pass "
+                "pooling= to choose one of ours)")
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}{source}")
         self.normalize = bool(settings.normalize)
         self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case
@@ -363,16 +364,7 @@ class SentenceEncoder(nn.Module):
 def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> None:
     """The constructor's arguments that have no setter of their own, named when wrong; and a tokenizer
     whose ids the model has embeddings for."""
-    if settings["normalize"] is not None and not isinstance(settings["normalize"], bool):
-        raise TypeError(f"normalize must be True, False or None (the folder's), got "
-                        f"{settings['normalize']!r}")
-    check_truncate_dim(settings["truncate_dim"])
-    prompts = settings["prompts"]
-    if prompts is not None and not (isinstance(prompts, Mapping)
-                                    and all(isinstance(x, str) for x in (*prompts, *prompts.values()))):
-        raise TypeError(f"prompts must be a dict of name: prompt text (str: str), got {prompts!r:.80}")
-    if settings["default_prompt_name"] is not None and not isinstance(settings["default_prompt_name"], str):
-        raise TypeError(f"default_prompt_name must be a str or None, got {settings['default_prompt_name']!r}")
+    check_fields(settings, ARGUMENTS, "", TypeError)  # as config_sentence_transformers.json states them
     if not callable(tokenizer):
         raise TypeError(f"tokenizer must be a BertTokenizer, got {type(tokenizer).__name__}")
     vocab_size = len(tokenizer)
@@ -404,10 +396,7 @@ def as_device(device: str | torch.device) -> torch.device:
 def check_truncate_dim(truncate_dim: object) -> None:
     """None (every dimension) or a positive int; more than the model's dimensions keeps them all, as in
     sentence-transformers."""
-    if truncate_dim is not None and not (isinstance(truncate_dim, int) and not isinstance(truncate_dim, bool)
-                                         and truncate_dim > 0):
-        raise ValueError(f"truncate_dim must be a positive int (the dimensions to keep) or None, got "
-                         f"{truncate_dim!r}")
+    check_fields({"truncate_dim": truncate_dim}, ARGUMENTS, "", ValueError)
 
 
 def _as_matrix(embeddings, name: str) -> torch.Tensor:

@@ -195,7 +195,8 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: Jo
 def predict_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: JobSettings,
                  training: TrainingSettings, files) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
-    best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS)
+    best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS,
+                                    (MultitaskSettings, JobSettings))
     if saved.get("pair_pooling", "mean") != "mean":  # a run from before the pair heads' pooling was fixed
         raise SystemExit(f"error: --predict {settings.predict}: its pair heads pooled by "
                          f"{saved['pair_pooling']}, and this version's pool by mean")

@@ -91,7 +91,7 @@ JOB_FAULTS = [
     ("torch.load of garbage", "--model", 1, "not a readable PyTorch file"),
     ("size mismatch", "--model", 1, "shape mismatch"),
     ("config.json a JSON list", "--model", 1, "expected a JSON object"),
-    ("vocab.txt not a regular file", "--model", 1, "vocab.txt is empty"),
+    ("vocab.txt not a regular file", "--model", 1, "vocab.txt is not a regular file"),
 ]
 
 

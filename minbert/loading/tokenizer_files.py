@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minbert.loading.files import FileContentError, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields
 
 
 class TokenizerJson(NamedTuple):
@@ -117,23 +118,17 @@ def _vocab_list(path: Path, vocab: object) -> list[str]:
     return tokens
 
 
-# tokenizer_config.json's settings BertTokenizer reads, and what each must be (null: the default).
-_SETTINGS = {"do_lower_case": (bool,), "strip_accents": (bool, type(None)), "tokenize_chinese_chars": (bool,),
-             "model_max_length": (int, type(None))}
+# tokenizer_config.json's settings BertTokenizer reads, and what each must be (null: the default); the file's
+# other keys are transformers' and kept.
+SETTINGS = Schema({"do_lower_case": Field("boolean"), "strip_accents": Field("boolean", null=True),
+                   "tokenize_chinese_chars": Field("boolean"),
+                   "model_max_length": Field("integer", "[1, inf]", null=True)}, unknown="keep")
 
 
 def check_settings(config: dict, path: Path) -> None:
-    """tokenizer_config.json's fields BertTokenizer reads, each of the right type, named when wrong: a
-    do_lower_case of "no" would otherwise read as true."""
-    for key, types in _SETTINGS.items():
-        value = config.get(key)
-        if key in config and (not isinstance(value, types) or (int in types and isinstance(value, bool))):
-            allowed = " or ".join("null" if t is type(None) else {bool: "true/false", int: "an integer"}[t]
-                                  for t in types)
-            raise FileContentError(f"{path}: {key} must be {allowed}, got {json.dumps(value)}")
-    if isinstance(config.get("model_max_length"), int) and config["model_max_length"] < 1:
-        raise FileContentError(f"{path}: model_max_length must be a positive integer, got "
-                               f"{config['model_max_length']}")
+    """tokenizer_config.json's fields BertTokenizer reads, named when wrong: a do_lower_case of "no" would
+    otherwise read as true."""
+    check_fields(config, SETTINGS, f"{path}: ")
 
 
 def check_fits_model(tokenizer, model_dir: Path, source: Path):

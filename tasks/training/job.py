@@ -66,6 +66,8 @@ from tasks.training.loop import train
 from tasks.training.lora_run import add_adapters
 from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
                                        save_checkpoint, signals_stop_the_job)
+from minbert.loading.schema import read_document
+from tasks.training.run_records import RESULT
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
 
 
@@ -372,7 +374,7 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
         seed_dir = out / f"seed-{seed}"
         if resume and (seed_dir / RESULT_FILE).is_file():
             print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
-            results.append(json.loads((seed_dir / RESULT_FILE).read_text(encoding="utf-8")))
+            results.append(read_document(seed_dir / RESULT_FILE, RESULT))
             continue
         results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
     if None in results:  # under torchrun, the processes other than rank 0 train but do not report

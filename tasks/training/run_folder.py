@@ -62,7 +62,8 @@ from torch import nn
 from minbert.loading.atomic import (DamagedFileError, atomic_directory, atomic_write, atomic_write_text,
                                     link, read_checksums, read_verified, readable_directory,
                                     record_checksums, verify_folder, write_file, write_hashed, write_text)
-from minbert.loading.checkpoint import CheckpointError, read_weights, write_model
+from minbert.loading.checkpoint import write_model
+from minbert.loading.files import FileContentError, read_json_object
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
 from minbert.lora import merge_and_unload
@@ -72,6 +73,9 @@ from tasks.training import distributed
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
 from tasks.training.lora_run import is_adapted
 from tasks.training.lora_run import save_encoder as save_lora_encoder
+from minbert.loading.schema import check_fields, read_document
+from tasks.training.run_records import (INPUTS, RUN, check_training_checkpoint, read_heads, read_metrics,
+                                        settings_schema)
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -107,9 +111,9 @@ class RunDir:
         inputs.json existed has nothing to compare: it gets the file now."""
         file = self.path / INPUTS_FILE
         if resume and file.is_file():
-            saved = _read_record(file)
-            change = (first_change(saved.get("data", []), data, "data file")
-                      or first_change(saved.get("model", []), model, "model file", by_name=True))
+            saved = read_document(file, INPUTS)
+            change = (first_change(saved["data"], data, "data file")
+                      or first_change(saved["model"], model, "model file", by_name=True))
             if change:
                 raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
                                     f"started with: restore the file, or start a new run (another --out, "
@@ -157,7 +161,7 @@ def _has_checkpoint(path: Path) -> bool:
 
 def is_finished(path: Path) -> bool:
     """Whether `path` holds a run that trained every epoch and ended well (a study's runner asks)."""
-    return (path / RUN_FILE).is_file() and _finished(path, _read_record(path / RUN_FILE))
+    return (path / RUN_FILE).is_file() and _finished(path, read_document(path / RUN_FILE, RUN))
 
 
 def _finished(path: Path, record: dict) -> bool:
@@ -169,9 +173,9 @@ def _finished(path: Path, record: dict) -> bool:
     if (path / "checkpoints").exists() or (path / FAILED_FILE).exists():
         return False
     try:
-        epochs = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))["epochs"]
-        last = json.loads((path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        epochs = read_json_object(path / CONFIG_FILE).get("epochs")
+        last = read_metrics(path / "metrics.jsonl")[-1]
+    except (OSError, FileContentError, IndexError):
         return False
     return last.get("epoch") == epochs and bool(last.get("epoch_complete"))
 
@@ -191,22 +195,13 @@ def _continue_with(path: Path) -> str:
     return f"continue it with: {command}" if command else "continue it with the same command and --resume"
 
 
-def _read_record(record_file: Path) -> dict:
-    """run.json, or an error naming it when it cannot be read."""
-    try:
-        return json.loads(record_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"error: {record_file} is unreadable ({error}); it says which job wrote "
-                         f"{record_file.parent}") from None
-
-
 def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
     """--resume continues a run with the settings it started with (config.json), except those marked
     `same_on_resume=False` (threads, --max-steps, where the data or the outputs are, ...)."""
     config_file = path / CONFIG_FILE
     if not settings or not config_file.is_file():
         return  # nothing to compare: a run that stopped before it wrote its settings
-    saved = _read_record(config_file)
+    saved = read_document(config_file, settings_schema(*settings))
     differ = [(flag_names(f, f.default)[0], saved[f.name], getattr(s, f.name))
               for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
               and f.name in saved and frozen(saved[f.name]) != getattr(s, f.name)]
@@ -232,7 +227,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
             raise SystemExit(f"error: --resume given, but --out {path} does not exist")
         if not record_file.exists():
             return  # a run from before run.json existed: its checkpoint decides
-        record = _read_record(record_file)
+        record = read_document(record_file, RUN)
         wanted = {"job": job, "model": model, **identity}
         differ = [k for k in wanted if str(record.get(k)) != str(wanted[k])]
         if differ:
@@ -255,7 +250,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
                              "run of the same job, or choose a new folder")
-        record = _read_record(record_file)
+        record = read_document(record_file, RUN)
         if _finished(path, record):
             raise SystemExit(f"error: --out {path} already holds {_describe(record, 'finished')} (its "
                              f"results are in {_results(path)}); choose a new folder")
@@ -341,7 +336,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
         (path / FAILED_FILE).unlink(missing_ok=True)
         yield run
         if run.training_finished:  # and the job's outputs are written: nothing is left for a --resume
-            record = _read_record(path / RUN_FILE)
+            record = read_document(path / RUN_FILE, RUN)
             record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
             atomic_write_text(path / RUN_FILE, json.dumps(record, indent=2) + "\n")
         run._drop_checkpoints_now()
@@ -450,14 +445,16 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         if not candidate.exists():
             continue
         try:
-            payload = torch.load(io.BytesIO(read_verified(candidate)), map_location="cpu", weights_only=False)
+            payload = check_training_checkpoint(
+                torch.load(io.BytesIO(read_verified(candidate)), map_location="cpu", weights_only=False),
+                candidate, model)
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
             if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
                 scaler.load_state_dict(payload["scaler"])
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
-            problems.append(str(error) if isinstance(error, DamagedFileError)
+            problems.append(str(error) if isinstance(error, DamagedFileError) or str(candidate) in str(error)
                             else f"{candidate} is unreadable ({error})")
             print(f"warning: {problems[-1]}", file=sys.stderr)
             continue
@@ -681,21 +678,16 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     if is_adapted(model.bert):
         merge_and_unload(model.bert)
     model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
-    path = directory / HEADS_WEIGHTS
-    heads, expected = read_weights(path), head_state(model)  # a truncated or unreadable file: named
-    missing, unknown = sorted(set(expected) - set(heads)), sorted(set(heads) - set(expected))
-    wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in heads.items()
-             if k in expected and v.shape != expected[k].shape]
-    if missing or unknown or wrong:
-        raise CheckpointError(f"{path}: does not fit the model's heads (missing {missing}, unknown {unknown}, "
-                              f"of another shape {wrong}); was it written with other head options?")
+    heads = read_heads(directory / HEADS_WEIGHTS, head_state(model))
     model.load_state_dict({**model.state_dict(), **heads})
 
 
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str]) -> tuple[Path, dict]:
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[type] = ()
+                      ) -> tuple[Path, dict]:
     """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
 
-    The settings must name `job` and hold every one of `keys`; anything else is a one-line error."""
+    The settings must name `job`, hold every one of `keys`, and each of the `settings` classes' fields it
+    holds must be of the flag's kind; anything else is a one-line error."""
     best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
     best = best if best.is_dir() else Path(run_dir)
     path = best / HEADS_SETTINGS
@@ -703,16 +695,10 @@ def read_run_settings(run_dir: str, job: str, keys: Sequence[str]) -> tuple[Path
         raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
                          "finished at least one epoch, or its best/ folder)")
     verify_folder(best)  # before any of it is read (load_checkpoint checks again what it loads)
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SystemExit(f"error: {path}: not valid JSON ({error})") from None
-    writer = settings.get("job") if isinstance(settings, dict) else None
-    if writer != job:
-        who = f"tasks.{writer}" if writer else f"something other than tasks.{job}"
+    saved = read_json_object(path)
+    if saved.get("job") != job:
+        who = f"tasks.{saved['job']}" if isinstance(saved.get("job"), str) else f"something other than tasks.{job}"
         raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
                          f"tasks.{job} cannot rebuild")
-    missing = [key for key in keys if key not in settings]
-    if missing:
-        raise SystemExit(f"error: {path}: missing {', '.join(missing)}; was it written by an older version?")
-    return best, settings
+    check_fields(saved, settings_schema(*settings, required=keys), f"{path}: ")
+    return best, saved
