@@ -38,8 +38,8 @@ from minbert.loading.hub import resolve_model
 from minbert.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
+from minbert.loading.checkpoint import model_folder, write_model
 from minbert.loading.errors import DeviceError, user_faults
-from minbert.loading.files import check_output_dir
 from minbert.loading.schema import check_fields
 from minbert.loading.sentence_files import (ARGUMENTS, SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
                                             read_settings, replace, write_settings)
@@ -334,12 +334,13 @@ class SentenceEncoder(nn.Module):
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model, its tokenizer and sentence-transformers' files into `path`, which
         `SentenceEncoder(path)` and `sentence_transformers.SentenceTransformer(path)` both load."""
-        # All that could refuse is checked before the first byte: a refused save leaves `path` as it was.
+        # One folder, written whole (atomic.py): a save that fails or is refused half-way leaves `path` as it
+        # was, never new weights beside the old pooling.
         check_writable(self.settings)
-        check_output_dir(path)
-        directory = self.model.save_pretrained(path, tokenizer=self.tokenizer)
-        write_settings(directory, self.settings, self.model.config.hidden_size)
-        return directory
+        with model_folder(path) as new:
+            write_model(self.model, new, tokenizer=self.tokenizer)
+            write_settings(new, self.settings, self.model.config.hidden_size)
+        return Path(path)
 
     save_pretrained = save  # sentence-transformers has both names
 

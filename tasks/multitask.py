@@ -34,6 +34,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from minbert.loading.atomic import atomic_directory
 from minbert.loading.sentence_files import SentenceSettings
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
@@ -128,20 +129,21 @@ def build_parser(tasks: Sequence[CourseTask] = TASKS) -> SettingsParser:
 
 def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: dict, files,
                          folder: Path) -> dict:
-    """Predictions for every dev and test file read, each where its --*_out flag or `folder` says.
+    """Predictions for every dev and test file read, each where its --*_out flag or `folder` says; those in
+    `folder` written whole, together (atomic.py), those elsewhere each whole.
 
     Returns them: {(task, split): predictions}."""
     written = {}
-    with torch.no_grad():
+    with torch.no_grad(), atomic_directory(folder) as new:
         for task in tasks:
             for split in OUTPUT_SPLITS:
                 rows = examples[task.name].get(split)
                 if rows is None:
                     continue
                 path = output_path(files, task.name, split, folder)
-                path.parent.mkdir(parents=True, exist_ok=True)
                 written[task.name, split] = task.predict_examples(model, rows)
-                write_predictions(path, task.header, [e.id for e in rows], written[task.name, split])
+                write_predictions(new / path.relative_to(folder) if path.is_relative_to(folder) else path,
+                                  task.header, [e.id for e in rows], written[task.name, split])
                 print(f"wrote {path}", file=sys.stderr)
     return written
 

@@ -233,13 +233,14 @@ def test_a_corrupt_training_checkpoint_falls_back_to_the_previous_one(tiny_model
     last = out / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:1000])  # a partial write
     capsys.readouterr()
-    assert run(tiny_model_dir, data, out, *two, "--max-steps", "2", "--resume") == 0
+    assert run(tiny_model_dir, data, out, *two, "--max-steps", "3", "--resume") == 0
     err = capsys.readouterr().err
-    assert f"checkpoint {last} is unreadable" in err and "resuming from" in err and "last.prev.pt" in err
+    assert f"warning: {last} is damaged: its sha256 differs from the one recorded when it was saved" in err
+    assert f"resuming from {last.with_suffix('.prev.pt')} (the earlier checkpoint, which is whole)" in err
     for path in (last, last.with_suffix(".prev.pt")):
         path.write_bytes(b"garbage")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, out, *two, "--max-steps", "3", "--resume"),
-               "no usable checkpoint to resume from")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, out, *two, "--max-steps", "4", "--resume"),
+               "no whole checkpoint to resume from")
 
 
 # ----- where the data is -----------------------------------------------------------------------------

@@ -39,10 +39,10 @@ import torch
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_write, atomic_write_text
+from minbert.loading.atomic import atomic_directory, write_file, write_text
 from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
 from minbert.loading.errors import user_faults
-from minbert.loading.files import read_json_object
+from minbert.loading.files import check_output_dir, read_json_object
 from minbert.loading.hub import ADAPTER_CONFIG
 from minbert.lora import (ALL_LINEAR, LoRALinear, apply_lora, check_lora_settings, check_not_adapted,
                           lora_layers, merge_and_unload, target_names)
@@ -108,18 +108,24 @@ def _dropout_p(layer: LoRALinear) -> float:
 
 @user_faults
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors).
+    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors),
+    both or neither (atomic.py: a save that fails half-way leaves the old A, B and alpha together; the
+    folder's other files stay).
 
     A merged adapter is saved as its A and B all the same (merging changes W, not A and B).
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(check_output_dir(directory)) as new:
+        write_adapter(model, new)
+    return Path(directory)
+
+
+def write_adapter(model: nn.Module, directory: Path) -> None:
+    """save_adapter's two files, into a folder that atomic_directory is writing."""
     config = adapter_config(model)
     state = adapter_state(model)
-    atomic_write(directory / WEIGHTS_FILE,
-                 lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
-    atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return directory
+    write_file(directory / WEIGHTS_FILE,
+               lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
+    write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def read_adapter_config(directory: str | os.PathLike) -> dict:
@@ -241,7 +247,8 @@ def _strip(targets: str | list[str], prefix: str) -> str | list[str]:
 @user_faults
 def save_merged(model: nn.Module, directory: str | os.PathLike, tokenizer: object | None = None) -> Path:
     """Write the model with its adapters merged in as a plain Hugging Face folder (config.json,
-    model.safetensors, and the tokenizer's files if given), through checkpoint.save_model.
+    model.safetensors, and the tokenizer's files if given), through checkpoint.save_model: whole or not at
+    all.
 
     `model` itself is left as it was (adapted, merged or not): a copy is merged and unloaded.
     """

@@ -15,8 +15,8 @@ BertForSequenceClassification's `classifier.*`, for any model without one) is ig
 transformers' AutoModel does.
 
 Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
-`transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
-atomically (atomic.py).
+`transformers.BertModel.from_pretrained(directory)` opens what we save. The folder is written whole or not
+at all (atomic.py).
 
 Read next: checkpoint_keys.py (the legacy fix-ups).
 """
@@ -38,7 +38,7 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_write, atomic_write_text
+from minbert.loading.atomic import atomic_directory, write_file, write_hashed, write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
 from minbert.loading.files import check_file, check_output_dir, read_json_object
 from minbert.loading.schema import Field, Schema, check_fields, read_document
@@ -330,49 +330,50 @@ def _copy(model: nn.Module, state: dict, source: Path) -> str:
 def save_model(model: nn.Module, directory: str | os.PathLike,
                format: Literal["safetensors", "bin"] = "safetensors",
                tokenizer: object | None = None) -> Path:
-    """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`.
+    """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`, whole
+    or not at all (atomic.py): a failure half-way leaves the folder as it was. Other files in the folder stay,
+    except a weights file of either format left from an earlier save, which the reader would prefer."""
+    with model_folder(directory) as new:
+        write_model(model, new, format, tokenizer)
+    return Path(directory)
+
+
+def model_folder(directory: str | os.PathLike):
+    """atomic_directory for a model folder: refused before anything is written when `directory` or a parent
+    is a file; an earlier save's weights, of either format, are replaced, the folder's other files kept."""
+    return atomic_directory(check_output_dir(directory), replaces=WEIGHTS_FILES + INDEX_FILES)
+
+
+def write_model(model: nn.Module, directory: Path, format: Literal["safetensors", "bin"] = "safetensors",
+                tokenizer: object | None = None) -> None:
+    """save_model's files, into a folder that atomic_directory is writing.
 
     The keys are the model's own (BertModel: embeddings.*; BertForPreTraining: bert.*, cls.*) and
-    carry no decoder keys: the decoder is tied, and transformers re-ties it on load. A weights file
-    of the other format left from an earlier save is removed, since the reader would prefer it.
+    carry no decoder keys: the decoder is tied, and transformers re-ties it on load.
     """
     if format not in ("safetensors", "bin"):
         raise ValueError(f"format must be 'safetensors' or 'bin', got {format!r}")
     config = getattr(model, "config", None)
     if not callable(getattr(config, "to_dict", None)):  # a BertConfig (config.py, which imports this file)
         raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
-    # Everything checked before the first byte is written: a refused save leaves the folder as it was.
     if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
         raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
-    directory = check_output_dir(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     _refuse_shared(state)
-    name = WEIGHTS_FILES[0] if format == "safetensors" else WEIGHTS_FILES[1]
     if format == "safetensors":
         # transformers refuses safetensors files without format metadata.
-        atomic_write(directory / name,
-                     lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
-    else:
-        atomic_write(directory / name, lambda tmp: _torch_save(state, tmp))
-    for stale in WEIGHTS_FILES + INDEX_FILES:
-        if stale != name and (directory / stale).exists():
-            (directory / stale).unlink()
+        write_file(directory / WEIGHTS_FILES[0],
+                   lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
+    else:  # through a file object, a full disk's error keeps its errno
+        write_hashed(directory / WEIGHTS_FILES[1], lambda file: torch.save(state, file))
 
     # torch_dtype: what from_pretrained(dtype="auto") reads back, ours and transformers' (4 and 5) alike.
     dtype = next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
     values = {**config.to_dict(), "architectures": [type(model).__name__], "tie_word_embeddings": True,
               "torch_dtype": str(dtype).removeprefix("torch.")}
-    atomic_write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
+    write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
     if tokenizer is not None:
         tokenizer.save(directory)
-    return directory
-
-
-def _torch_save(state: dict, path: Path) -> None:
-    with open(path, "wb") as file:  # through a file object, a full disk's error keeps its errno
-        torch.save(state, file)
 
 
 def _refuse_shared(state: dict[str, torch.Tensor]) -> None:

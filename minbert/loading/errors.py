@@ -9,6 +9,7 @@ always had, so an `except ValueError` or `except OSError` written before still h
     ├── ConfigError       (ValueError)   a config.json that describes no model we build (pretrained.py)
     ├── CheckpointError   (ValueError)   weights that do not fit or cannot be read (checkpoint_keys.py)
     │   └── ChecksumError                a file whose sha256 is not the pinned one (hub.py)
+    ├── DamagedFileError  (ValueError)   a saved file whose sha256 differs from the one recorded (atomic.py)
     ├── FileAccessError   (OSError)      the operating system refused a path (`errno`, `filename` kept),
     │   │                                also of the refusal's own type (PermissionError, ...)
     │   └── MissingFileError (FileNotFoundError)

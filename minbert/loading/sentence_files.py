@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import write_text
 from minbert.loading.files import FileContentError
 from minbert.loading.schema import Field, Schema, read_document
 
@@ -146,7 +146,8 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
 
 def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hidden_size: int) -> None:
     """Write modules.json, sentence_bert_config.json, 1_Pooling/config.json and
-    config_sentence_transformers.json beside a checkpoint already in `directory`."""
+    config_sentence_transformers.json beside a checkpoint already in `directory`, a folder that
+    atomic_directory is writing (the settings and the weights are one save)."""
     check_writable(settings)
     directory = Path(directory)
     modules = [{"idx": 0, "name": "0", "path": "", "type": _WRITTEN_TYPE + "Transformer"},
@@ -165,7 +166,6 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
     if settings.truncate_dim is not None:  # as sentence-transformers writes it: only when set
         top["truncate_dim"] = settings.truncate_dim
     _write_json(directory / "config_sentence_transformers.json", top)
-    # modules.json last: a folder with it is a sentence-transformers model, so it comes when the rest is there.
     _write_json(directory / "modules.json", modules)
 
 
@@ -182,5 +182,4 @@ def replace(settings: SentenceSettings, **changes) -> SentenceSettings:
 
 
 def _write_json(path: Path, values) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+    write_text(path, json.dumps(values, indent=2) + "\n")

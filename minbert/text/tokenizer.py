@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_directory, write_text
 from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
@@ -232,9 +232,8 @@ class BertTokenizer:
 
     @user_faults
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`; return it."""
-        directory = Path(directory)
-        atomic_write_text(directory / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+        """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`, both or neither
+        (atomic.py: the folder's other files stay); return it."""
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.lowercase,
@@ -243,8 +242,10 @@ class BertTokenizer:
             "model_max_length": self.model_max_length,
             "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
         }
-        atomic_write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
-        return directory
+        with atomic_directory(directory) as new:
+            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+            write_text(new / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+        return Path(directory)
 
     save_pretrained = save  # the name `transformers` users type
 

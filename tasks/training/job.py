@@ -149,7 +149,10 @@ def user_errors():
     except Exception as error:
         line = user_fault(error)
         if line is None and BUG_NOTE not in getattr(error, "__notes__", ()):  # once, for nested jobs (study)
-            error.add_note(BUG_NOTE)
+            if hasattr(error, "add_note"):  # Python 3.11+
+                error.add_note(BUG_NOTE)
+            else:  # Python 3.10 prints no notes: the line goes before the traceback
+                print(BUG_NOTE.replace("the traceback above", "the traceback below"), file=sys.stderr)
         if line is None or show_traceback:
             raise
         raise SystemExit(f"error: {line}") from None

@@ -44,13 +44,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.fast.dropout import use_fast_dropout
-from minbert.loading.atomic import atomic_directory
+from minbert.loading.atomic import atomic_directory, record_checksums
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
-from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, load_training_state,
-                                       plot_history, save_training_state, signals_deferred, stop_requested)
+from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, check_best_on_resume,
+                                       load_training_state, plot_history, save_training_state, signals_deferred,
+                                       stop_requested)
 from tasks.training.settings import TrainingSettings
 
 
@@ -122,18 +123,23 @@ def train(
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state = TrainState()
     last = run.checkpoints / "last.pt"
+    good = None  # the checkpoint known whole: saved by this run, or read whole by --resume
     if steps_per_epoch == 0:
         raise SystemExit("error: an epoch has no training step (no task has a training batch): nothing to "
                          "train")
     if resume:
-        state = load_training_state(last, model, optimizer, scheduler, scaler)
+        state, good = load_training_state(last, model, optimizer, scheduler, scaler)
+        check_best_on_resume(run.best, state)
         check_progress_possible(state, training, steps_per_epoch, last)
     task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 
     def save() -> None:
-        save_training_state(last, model, optimizer, scheduler, state, world, scaler)
+        nonlocal good
+        save_training_state(last, model, optimizer, scheduler, state, world, scaler,
+                            keep=good.name if good else None)  # kept as last.prev.pt
+        good = last
 
     def where() -> str:
         return f"at step {state.global_step} of {total_steps}"
@@ -177,7 +183,8 @@ def train(
                     if not torch.isfinite(loss):
                         raise FloatingPointError(
                             f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
-                            f"{state.epoch + 1}); the last good checkpoint is {last}")
+                            f"{state.epoch + 1}); " + (f"the last good checkpoint is {good}" if good
+                                                       else "no checkpoint was saved before it"))
                     if loss.requires_grad:
                         scaler.scale(loss * task_weight.get(name, 1.0)).backward()
                     elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
@@ -214,9 +221,10 @@ def train(
                                          train_s=train_s)
             if record["overall"] > state.best_score:
                 state.best_score, state.best_epoch = record["overall"], record["epoch"]
-                if world.is_main:  # written whole beside the old best/, then swapped in
-                    with atomic_directory(run.best) as new_best:
+                if world.is_main:  # written whole beside the old best/, then swapped in, with checksums
+                    with atomic_directory(run.best, keep_others=False) as new_best:
                         save_best(model, new_best)
+                        record_checksums(new_best)
                 record["best"] = True
                 if world.is_main:
                     run.rewrite_metrics(state.history)

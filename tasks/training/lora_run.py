@@ -32,7 +32,7 @@ from pathlib import Path
 
 from torch import nn
 
-from minbert.loading.adapter_files import save_adapter, save_merged
+from minbert.loading.adapter_files import save_merged, write_adapter
 from minbert.loading.hub import MERGED  # best/merged/: the encoder with its adapters folded in
 from minbert.lora import ALL_LINEAR, apply_lora, lora_layers
 
@@ -60,6 +60,6 @@ def is_adapted(bert: nn.Module) -> bool:
 def save_encoder(bert: nn.Module, directory: Path, tokenizer) -> Path:
     """A LoRA run's encoder into best/: peft's adapter files, and the merged plain folder best/merged/
     (with the tokenizer's files). Returns the merged folder (where sentence-transformers' files go)."""
-    save_adapter(bert, directory)
+    write_adapter(bert, directory)  # best/ is being written whole (save_checkpoint)
     return save_merged(bert, directory / MERGED, tokenizer=tokenizer)
 

@@ -4,7 +4,8 @@ Ctrl-C and SIGTERM, which stop a run saved.
 A run folder holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
 loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
 checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
-in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
+in the epoch, random state; the one before kept as last.prev.pt, and the sha256 of both in checksums.sha256,
+which a --resume checks), and
 best/ (written by the job's `save_best`), run.json: which job wrote it, from which model, on what, and
 when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
 belongs to another run or a command that would change the run's settings; a finished run has nothing to
@@ -17,8 +18,9 @@ best/ is a Hugging Face-format encoder directory (config.json, model.safetensors
 `transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
 heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
 heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
-`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it at every best epoch; a
-job's outputs, its `--predict` and the notebooks load it back (`load_checkpoint`).
+`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it whole at every best epoch,
+with the sha256 of each file in checksums.sha256; a job's outputs, its `--predict` and the notebooks load it
+back (`load_checkpoint`), once every file matches its checksum.
 
 Ctrl-C and SIGTERM: the first SIGINT (Ctrl-C) or SIGTERM (what `kill`, a cluster's scheduler or a
 container's stop sends) during training is a request: the loop finishes the step or the evaluation it is
@@ -38,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import io
 import json
 import math
 import os
@@ -56,8 +59,10 @@ import torch
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text, readable_directory
-from minbert.loading.checkpoint import save_model
+from minbert.loading.atomic import (DamagedFileError, atomic_directory, atomic_write, atomic_write_text,
+                                    link, read_checksums, read_verified, readable_directory,
+                                    record_checksums, verify_folder, write_file, write_hashed, write_text)
+from minbert.loading.checkpoint import write_model
 from minbert.loading.files import FileContentError, read_json_object
 from minbert.model import BertModel
 from minbert.loading.sentence_files import SentenceSettings, write_settings
@@ -151,7 +156,7 @@ def _describe(record: dict, state: str = "") -> str:
 
 def _has_checkpoint(path: Path) -> bool:
     """Whether a --resume could continue the run in `path` (load_training_state reads these two)."""
-    return any((path / "checkpoints" / name).is_file() for name in ("last.pt", "last.prev.pt"))
+    return any((readable_directory(path / "checkpoints") / name).is_file() for name in ("last.pt", PREVIOUS))
 
 
 def is_finished(path: Path) -> bool:
@@ -390,14 +395,21 @@ class TrainState:
     step_losses: dict = dataclasses.field(default_factory=dict)
 
 
+PREVIOUS = "last.prev.pt"  # the checkpoint before last.pt, kept in case last.pt proves damaged
+
+
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState,
                         world: distributed.Distributed = distributed.Distributed(),
-                        scaler: torch.amp.GradScaler | None = None) -> None:
+                        scaler: torch.amp.GradScaler | None = None, keep: str | None = None) -> None:
     """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and fp16's
     loss scale (`scaler`, when enabled).
 
-    Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
+    checkpoints/ is written whole (atomic.py): `path` (last.pt) anew, and `keep`, the name of the checkpoint
+    known whole (the one saved last, or the one a --resume read), as last.prev.pt, a hard link to the same
+    bytes; checksums.sha256 records the sha256 of both, last.pt's hashed as it is written. A full disk
+    half-way leaves checkpoints/ as it was. Distributed, the processes hold the same weights and optimizer
+    state: rank 0 writes for all.
     """
     if not world.is_main:
         return
@@ -411,44 +423,54 @@ def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
     }
     if scaler is not None and scaler.is_enabled():
         payload["scaler"] = scaler.state_dict()
-    previous = path.with_suffix(".prev.pt")
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as file:  # through a file object, a full disk's error keeps its errno
-            torch.save(payload, file)
-        # The new one is completely written (a full disk fails before this line, leaving last.pt as it
-        # was); the last good one becomes the fall-back in case the new one later proves unreadable.
-        if path.exists():
-            path.replace(previous)
+    with atomic_directory(path.parent, keep_others=False) as new:
+        sums = {path.name: write_hashed(new / path.name, lambda file: torch.save(payload, file))}
+        if keep is not None and (path.parent / keep).is_file():
+            link(path.parent / keep, new / PREVIOUS)
+            recorded = read_checksums(path.parent).get(keep)
+            if recorded is not None:  # a checkpoint from before checksums were recorded goes unrecorded
+                sums[PREVIOUS] = recorded
+        record_checksums(new, sums)
 
 
-def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        scheduler: Any, scaler: torch.amp.GradScaler | None = None) -> TrainState:
-    """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one. A checkpoint
-    without a loss scale (written before fp16 was an option) leaves `scaler` as it starts."""
-    candidates = [path, path.with_suffix(".prev.pt")]
-    errors = []
-    for candidate in candidates:
+def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+                        scaler: torch.amp.GradScaler | None = None) -> tuple[TrainState, Path]:
+    """Restore what `save_training_state` wrote, and say from which file: last.pt, or, when it is damaged
+    (its sha256 differs from the one recorded) or unreadable, the earlier last.prev.pt, itself checked. Each
+    file is read once, hashed and loaded from the same bytes. A checkpoint without a loss scale (written
+    before fp16 was an option) leaves `scaler` as it starts."""
+    folder = readable_directory(path.parent)  # checkpoints/, even if a crash interrupted its swap
+    problems = []
+    for candidate in (folder / path.name, folder / PREVIOUS):
         if not candidate.exists():
             continue
         try:
-            payload = check_training_checkpoint(torch.load(candidate, map_location="cpu", weights_only=False),
-                                                candidate, model)
+            payload = check_training_checkpoint(
+                torch.load(io.BytesIO(read_verified(candidate)), map_location="cpu", weights_only=False),
+                candidate, model)
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
             if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
                 scaler.load_state_dict(payload["scaler"])
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
-            errors.append(str(error) if str(candidate) in str(error) else f"{candidate}: {error}")
-            print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",
-                  file=sys.stderr)
+            problems.append(str(error) if isinstance(error, DamagedFileError) or str(candidate) in str(error)
+                            else f"{candidate} is unreadable ({error})")
+            print(f"warning: {problems[-1]}", file=sys.stderr)
             continue
         torch.set_rng_state(payload["torch_rng"])
         random.setstate(payload["python_rng"])
-        print(f"resuming from {candidate}", file=sys.stderr)
-        return TrainState(**payload["train_state"])
-    if errors:
-        raise SystemExit("error: no usable checkpoint to resume from:\n  " + "\n  ".join(errors))
+        state = TrainState(**payload["train_state"])
+        earlier = " (the earlier checkpoint, which is whole)" if problems else ""
+        print(f"resuming from {candidate}{earlier}, at step {state.global_step}", file=sys.stderr)
+        return state, candidate
+    run = path.parent.parent
+    if problems:
+        kept = ("" if len(problems) > 1 else
+                f"; this run keeps no earlier checkpoint ({PREVIOUS} comes with the second save)")
+        raise SystemExit(f"error: --resume: no whole checkpoint to resume from: {'; '.join(problems)}{kept}; "
+                         f"start over: delete {run} (or choose another --out) and run the command without "
+                         "--resume")
     raise SystemExit(f"error: --resume given, but there is no checkpoint at {path}")
 
 
@@ -491,8 +513,7 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         axes.grid(alpha=0.3)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
 
 
@@ -624,23 +645,36 @@ def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
 def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
                     sentence: SentenceSettings | None = None) -> None:
     """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled). A LoRA run's encoder: peft's
-    adapter files and the merged encoder in merged/ (lora_run.py)."""
+    sentence-transformers files, when `sentence` says how the job pooled), into the new best/ the loop is
+    writing (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
+    (lora_run.py)."""
     encoder = directory
     if is_adapted(model.bert):
         encoder = save_lora_encoder(model.bert, directory, tokenizer)
     else:
-        save_model(model.bert, directory, tokenizer=tokenizer)
+        write_model(model.bert, directory, tokenizer=tokenizer)
     if sentence is not None:
         write_settings(encoder, sentence, model.bert.config.hidden_size)
-    atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
-    atomic_write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
+    write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
+    write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
+
+
+def check_best_on_resume(best: Path, state: TrainState) -> None:
+    """A resumed run's best/ must be whole to be loaded back at the end: a damaged one is said at once, and
+    forgotten (`state`'s best score), so that the next evaluation writes best/ anew."""
+    try:
+        verify_folder(readable_directory(best))
+    except DamagedFileError as error:
+        print(f"warning: {error}; best/ is written anew at the next evaluation", file=sys.stderr)
+        state.best_score, state.best_epoch = -math.inf, -1
 
 
 def load_checkpoint(model: nn.Module, directory: Path) -> None:
-    """Load what `save_checkpoint` wrote into a model of the same shape (strictly). A LoRA model gets the
-    merged encoder, its adapters folded in (merge_and_unload), as --predict reads it."""
+    """Load what `save_checkpoint` wrote into a model of the same shape (strictly), once every file matches
+    the sha256 recorded when it was saved. A LoRA model gets the merged encoder, its adapters folded in
+    (merge_and_unload), as --predict reads it."""
     directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
+    verify_folder(directory)
     if is_adapted(model.bert):
         merge_and_unload(model.bert)
     model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
@@ -660,6 +694,7 @@ def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Seq
     if not path.is_file():
         raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
                          "finished at least one epoch, or its best/ folder)")
+    verify_folder(best)  # before any of it is read (load_checkpoint checks again what it loads)
     saved = read_json_object(path)
     if saved.get("job") != job:
         who = f"tasks.{saved['job']}" if isinstance(saved.get("job"), str) else f"something other than tasks.{job}"
