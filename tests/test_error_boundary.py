@@ -192,6 +192,14 @@ def test_a_bug_in_a_job_run_by_a_study_says_so_once():
     assert error.value.__notes__ == [BUG_NOTE]
 
 
+def test_a_handouts_unwritten_todo_is_not_called_a_bug():
+    """A student's handout stops at a TODO's stub: the traceback ends at it, with no bug line."""
+    with pytest.raises(NotImplementedError) as error:
+        with user_errors():
+            raise NotImplementedError("TODO: minbert/attention.py::eager_attention")
+    assert not getattr(error.value, "__notes__", None)
+
+
 def test_a_bugs_traceback_ends_with_the_bug_line():
     code = "from tasks.training.job import user_errors\nwith user_errors():\n    1 / 0\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
