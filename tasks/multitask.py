@@ -48,7 +48,7 @@ from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, f
                                   non_negative)
 from tasks.training.job import (JobRun, check_max_length, course_file_flags, default_run_dir, load_encoder,
                                 parse_settings, resolve_settings, user_errors)
-from tasks.training.run_folder import load_checkpoint, read_run_settings
+from tasks.training.best import load_checkpoint, read_run_settings
 from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tasks import classify, sentiment
-from tasks.training import run_folder
+from tasks.training import checkpoints as resume_state
 from tasks.data.sources import SAMPLE_DIR
 
 
@@ -184,10 +184,10 @@ def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, d
     def full_disk(obj, f, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(f))
 
-    monkeypatch.setattr(run_folder.torch, "save", full_disk)
+    monkeypatch.setattr(resume_state.torch, "save", full_disk)
     fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "2", "--resume"),
                "No space left on device; files written before are intact")
-    monkeypatch.setattr(run_folder.torch, "save", real_save)
+    monkeypatch.setattr(resume_state.torch, "save", real_save)
     assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # resumes from the good one
     assert "resuming from" in capsys.readouterr().err
 

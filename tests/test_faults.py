@@ -23,7 +23,7 @@ from pretrain import run as pretrain_run
 from tasks import multitask
 from tasks.data.sources import SAMPLE_DIR
 from tasks.data import course as course_module
-from tasks.training import run_folder
+from tasks.training import checkpoints as resume_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -157,7 +157,7 @@ def test_disk_full_while_pretraining_saves_its_checkpoint(tiny_model_dir, tmp_pa
     checkpoints = tmp_path / "run" / "checkpoints"
     before = {p.name: p.read_bytes() for p in checkpoints.iterdir()}
     assert "last.pt" in before
-    monkeypatch.setattr(run_folder.torch, "save", lambda state, path, *args, **kwargs: no_space(path))
+    monkeypatch.setattr(resume_state.torch, "save", lambda state, path, *args, **kwargs: no_space(path))
     with pytest.raises(SystemExit) as error:
         pretrain_run.main(common + ["--max-steps", "4", "--resume"])
     message = str(error.value.code)
@@ -204,7 +204,7 @@ def test_a_full_disk_under_torch_save_is_one_line_naming_last_pt(tiny_model_dir,
         with open("/dev/full", "wb") as full:  # a character device: written to, never replaced
             real_save(obj, full, *args, **kwargs)
 
-    monkeypatch.setattr(run_folder.torch, "save", into_a_full_disk)
+    monkeypatch.setattr(resume_state.torch, "save", into_a_full_disk)
     with pytest.raises(SystemExit) as error:
         sentiment.main(sentiment_args(tiny_model_dir, out, "--resume"))
     assert str(error.value.code) == (f"error: cannot write {out / 'checkpoints' / 'last.pt'}: No space left "

@@ -15,7 +15,8 @@ from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
 from tasks.training.loop import build_optimizer, train
-from tasks.training.run_folder import RunDir, load_training_state
+from tasks.training.checkpoints import load_training_state
+from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings
 
 STEPS = 8  # batches of the toy task: one epoch

@@ -14,7 +14,7 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
 - `user_errors`: the job's one error boundary. What a user can fix (any MinbertError: a bad file, checkpoint,
   config.json or device; any refusal of the operating system: a path, permissions, a full disk) ends the job
   with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C and
-  SIGTERM (run_folder.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
+  SIGTERM (signals.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
   ours, whose traceback ends saying so;
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
   epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
@@ -44,7 +44,7 @@ import statistics
 import sys
 from dataclasses import make_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -54,7 +54,6 @@ from minbert.config import BertConfig
 from minbert.loading.errors import MinbertError, os_refusal
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
-from minbert.loading.sentence_files import SentenceSettings
 from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
@@ -63,12 +62,16 @@ from tasks.data.sources import data_env
 from tasks.training import distributed
 from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file, seed_int
 from tasks.training.loop import train
-from tasks.training.lora_run import add_adapters
-from tasks.training.run_folder import (Interrupted, RunDir, TrainState, claim_run, load_checkpoint,
-                                       save_checkpoint, signals_stop_the_job)
+from tasks.training.best import load_checkpoint, save_checkpoint
+from tasks.training.checkpoints import TrainState
+from tasks.training.run_folder import RunDir, claim_run
+from tasks.training.signals import Interrupted, signals_stop_the_job
 from minbert.loading.schema import read_document
 from tasks.training.run_records import RESULT
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
+
+if TYPE_CHECKING:
+    from minbert.loading.sentence_files import SentenceSettings
 
 
 def course_input(dataset: str, split: str) -> Any:
@@ -303,6 +306,7 @@ class JobRun:
         if self.job is not None and self.job.freeze_encoder:
             freeze(model.bert)
         if self.job is not None and self.job.lora is not None:  # before the loop: --resume loads into them
+            from tasks.training.lora_run import add_adapters  # LoRA's files load only under --lora
             add_adapters(model.bert, self.job.lora, self.job.lora_alpha, self.job.lora_dropout,
                          self.job.lora_targets)
         if save_best is None:

@@ -18,9 +18,10 @@ This loop does the rest, the same way for every job:
   it doubles. As in that recipe the schedule advances on a skipped step too, so --max-steps and the
   schedule's length stay what they are. The scale is part of the resumable checkpoint;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
-- a run directory (run_folder.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
+- a run directory (run_folder.py): settings, metrics per epoch, a plot (plot.py), a resumable checkpoint
+  (checkpoints.py), best/ (best.py);
 - Ctrl-C or SIGTERM: the run stops at the next step boundary, saved, and says how to continue
-  (run_folder.py);
+  (signals.py);
 - progress: tqdm's bar on a terminal; elsewhere (nohup, CI, a cluster's batch system) a plain line every
   30 seconds, `epoch 1/3 step 120/912 (13%) loss 1.2345 38.2 examples/s ETA 5m48s`;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
@@ -49,9 +50,11 @@ from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
-from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, check_best_on_resume,
-                                       load_training_state, plot_history, save_training_state, signals_deferred,
-                                       stop_requested)
+from tasks.training.best import check_best_on_resume
+from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
+from tasks.training.plot import plot_history
+from tasks.training.run_folder import ResumeRefused, RunDir
+from tasks.training.signals import Interrupted, signals_deferred, stop_requested
 from tasks.training.settings import TrainingSettings
 
 
@@ -145,7 +148,7 @@ def train(
         return f"at step {state.global_step} of {total_steps}"
 
     # A first Ctrl-C or SIGTERM stops the run at the next step boundary (or when the evaluation in
-    # progress ends), saved; a second one stops it at once (run_folder.py).
+    # progress ends), saved; a second one stops it at once (signals.py).
     with signals_deferred():
         if training.eval_first and state.global_step == 0 and not state.history:
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
@@ -294,7 +297,7 @@ def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[flo
 
 def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
                    bar: Any = None) -> None:
-    """After a first Ctrl-C or SIGTERM (run_folder.py): save the run (`save`; None when it was just saved) and
+    """After a first Ctrl-C or SIGTERM (signals.py): save the run (`save`; None when it was just saved) and
     stop with Interrupted, which the job turns into one line saying how to continue."""
     signum = stop_requested()
     if world.enabled:  # DDP needs every process in every step: all stop where any one was asked to

@@ -34,7 +34,7 @@ from torch import nn
 
 from minbert.loading.adapter_files import save_merged, write_adapter
 from minbert.loading.hub import MERGED  # best/merged/: the encoder with its adapters folded in
-from minbert.lora import ALL_LINEAR, apply_lora, lora_layers
+from minbert.lora import ALL_LINEAR, apply_lora
 
 
 def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets: str) -> list[str]:
@@ -51,10 +51,6 @@ def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets:
           f"{adapters:,} adapter parameters train, the encoder's {before:,} stay frozen; the heads train "
           "fully", file=sys.stderr)
     return names
-
-
-def is_adapted(bert: nn.Module) -> bool:
-    return bool(lora_layers(bert))
 
 
 def save_encoder(bert: nn.Module, directory: Path, tokenizer) -> Path:

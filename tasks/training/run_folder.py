@@ -1,81 +1,41 @@
-"""A run's folder: what it holds, the state that lets a stopped run continue exactly, its best/ model, and
-Ctrl-C and SIGTERM, which stop a run saved.
+"""A run's folder: claiming it for one job, locking it, and the records that say what run it holds.
 
 A run folder holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
-loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
-checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
-in the epoch, random state; the one before kept as last.prev.pt, and the sha256 of both in checksums.sha256,
-which a --resume checks), and
-best/ (written by the job's `save_best`), run.json: which job wrote it, from which model, on what, and
-when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
-belongs to another run or a command that would change the run's settings; a finished run has nothing to
-resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is), and
-inputs.json: the size and sha256 of every data file the run read and of its model folder's files
-(tasks/data/inputs.py), which a --resume must find unchanged (`RunDir.record_inputs`; a refused resume
-leaves the folder as it was).
+loss_and_dev.png (plot.py), checkpoints/ (the resume state, checkpoints.py), best/ (best.py), run.json:
+which job wrote it, from which model, on what, and when it finished (`claim_run` reads it and config.json
+back before a --resume, and refuses a folder that belongs to another run or a command that would change the
+run's settings; a finished run has nothing to resume, a run stopped before its first checkpoint nothing to
+continue, and each is said as it is), and inputs.json: the size and sha256 of every data file the run read
+and of its model folder's files (tasks/data/inputs.py), which a --resume must find unchanged
+(`RunDir.record_inputs`; a refused resume leaves the folder as it was). A lock file (.lock) keeps a second
+job off the folder while one writes it; failed.txt says why a run that had started stopped, and how it goes
+on.
 
-best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
-`transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
-heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
-heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
-`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it whole at every best epoch,
-with the sha256 of each file in checksums.sha256; a job's outputs, its `--predict` and the notebooks load it
-back (`load_checkpoint`), once every file matches its checksum.
-
-Ctrl-C and SIGTERM: the first SIGINT (Ctrl-C) or SIGTERM (what `kill`, a cluster's scheduler or a
-container's stop sends) during training is a request: the loop finishes the step or the evaluation it is
-in, saves checkpoints/last.pt, and stops; the job prints one line with the command that continues the run
-and exits 130 (SIGINT) or 143 (SIGTERM), what a shell reports for a process a signal ended. A second signal
-stops at once. Outside training (reading data, loading the model) nothing is lost by stopping, so the
-first signal stops at once. Never a traceback: `job.user_errors` installs the handler for the job's
-lifetime and prints the line; `claim_run` says what the folder holds then. Signals are delivered to a
-process, so that state is the process's: whether the loop is running (`signals_deferred`) and which signal
-asked it to stop.
-
-Read next: loop.py (which writes all of this).
+Read next: checkpoints.py (the state that lets a stopped run continue exactly).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
-import io
 import json
-import math
 import os
-import random
-import shlex
 import shutil
-import signal
 import socket
 import sys
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import torch
-from safetensors.torch import save_file as save_safetensors
-from torch import nn
-
-from minbert.loading.atomic import (DamagedFileError, atomic_directory, atomic_write, atomic_write_text,
-                                    link, read_checksums, read_verified, readable_directory,
-                                    record_checksums, verify_folder, write_file, write_hashed, write_text)
-from minbert.loading.checkpoint import write_model
+from minbert.loading.atomic import atomic_write_text, readable_directory
 from minbert.loading.files import FileContentError, read_json_object
-from minbert.model import BertModel
-from minbert.loading.sentence_files import SentenceSettings, write_settings
-from minbert.lora import merge_and_unload
-from minbert.text.tokenizer import BertTokenizer
+from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
 from tasks.training import distributed
+from tasks.training.checkpoints import PREVIOUS, TrainState
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
-from tasks.training.lora_run import is_adapted
-from tasks.training.lora_run import save_encoder as save_lora_encoder
-from minbert.loading.schema import check_fields, read_document
-from tasks.training.run_records import (INPUTS, RUN, check_training_checkpoint, read_heads, read_metrics,
-                                        settings_schema)
+from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
+from tasks.training.signals import Interrupted, resume_command
+
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -121,7 +81,7 @@ class RunDir:
         if distributed.process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
-    def drop_checkpoints(self, state: "TrainState", epochs: int) -> None:
+    def drop_checkpoints(self, state: TrainState, epochs: int) -> None:
         """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
         model) serve nothing once the job has written its outputs: they are deleted then (claim_run, when
         the job ends well), so that a job that fails after training, writing its predictions, can still
@@ -378,327 +338,3 @@ def _stopped(path: Path, stop: Interrupted, started: bool) -> str:
         return f"stopped at once by {stop.name}; {_continue_with(path)}"
     gone = "removed again" if not path.exists() else "as it was"
     return f"interrupted by {stop.name} before training began: nothing was saved ({path} is {gone})"
-
-
-@dataclass
-class TrainState:
-    """Where training is; saved in checkpoints/last.pt so a run can resume exactly."""
-
-    epoch: int = 0  # the epoch in progress (0-based)
-    step_in_epoch: int = 0  # steps of that epoch already taken
-    global_step: int = 0
-    best_score: float = -math.inf
-    best_epoch: int = -1
-    history: list = dataclasses.field(default_factory=list)  # one dict per finished epoch
-    epoch_losses: dict = dataclasses.field(default_factory=dict)  # task -> losses of the epoch's steps so far
-    # task -> [[place in epochs, loss], ...] for every step so far (the plot's curve)
-    step_losses: dict = dataclasses.field(default_factory=dict)
-
-
-PREVIOUS = "last.prev.pt"  # the checkpoint before last.pt, kept in case last.pt proves damaged
-
-
-def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                        state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed(),
-                        scaler: torch.amp.GradScaler | None = None, keep: str | None = None) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and fp16's
-    loss scale (`scaler`, when enabled).
-
-    checkpoints/ is written whole (atomic.py): `path` (last.pt) anew, and `keep`, the name of the checkpoint
-    known whole (the one saved last, or the one a --resume read), as last.prev.pt, a hard link to the same
-    bytes; checksums.sha256 records the sha256 of both, last.pt's hashed as it is written. A full disk
-    half-way leaves checkpoints/ as it was. Distributed, the processes hold the same weights and optimizer
-    state: rank 0 writes for all.
-    """
-    if not world.is_main:
-        return
-    payload = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "train_state": dataclasses.asdict(state),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": random.getstate(),
-    }
-    if scaler is not None and scaler.is_enabled():
-        payload["scaler"] = scaler.state_dict()
-    with atomic_directory(path.parent, keep_others=False) as new:
-        sums = {path.name: write_hashed(new / path.name, lambda file: torch.save(payload, file))}
-        if keep is not None and (path.parent / keep).is_file():
-            link(path.parent / keep, new / PREVIOUS)
-            recorded = read_checksums(path.parent).get(keep)
-            if recorded is not None:  # a checkpoint from before checksums were recorded goes unrecorded
-                sums[PREVIOUS] = recorded
-        record_checksums(new, sums)
-
-
-def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                        scaler: torch.amp.GradScaler | None = None) -> tuple[TrainState, Path]:
-    """Restore what `save_training_state` wrote, and say from which file: last.pt, or, when it is damaged
-    (its sha256 differs from the one recorded) or unreadable, the earlier last.prev.pt, itself checked. Each
-    file is read once, hashed and loaded from the same bytes. A checkpoint without a loss scale (written
-    before fp16 was an option) leaves `scaler` as it starts."""
-    folder = readable_directory(path.parent)  # checkpoints/, even if a crash interrupted its swap
-    problems = []
-    for candidate in (folder / path.name, folder / PREVIOUS):
-        if not candidate.exists():
-            continue
-        try:
-            payload = check_training_checkpoint(
-                torch.load(io.BytesIO(read_verified(candidate)), map_location="cpu", weights_only=False),
-                candidate, model)
-            model.load_state_dict(payload["model"])
-            optimizer.load_state_dict(payload["optimizer"])
-            scheduler.load_state_dict(payload["scheduler"])
-            if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
-                scaler.load_state_dict(payload["scaler"])
-        except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
-            problems.append(str(error) if isinstance(error, DamagedFileError) or str(candidate) in str(error)
-                            else f"{candidate} is unreadable ({error})")
-            print(f"warning: {problems[-1]}", file=sys.stderr)
-            continue
-        torch.set_rng_state(payload["torch_rng"])
-        random.setstate(payload["python_rng"])
-        state = TrainState(**payload["train_state"])
-        earlier = " (the earlier checkpoint, which is whole)" if problems else ""
-        print(f"resuming from {candidate}{earlier}, at step {state.global_step}", file=sys.stderr)
-        return state, candidate
-    run = path.parent.parent
-    if problems:
-        kept = ("" if len(problems) > 1 else
-                f"; this run keeps no earlier checkpoint ({PREVIOUS} comes with the second save)")
-        raise SystemExit(f"error: --resume: no whole checkpoint to resume from: {'; '.join(problems)}{kept}; "
-                         f"start over: delete {run} (or choose another --out) and run the command without "
-                         "--resume")
-    raise SystemExit(f"error: --resume given, but there is no checkpoint at {path}")
-
-
-def plot_history(history: list[dict], path: Path, step_losses: dict | None = None) -> None:
-    """A PNG of two panels over the epochs, ticked at whole epochs: every task's training loss (each step's,
-    faint, with its moving average and the epoch means as dots) and every dev metric after each epoch."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no screen needed
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    epochs = [r["epoch"] for r in history]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, task in enumerate(history[0]["train_loss"]):
-        points = (step_losses or {}).get(task) or []
-        if points:
-            places, losses = zip(*points)
-            left.plot(places, losses, color=f"C{i}", alpha=0.2, linewidth=0.6)
-            left.plot(places, moving_average(losses), color=f"C{i}", linewidth=1.8, label=task)
-        means = [(r["epoch"], r["train_loss"][task]) for r in history
-                 if r["train_loss"].get(task) is not None]
-        if means:
-            left.plot(*zip(*means), "o", color=f"C{i}", markeredgecolor="black",
-                      label=None if points else f"{task} (epoch mean)")
-    if all(loss > 0 for losses in (step_losses or {}).values() for _, loss in losses):
-        left.set_yscale("log")  # the tasks' losses differ by orders of magnitude
-    left.set(title="training loss (steps, moving average, epoch means)", xlabel="epoch", ylabel="loss")
-    if left.get_legend_handles_labels()[0]:
-        left.legend(fontsize="small")
-    for task in history[0]["dev"]:
-        for metric in history[0]["dev"][task]:
-            right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o",
-                       label=f"{task} {metric}")
-    right.plot(epochs, [r["overall"] for r in history], marker="s", color="black", label="overall")
-    right.set(title="dev metrics", xlabel="epoch")
-    right.legend(fontsize="small")
-    for axes in (left, right):
-        axes.set_xlim(0, max(max(epochs), 1) * 1.02)  # room for the last epoch's dots
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
-        axes.grid(alpha=0.3)
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
-    plt.close(fig)
-
-
-def moving_average(values: Sequence[float]) -> list[float]:
-    """An exponential moving average, debiased at the start (as TensorBoard's smoothing), over about a
-    twentieth of the points (at most 50)."""
-    span = min(50, max(1, len(values) // 20))
-    decay = 1 - 2 / (span + 1)
-    average, out = 0.0, []
-    for n, value in enumerate(values, start=1):
-        average = decay * average + (1 - decay) * value
-        out.append(average / (1 - decay ** n) if decay else average)
-    return out
-
-
-# ----- Ctrl-C and SIGTERM: stop at a step boundary, saved ----------------------------------------------
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The job was stopped by a signal. `where`: the step at which the loop saved the run (empty when the
-    signal stopped the job at once); `message`: the line for the user, completed by claim_run, which knows
-    what the run folder holds."""
-
-    def __init__(self, signum: int, where: str = "") -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum, self.where, self.message = signum, where, ""
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
-
-
-class _Requests:
-    """The process's signal state: whether the loop defers a first signal, and the one it deferred."""
-
-    deferring = False
-    pending: int | None = None
-
-
-_STATE = _Requests()
-
-
-def _on_signal(signum: int, frame) -> None:
-    if _STATE.deferring and _STATE.pending is None:
-        _STATE.pending = signum
-        name = signal.Signals(signum).name
-        if os.environ.get("RANK", "0") != "0":  # under torchrun every process gets it; rank 0 says so
-            return
-        # (a handler can interrupt a write to stderr, which then refuses a second one: the note is a courtesy)
-        with contextlib.suppress(RuntimeError, OSError, ValueError):
-            print(f"\n{name} received: the run stops after this step (or this evaluation) and saves itself; "
-                  f"another {name} stops it at once", file=sys.stderr, flush=True)
-        return
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def signals_stop_the_job() -> Iterator[None]:
-    """While inside: SIGINT and SIGTERM raise Interrupted (or, in the loop, ask it to stop). Python runs
-    signal handlers in the main thread only, so elsewhere this does nothing; a signal the shell told the
-    process to ignore (a background job's SIGINT) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
-        if previous[s] is not signal.SIG_IGN:
-            signal.signal(s, _on_signal)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """The training loop: a first signal only asks it to stop (`stop_requested`), where it can save the
-    run."""
-    outer = _STATE.deferring
-    _STATE.deferring, _STATE.pending = True, None
-    try:
-        yield
-        late = _STATE.pending  # asked after the loop last looked: it stops now, not never
-    finally:
-        _STATE.deferring, _STATE.pending = outer, None
-    if late is not None:
-        raise Interrupted(late)
-
-
-def stop_requested() -> int | None:
-    """The signal that asked the loop to stop, or None."""
-    return _STATE.pending
-
-
-def resume_command() -> str | None:
-    """The command line that started this process with --resume added, when the process is a job started
-    from a shell (python -m tasks.<job> or pretrain.run); None when a job's `main` was called by other code
-    (a test, experiments.study, a notebook), whose command line is not the job's, or by torchrun (whose
-    own options come before the job's)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    job = spec is not None and spec.name.startswith(("tasks.", "pretrain."))
-    if not job or "TORCHELASTIC_RUN_ID" in os.environ:
-        return None
-    argv = list(getattr(sys, "orig_argv", sys.argv))
-    return shlex.join(argv if "--resume" in argv else [*argv, "--resume"])
-
-
-# ----- best/: the encoder and the heads, saved and loaded back -----------------------------------------
-
-
-HEADS_WEIGHTS = "heads.safetensors"
-HEADS_SETTINGS = "heads.json"
-
-
-def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer outside the encoder (`bert.`)."""
-    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
-            if not k.startswith("bert.")}
-
-
-def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
-                    sentence: SentenceSettings | None = None) -> None:
-    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled), into the new best/ the loop is
-    writing (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
-    (lora_run.py)."""
-    encoder = directory
-    if is_adapted(model.bert):
-        encoder = save_lora_encoder(model.bert, directory, tokenizer)
-    else:
-        write_model(model.bert, directory, tokenizer=tokenizer)
-    if sentence is not None:
-        write_settings(encoder, sentence, model.bert.config.hidden_size)
-    write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
-    write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
-
-
-def check_best_on_resume(best: Path, state: TrainState) -> None:
-    """A resumed run's best/ must be whole to be loaded back at the end: a damaged one is said at once, and
-    forgotten (`state`'s best score), so that the next evaluation writes best/ anew."""
-    try:
-        verify_folder(readable_directory(best))
-    except DamagedFileError as error:
-        print(f"warning: {error}; best/ is written anew at the next evaluation", file=sys.stderr)
-        state.best_score, state.best_epoch = -math.inf, -1
-
-
-def load_checkpoint(model: nn.Module, directory: Path) -> None:
-    """Load what `save_checkpoint` wrote into a model of the same shape (strictly), once every file matches
-    the sha256 recorded when it was saved. A LoRA model gets the merged encoder, its adapters folded in
-    (merge_and_unload), as --predict reads it."""
-    directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
-    verify_folder(directory)
-    if is_adapted(model.bert):
-        merge_and_unload(model.bert)
-    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
-    heads = read_heads(directory / HEADS_WEIGHTS, head_state(model))
-    model.load_state_dict({**model.state_dict(), **heads})
-
-
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[type] = ()
-                      ) -> tuple[Path, dict]:
-    """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
-
-    The settings must name `job`, hold every one of `keys`, and each of the `settings` classes' fields it
-    holds must be of the flag's kind; anything else is a one-line error."""
-    best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
-    best = best if best.is_dir() else Path(run_dir)
-    path = best / HEADS_SETTINGS
-    if not path.is_file():
-        raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
-                         "finished at least one epoch, or its best/ folder)")
-    verify_folder(best)  # before any of it is read (load_checkpoint checks again what it loads)
-    saved = read_json_object(path)
-    if saved.get("job") != job:
-        who = f"tasks.{saved['job']}" if isinstance(saved.get("job"), str) else f"something other than tasks.{job}"
-        raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
-                         f"tasks.{job} cannot rebuild")
-    check_fields(saved, settings_schema(*settings, required=keys), f"{path}: ")
-    return best, saved

@@ -44,7 +44,7 @@ METRICS_LINE = Schema({"epoch": Field("integer", "[0, inf]"), "epoch_complete": 
 # result.json: one seed's dev metrics, of the last epoch and of the best (job.py's run_seeds reads it).
 RESULT = Schema({"seed": Field("integer"), "final": Field("object"), "best": Field("object")},
                 ("seed", "final", "best"), unknown="keep")
-# checkpoints/last.pt: what save_training_state writes (run_folder.py), TrainState's fields inside.
+# checkpoints/last.pt: what save_training_state writes (checkpoints.py), TrainState's fields inside.
 _COUNT = Field("integer", "[0, inf]")
 TRAIN_STATE = Schema({"epoch": _COUNT, "step_in_epoch": _COUNT, "global_step": _COUNT,
                       "best_score": Field("real"), "best_epoch": Field("integer", "[-1, inf]"),
