@@ -21,7 +21,7 @@ TYPES = ("person", "location", "group", "corporation", "product", "creative-work
 
 
 def mean_std(metric: dict) -> str:
-    """A metric of summary.json (tasks/training/job.py summarise: mean and std over the seeds)."""
+    """A metric of summary.json (tasks/training/seeds.py summarise: mean and std over the seeds)."""
     return f"{metric['mean']:.3f} ± {metric['std']:.3f}"
 
 

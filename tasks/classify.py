@@ -61,8 +61,8 @@ from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.models.heads import classification_loss
 from tasks.training.flags import SettingsParser, flag, integer, non_negative, nonempty, real
-from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
-                                write_result)
+from tasks.training.job import JobRun, data_root, parse_settings, user_errors
+from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
 from tasks.training.settings import JobSettings, TrainingSettings, check_job
 from tasks.data.encoding import encode_pairs, encode_texts
 

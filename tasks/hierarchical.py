@@ -47,8 +47,8 @@ from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.training.flags import SettingsParser, flag, nonempty
-from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
-                                write_result)
+from tasks.training.job import JobRun, data_root, parse_settings, user_errors
+from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
 from tasks.training.settings import JobSettings, TrainingSettings, check_job
 from tasks.data.encoding import encode_texts
 

@@ -46,9 +46,10 @@ from tasks.models.course_task import (Accuracy, Classifier, Correlation, Cosine,
                                       on_0_to_5)
 from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
                                   non_negative)
-from tasks.training.job import (JobRun, check_max_length, course_file_flags, default_run_dir, load_encoder,
-                                parse_settings, resolve_settings, user_errors)
 from tasks.training.best import load_checkpoint, read_run_settings
+from tasks.training.job import (JobRun, check_max_length, course_file_flags, load_encoder, parse_settings,
+                                resolve_settings, user_errors)
+from tasks.training.run_folder import default_run_dir
 from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x

@@ -51,8 +51,8 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
 from tasks.training.flags import SettingsParser, existing_file, flag, positive_int
-from tasks.training.job import (JobRun, data_root, parse_settings, run_one_or_seeds, seeds_flag, user_errors,
-                                write_result)
+from tasks.training.job import JobRun, data_root, parse_settings, user_errors
+from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
 from tasks.training.settings import JobSettings, TrainingSettings, check_job
 
 METHODS = ("bio", "bio-crf", "span")

@@ -12,7 +12,8 @@
     distributed.py data parallelism under torchrun
     lora_run.py    --lora (loaded only then): adapters on the encoder, best/ as peft's adapter folder
     job.py         a job's set-up, written once: settings parsed and resolved, JobRun (the run folder claimed,
-                   the encoder, the loop, best/ reloaded), one-line errors, the course's file flags, --seeds
+                   the encoder, the loop, best/ reloaded), one-line errors, the course's file flags
+    seeds.py       --seeds: one run per seed, their mean ± std summarised
 
 Read next: loop.py.
 """

@@ -1,5 +1,6 @@
 """What every job is made of around the loop, written once: its command line parsed and resolved, its run
-(`JobRun`), the pre-trained encoder, one-line errors, the course's file flags, several seeds of one run.
+(`JobRun`), the pre-trained encoder, one-line errors, the course's file flags (several seeds of one run:
+seeds.py).
 
 A job says only what is its own (its settings, data, model, tasks and outputs); the rest is here:
 
@@ -20,36 +21,25 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
   epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
 - `course_file_flags`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks,
-  settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name);
-- several seeds (--seeds): a job's `run_one(training, out, resume)` trains one model and returns its result, a
-  dict with (at least) "final" and "best", each {metric: value} (the dev metrics of the last epoch and of
-  the best epoch), or None in a torchrun process other than rank 0. `run_seeds` calls it once per seed into
-  <out>/seed-<n>/, skips seeds whose result.json exists when resuming (and resumes the others from their
-  checkpoints), and writes <out>/summary.json with every dev metric's mean and sample standard deviation
-  (n - 1 in the denominator; 0.0 for a single seed).
+  settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name).
 
 Read next: ../sentiment.py (the smallest job).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import datetime
 import errno
-import json
 import os
 import signal
-import statistics
 import sys
-from dataclasses import make_dataclass, replace
+from dataclasses import make_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from minbert.loading.atomic import atomic_write_text
 from minbert.config import BertConfig
 from minbert.loading.errors import MinbertError, os_refusal
 from minbert.loading.hub import resolve_model
@@ -60,14 +50,12 @@ from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
 from tasks.training import distributed
-from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file, seed_int
+from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file
 from tasks.training.loop import train
 from tasks.training.best import load_checkpoint, save_checkpoint
 from tasks.training.checkpoints import TrainState
-from tasks.training.run_folder import RunDir, claim_run
+from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.signals import Interrupted, signals_stop_the_job
-from minbert.loading.schema import read_document
-from tasks.training.run_records import RESULT
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
 
 if TYPE_CHECKING:
@@ -175,10 +163,6 @@ def check_max_length(max_length: int, config: BertConfig, pairs: bool = False) -
                          f"{config.max_position_embeddings} positions")
 
 
-def default_run_dir(job: str) -> Path:
-    return Path("runs") / job / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
 def data_root(data_dir: str | None) -> Path:
     """The shared datasets folder (holding glue/, trec/, hwv/, ...): --data-dir, else $MINBERT_DATA (set, it
     must exist: tasks.data.sources.data_env), else ../shared/data beside the checkout (this file is
@@ -232,7 +216,10 @@ def parse_settings(parser: SettingsParser, argv: Sequence[str] | None, resolve: 
     """The command line as the job's settings instances (its own first, with --seeds checked against --seed)
     and, unless `resolve` is False, the run's real ones decided (`resolve_settings`)."""
     settings = parser.parse(argv)
-    check_seeds(parser, getattr(settings[0], "seeds", None), argv)
+    seeds = getattr(settings[0], "seeds", None)
+    if seeds is not None:  # a job without --seeds loads nothing of them
+        from tasks.training.seeds import check_seeds
+        check_seeds(parser, seeds, argv)
     return resolve_settings(*settings) if resolve else settings
 
 
@@ -324,90 +311,3 @@ class JobRun:
 
 
 # ----- several seeds of one run ------------------------------------------------------------------------
-
-
-RESULT_FILE = "result.json"
-
-
-def seeds_flag() -> Any:
-    """The --seeds field of a job's settings (None: one run, with --seed)."""
-    # a resumed study may add seeds: the finished ones are skipped
-    return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=seed_int,
-                nargs="+", same_on_resume=False)
-
-
-def check_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int] | None,
-                argv: Sequence[str] | None) -> None:
-    """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
-        parser.error("give --seed or --seeds, not both")
-    if seeds is not None and len(set(seeds)) != len(seeds):
-        parser.error(f"--seeds has repeats: {list(seeds)}")
-
-
-def write_result(directory: Path, result: dict) -> None:
-    atomic_write_text(directory / RESULT_FILE, json.dumps(result, indent=2, sort_keys=True) + "\n")
-
-
-def summarise(results: Sequence[dict]) -> dict:
-    """mean and std (n - 1) of every numeric dev metric over seeds, for the last and for the best epoch."""
-    summary: dict[str, Any] = {"seeds": [r["seed"] for r in results], "runs": len(results)}
-    for which in ("final", "best"):
-        summary[which] = {}
-        for metric, value in results[0][which].items():
-            if not isinstance(value, (int, float)):
-                continue
-            values = [r[which][metric] for r in results]
-            summary[which][metric] = {"mean": statistics.fmean(values),
-                                      "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                                      "values": values}
-    return summary
-
-
-def format_summary(title: str, summary: dict, metrics: Sequence[str] | None = None) -> str:
-    """Two lines (last epoch, best epoch), each metric as percent mean ± std."""
-    lines = [f"{title}: {summary['runs']} seed(s) {summary['seeds']}"]
-    for which, name in (("final", "last epoch"), ("best", "best epoch on dev")):
-        shown = metrics or list(summary[which])
-        cells = [f"{m} {100 * summary[which][m]['mean']:.1f} ± {100 * summary[which][m]['std']:.1f}"
-                 for m in shown]
-        lines.append(f"  {name}: " + ", ".join(cells))
-    return "\n".join(lines)
-
-
-def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[int, Path, bool], dict],
-              title: str, extra: dict, metrics: Sequence[str] | None = None) -> dict:
-    """Run every seed (see the module docstring); returns and writes the summary (with `extra` merged in)."""
-    results = []
-    for seed in seeds:
-        seed_dir = out / f"seed-{seed}"
-        if resume and (seed_dir / RESULT_FILE).is_file():
-            print(f"seed {seed}: finished earlier, reusing {seed_dir / RESULT_FILE}", file=sys.stderr)
-            results.append(read_document(seed_dir / RESULT_FILE, RESULT))
-            continue
-        results.append(run_one(seed, seed_dir, resume and (seed_dir / "checkpoints" / "last.pt").is_file()))
-    if None in results:  # under torchrun, the processes other than rank 0 train but do not report
-        return {}
-    summary = {**extra, **summarise(results)}
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    print(format_summary(title, summary, metrics) + f"\nsummary in {out / 'summary.json'}", file=sys.stderr)
-    return summary
-
-
-def run_one_or_seeds(name: str, seeds: Sequence[int] | None, job: JobSettings, training: TrainingSettings,
-                     run_one: Callable[[TrainingSettings, Path, bool], dict | None], title: str, extra: dict,
-                     metrics: Sequence[str] | None = None) -> None:
-    """`run_one(training, out, resume)` once per seed of --seeds (`run_seeds`) or, without --seeds, once with
-    --seed straight into --out (default runs/<name>/<date-time>), its summary printed."""
-    out = Path(job.out or default_run_dir(name))
-
-    def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
-        return run_one(replace(training, seed=seed), directory, resume)
-
-    if seeds is not None:
-        run_seeds(seeds, out, training.resume, one_seed, title, extra, metrics)
-        return
-    result = one_seed(training.seed, out, training.resume)
-    if result is not None:  # None: a torchrun process other than rank 0
-        print(format_summary(title, summarise([result]), metrics) + f"\noutputs in {out}", file=sys.stderr)

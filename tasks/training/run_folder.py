@@ -37,6 +37,11 @@ from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schem
 from tasks.training.signals import Interrupted, resume_command
 
 
+def default_run_dir(job: str) -> Path:
+    """Where a run of `job` goes without --out: runs/<job>/<date-time>."""
+    return Path("runs") / job / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
 class RunDir:
     """The files of one run, in one directory."""
 

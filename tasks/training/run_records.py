@@ -41,7 +41,7 @@ INPUTS = Schema({"data": Field("array", items=_FINGERPRINT), "model": Field("arr
 # metrics.jsonl, one line per epoch: the loop's history (loop.py); a finished run's last line says so.
 METRICS_LINE = Schema({"epoch": Field("integer", "[0, inf]"), "epoch_complete": Field("boolean")}, ("epoch",),
                       unknown="keep")
-# result.json: one seed's dev metrics, of the last epoch and of the best (job.py's run_seeds reads it).
+# result.json: one seed's dev metrics, of the last epoch and of the best (seeds.py's run_seeds reads it).
 RESULT = Schema({"seed": Field("integer"), "final": Field("object"), "best": Field("object")},
                 ("seed", "final", "best"), unknown="keep")
 # checkpoints/last.pt: what save_training_state writes (checkpoints.py), TrainState's fields inside.
