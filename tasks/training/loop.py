@@ -49,6 +49,7 @@ from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
+from tasks.training.memory import keep_freed_memory
 from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, load_training_state,
                                        plot_history, save_training_state, signals_deferred, stop_requested)
 from tasks.training.settings import TrainingSettings
@@ -110,6 +111,7 @@ def train(
     device = distributed.device_for(training.device, world)
     model.to(device)
     use_fast_dropout(model)  # the same dropout with a cheaper random mask on a CPU (minbert/fast/dropout.py)
+    keep_freed_memory()  # each step's large gradients reuse the last step's pages (memory.py)
     by_name = {t.name: t for t in tasks}
     task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
     optimizer = build_optimizer(model, training)
