@@ -43,11 +43,10 @@ import transformers
 from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
 from bench.step_profile import build_job
-from minbert.fast.dropout import use_fast_dropout
 from minbert.loading.hub import embedded_model_dir
 from minbert.pooling import mean_pool
 from tasks.training.flags import positive_int
-from tasks.training.loop import build_optimizer, make_schedule
+from tasks.training.loop import build_optimizer, make_schedule, use_fast_paths
 from tasks.training.lora_run import add_adapters
 from tasks.training.memory import M_MMAP_MAX, M_TRIM_THRESHOLD, glibc, keep_freed_memory
 
@@ -92,7 +91,7 @@ class Minbert:
         model, tasks, _, _, steps, train, job, _ = build_job(job_argv)
         if lora:
             add_adapters(model.bert, LORA_RANK, job.lora_alpha, job.lora_dropout, job.lora_targets)
-        use_fast_dropout(model)  # as the loop does
+        use_fast_paths(model)  # as the loop does
         model.train()
         self.model, self.tasks, self.train, self.job = model, tasks, train, job
         self.optimizer = build_optimizer(model, train)

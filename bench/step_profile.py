@@ -34,14 +34,13 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
-from minbert.fast.dropout import use_fast_dropout
 from tasks.data.course import read_splits
 from tasks.data.course_files import SPLITS, course_files, find_data
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
 from tasks.training.job import freeze
-from tasks.training.loop import build_optimizer, interleave, make_schedule
+from tasks.training.loop import build_optimizer, interleave, make_schedule, use_fast_paths
 from tasks.training.settings import resolve_job, resolve_training
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = {name: task.weight for name, task in tasks.items()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
-    use_fast_dropout(model)  # as the job's loop does
+    use_fast_paths(model)  # as the job's loop does
     model.train()
 
     def run(step) -> None:  # one step of tasks/training/loop.py, one process
