@@ -28,7 +28,7 @@ FlashAttention's unpadding has).
 Shape legend: B batch, T tokens (padded length), N real tokens in the batch, C hidden size, H heads,
 D head size, L_b the length of sequence b.
 
-Read next: dropout.py (the other fast path: a cheaper random mask).
+Read next: dropout.py (a cheaper random mask).
 """
 
 from __future__ import annotations
