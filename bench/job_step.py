@@ -12,7 +12,10 @@ round after round, so that both see the same machine):
   mode, so dropout on), mean pooling, SBERT's cosine loss (MSE between cos(u, v) and the label), backward,
   clipping, `torch.optim.AdamW` with its defaults but the job's lr and weight decay; `peft`'s LoRA (r = 8,
   query and value, the job's alpha and dropout) for the LoRA arms; the same autocast.
-The steps are the job's epoch-1 steps of the pair tasks (Quora and STS), in the job's order.
+The steps are the job's epoch-1 steps of the pair tasks (Quora and STS), in the job's order. The loop keeps
+freed memory for the next step (tasks/training/memory.py), a setting of the whole process: before each turn
+the bench sets glibc's malloc as each side's own process would have it (`as_a_plain_process` for the
+reference; --plain-malloc for minbert too).
 
 Per round, the ratio is the reference's time over minbert's on the same steps; the table gives each arm's
 median ratio and its range over the rounds, and each step's share of this CPU's measured matmul peak: the
@@ -74,14 +77,14 @@ GLIBC_DYNAMIC_MAX = 32 << 20  # glibc's dynamic mmap threshold never rises above
 
 def as_a_plain_process() -> None:
     """glibc's malloc as a process that never called keep_freed_memory has it after a few steps: blocks of
-    32 MiB or more mmapped and unmapped when freed, the heap's free top given back. The reference runs so,
-    minbert's step as the loop sets it (tasks/training/memory.py)."""
+    32 MiB or more mmapped and unmapped when freed, smaller ones from the heap. The reference runs so,
+    minbert's step as the loop sets it (tasks/training/memory.py). (The heap is not trimmed: a plain
+    process's heap keeps the pages its steps use too.)"""
     libc = glibc()
     if libc is not None:
         libc.mallopt(M_MMAP_MAX, 65536)
         libc.mallopt(M_MMAP_THRESHOLD, GLIBC_DYNAMIC_MAX)
         libc.mallopt(M_TRIM_THRESHOLD, 2 * GLIBC_DYNAMIC_MAX)
-        libc.malloc_trim(0)
 
 
 class Minbert:

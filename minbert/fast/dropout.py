@@ -17,7 +17,7 @@ The model's files use torch's `nn.Dropout`, as a reader expects; `use_fast_dropo
 in for every nn.Dropout of a model (its modules' names and checkpoints do not change: dropout has no
 weights). The training loop (tasks/training/loop.py) calls it once before the first step.
 
-Read next: cast_cache.py (autocast copies of frozen weights, kept).
+Read next: ../extras/ (label attention, layer analysis).
 """
 
 from __future__ import annotations

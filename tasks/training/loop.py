@@ -43,7 +43,6 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from minbert.fast.cast_cache import use_cast_cache
 from minbert.fast.dropout import use_fast_dropout
 from minbert.loading.atomic import atomic_directory
 from optim.adamw import AdamW
@@ -324,9 +323,8 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 def use_fast_paths(model: nn.Module) -> nn.Module:
     """What the loop switches on before its first step; each gives the same numbers as without it:
     - minbert/fast/dropout.py: the same dropout with a cheaper random mask on a CPU;
-    - minbert/fast/cast_cache.py: under autocast, frozen weights (LoRA's base) cast once, not every call;
     - memory.py: each step's large gradients reuse the last step's pages."""
-    use_cast_cache(use_fast_dropout(model))
+    use_fast_dropout(model)
     keep_freed_memory()
     return model
 
