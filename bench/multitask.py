@@ -75,7 +75,8 @@ from tasks.multitask import TASKS, MultitaskBERT, overall_score
 from tasks.training.flags import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.job import load_encoder
 from tasks.training.loop import build_optimizer, interleave
-from tasks.training.run_folder import RunDir, head_state
+from tasks.training.best import head_state
+from tasks.training.run_folder import RunDir
 from tasks.training.settings import DEFAULT_MODEL, TrainingSettings
 
 PLAIN_LENGTH = 128  # the plain loop pads every sequence to this; also the truncation length of both loops

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from minbert.loading.atomic import atomic_path, atomic_write_text
+from minbert.loading.atomic import atomic_write, atomic_write_text
 from tasks.training.flags import non_negative_int, nonempty, output_dir, positive_int
 from tasks.training.job import user_errors
 from tasks.training.run_folder import is_finished
@@ -177,7 +177,7 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         try:
             code = runner(run.module, argv)
         except SystemExit as stop:
-            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (run_folder.py): the job's own error
+            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (signals.py): the job's own error
                 raise
             # The job saved itself and said "... --resume": in a study, the study's command adds that.
             print(f"the study stopped in {study.name}/{run.name}; run the same study command again to "
@@ -323,8 +323,7 @@ def plot(study: Study, rows: Sequence[dict], path: Path) -> None:
     if study.curves or study.x_axis:
         ax.legend()
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
 
 

@@ -304,7 +304,9 @@ def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes
     entries, per_component = [], {}
     order = list(order or COMPONENTS)
     counters: dict[str, int] = {}
-    for test in sorted(tests, key=lambda t: order.index(t.component)):
+    # A component's shipped tests before its hidden ones: the first failure a student reads is one whose
+    # code they have and can run.
+    for test in sorted(tests, key=lambda t: (order.index(t.component), t.hidden_from_handout)):
         counters[test.component] = number = counters.get(test.component, 0) + 1
         result = results[test.nodeid]
         passed = result.outcome == "passed"

@@ -20,6 +20,9 @@ The names a library user needs, each defined in the file named:
     BertForPreTraining  BertModel with the masked-LM and next-sentence heads (heads.py)
     SentenceEncoder     sentence embeddings in one call, as sentence-transformers gives them
                         (sentence_encoder.py)
+    MinbertError        what every call raises for a fault of the user's files, paths or environment,
+                        with its subclasses FileContentError, ConfigError, CheckpointError,
+                        FileAccessError, ModelNotFoundError, DeviceError (loading/errors.py)
 
 `import minbert` loads none of them: each is imported the first time it is asked for, so a job loads
 only the files it uses.
@@ -37,6 +40,13 @@ _EXPORTS = {
     "UnpaddedBertModel": "minbert.fast.unpadded",
     "BertForPreTraining": "minbert.heads",
     "SentenceEncoder": "minbert.sentence_encoder",
+    "MinbertError": "minbert.loading.errors",
+    "FileContentError": "minbert.loading.files",
+    "ConfigError": "minbert.loading.pretrained",
+    "CheckpointError": "minbert.loading.checkpoint_keys",
+    "FileAccessError": "minbert.loading.errors",
+    "ModelNotFoundError": "minbert.loading.hub",
+    "DeviceError": "minbert.loading.errors",
 }
 
 __all__ = list(_EXPORTS)

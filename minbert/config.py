@@ -14,25 +14,48 @@ Read next: embeddings.py (token ids to vectors).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
-from minbert.loading.pretrained import ConfigError, PretrainedConfig
+from minbert.loading.pretrained import ConfigError, Field, PretrainedConfig, Schema, check_fields
 
-# Keys that Hugging Face writes into config.json but that do not change the model we build.
-_IGNORED_KEYS = {
-    "architectures", "model_type", "transformers_version", "_name_or_path", "gradient_checkpointing",
-    "use_cache", "torch_dtype", "dtype", "classifier_dropout", "directionality", "pooler_fc_size",
-    "pooler_num_attention_heads", "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
-    "output_past", "id2label", "label2id", "problem_type", "tie_word_embeddings", "is_decoder",
-    "add_cross_attention", "chunk_size_feed_forward", "output_hidden_states", "output_attentions",
-    "return_dict", "bos_token_id", "eos_token_id", "finetuning_task", "tokenizer_class", "prefix",
-    "task_specific_params", "torchscript", "pruned_heads", "use_return_dict", "_attn_implementation",
+# What a config.json may say, as data (schema.py checks it): each field's type and range, and the keys whose
+# other values would change what the model computes in ways minbert does not implement (an allow-list of
+# meanings: a decoder, cross-attention, relative positions, another activation are refused, never ignored).
+# transformers ignores keys it does not know; so does minbert, and the load report lists them. The keys
+# transformers writes for its own bookkeeping are known here, so that they are not listed.
+_SIZE, _RATE, _POSITIVE = Field("integer", "[1, inf]"), Field("number", "[0, 1)"), Field("number", "(0, inf)")
+_SAME = "minbert implements BERT's encoder only"
+FIELDS = {
+    "vocab_size": _SIZE, "hidden_size": _SIZE, "num_hidden_layers": _SIZE, "num_attention_heads": _SIZE,
+    "intermediate_size": _SIZE, "max_position_embeddings": _SIZE, "type_vocab_size": _SIZE,
+    "hidden_act": Field("string", allowed=("gelu",), why="minbert implements BERT's exact erf GELU only"),
+    "hidden_dropout_prob": _RATE, "attention_probs_dropout_prob": _RATE,
+    "initializer_range": _POSITIVE, "layer_norm_eps": _POSITIVE,
+    "pad_token_id": Field("integer", "[0, inf]", null=True),  # null: no padding row, as in transformers
+    "position_embedding_type": Field("string", allowed=("absolute",),
+                                     why="minbert implements BERT's learned absolute positions only"),
+}
+_MEANINGS = {
+    "model_type": Field("string", allowed=("bert",), why="minbert builds BERT models only"),
+    "is_decoder": Field("boolean", allowed=(False,), why=f"{_SAME} (no causal mask)"),
+    "add_cross_attention": Field("boolean", allowed=(False,), why=f"{_SAME} (no cross-attention)"),
+    "pruned_heads": Field("object", allowed=({},), why="minbert keeps every attention head"),
+    "architectures": Field("array", items=Field("string")), "transformers_version": Field("string"),
+    "torch_dtype": Field("string", null=True), "dtype": Field("string", null=True),
+    "tie_word_embeddings": Field("boolean"), "_name_or_path": Field("string"),
+    # Keys that do not change what the encoder computes: special tokens' ids, a decoder's cache, a
+    # classifier's dropout, how memory, kernels or outputs are managed.
+    **{key: Field("any", null=True) for key in (
+        "bos_token_id", "eos_token_id", "classifier_dropout", "use_cache", "gradient_checkpointing",
+        "chunk_size_feed_forward", "_attn_implementation", "output_attentions", "output_hidden_states",
+        "return_dict", "torchscript")},
 }
 
 # What a config.json must state: the sizes (Hugging Face's BertConfig would take bert-base's; see above).
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                  "max_position_embeddings", "type_vocab_size")
+CONFIG_JSON = Schema({**FIELDS, **_MEANINGS}, REQUIRED_KEYS, unknown="keep",
+                     lacks=" (a BERT config.json states its sizes; minbert does not guess bert-base's)")
 
 
 @dataclass(frozen=True)
@@ -58,44 +81,17 @@ class BertConfig(PretrainedConfig):
     position_embedding_type: str = "absolute"
 
     def __post_init__(self) -> None:
-        # Each field's type first, so that a config.json holding "0.1" or null is named, not a TypeError.
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if not _is_int(value) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range",
-                     "layer_norm_eps"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
-                raise ValueError(f"BertConfig.{name} must be a finite number, got {value!r}")
+        # Each field's type and range first (FIELDS), so that a config.json holding "0.1" or null is named.
+        check_fields(dataclasses.asdict(self), Schema(FIELDS), "BertConfig.", ValueError)
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
                 f"num_attention_heads ({self.num_attention_heads}): each head gets hidden_size / heads dims"
             )
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
-        if self.hidden_act != "gelu":
-            raise ValueError(
-                f"BertConfig.hidden_act={self.hidden_act!r} is not supported: minbert implements BERT's "
-                "exact erf GELU only ('gelu')"
-            )
-        if self.position_embedding_type != "absolute":
-            raise ValueError(
-                f"BertConfig.position_embedding_type={self.position_embedding_type!r} is not supported: "
-                "minbert implements BERT's learned absolute positions only ('absolute')"
-            )
         # None, as in transformers: no embedding row is kept at zero for padding (nn.Embedding's padding_idx).
-        if self.pad_token_id is not None and not (_is_int(self.pad_token_id)
-                                                  and 0 <= self.pad_token_id < self.vocab_size):
+        if self.pad_token_id is not None and self.pad_token_id >= self.vocab_size:
             raise ValueError(f"BertConfig.pad_token_id must be a token id below vocab_size "
                              f"({self.vocab_size}) or null, got {self.pad_token_id!r}")
-        for name in ("layer_norm_eps", "initializer_range"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"BertConfig.{name} must be positive, got {getattr(self, name)!r}")
 
     @property
     def head_dim(self) -> int:
@@ -121,28 +117,12 @@ class BertConfig(PretrainedConfig):
         return {"architectures": ["BertModel"], "model_type": "bert", **dataclasses.asdict(self)}
 
     @classmethod
-    def from_dict(cls, values: dict, source: str = "config") -> "BertConfig":
-        """Build a config from config.json's dictionary; `source` names the file in error messages."""
-        model_type = values.get("model_type", "bert")
-        if model_type != "bert":
-            raise ConfigError(f"{source}: model_type is {model_type!r}, but minbert builds BERT models only "
-                             "('bert')")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in values if k not in fields and k not in _IGNORED_KEYS)
-        if unknown:
-            raise ConfigError(f"{source}: unknown config field(s) {unknown}; minbert's BertConfig has "
-                             f"{sorted(fields)}")
-        missing = [k for k in REQUIRED_KEYS if k not in values]
-        if missing:
-            raise ConfigError(f"{source} lacks {', '.join(missing)} (a BERT config.json states its sizes; "
-                              "minbert does not guess bert-base's)")
-        kwargs = {k: v for k, v in values.items() if k in fields}
+    def from_dict(cls, values: dict, source: str = "config", *, return_ignored: bool = False):
+        """Build a config from config.json's dictionary; `source` names the file in error messages.
+        return_ignored: (config, the keys minbert ignores, as transformers does, sorted)."""
+        ignored = check_fields(values, CONFIG_JSON, f"{source}: ", ConfigError)
         try:
-            return cls(**kwargs)
+            config = cls(**{k: v for k, v in values.items() if k in FIELDS})
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: {error}") from None
-
-
-def _is_int(value: object) -> bool:
-    """An int that is not a bool (JSON's true would otherwise count as 1)."""
-    return isinstance(value, int) and not isinstance(value, bool)
+        return (config, ignored) if return_ignored else config

@@ -38,8 +38,10 @@ from minbert.loading.hub import resolve_model
 from minbert.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
-from minbert.loading.files import check_output_dir
-from minbert.loading.sentence_files import (SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
+from minbert.loading.checkpoint import model_folder, write_model
+from minbert.loading.errors import DeviceError, user_faults
+from minbert.loading.schema import check_fields
+from minbert.loading.sentence_files import (ARGUMENTS, SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
                                             read_settings, replace, write_settings)
 from minbert.text.tokenizer import BertTokenizer
 from minbert.fast.unpadded import model_class
@@ -51,6 +53,7 @@ OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
 class SentenceEncoder(nn.Module):
     """BertModel + BertTokenizer + pooling: `encode(sentences)` gives one vector per sentence."""
 
+    @user_faults
     def __init__(
         self,
         model: str | os.PathLike | BertModel | None = None,
@@ -112,8 +115,8 @@ class SentenceEncoder(nn.Module):
         self.pooling = settings.pooling
         if self.pooling not in POOLINGS:
             source = "" if pooling is not None else (
-                f" (read from {settings.source}: a pooling we cannot reproduce; pass pooling= to choose one "
-                "of ours)")
+                f" (read from {settings.source}, field pooling_mode: a pooling we cannot reproduce; pass "
+                "pooling= to choose one of ours)")
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}{source}")
         self.normalize = bool(settings.normalize)
         self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case
@@ -206,6 +209,7 @@ class SentenceEncoder(nn.Module):
 
     # ---------------------------------------------------------------- encode and compare
 
+    @user_faults
     def encode(
         self,
         sentences: Sentence | Sequence[Sentence],
@@ -326,15 +330,17 @@ class SentenceEncoder(nn.Module):
 
     # ---------------------------------------------------------------- saving
 
+    @user_faults
     def save(self, path: str | os.PathLike) -> Path:
         """Write the model, its tokenizer and sentence-transformers' files into `path`, which
         `SentenceEncoder(path)` and `sentence_transformers.SentenceTransformer(path)` both load."""
-        # All that could refuse is checked before the first byte: a refused save leaves `path` as it was.
+        # One folder, written whole (atomic.py): a save that fails or is refused half-way leaves `path` as it
+        # was, never new weights beside the old pooling.
         check_writable(self.settings)
-        check_output_dir(path)
-        directory = self.model.save_pretrained(path, tokenizer=self.tokenizer)
-        write_settings(directory, self.settings, self.model.config.hidden_size)
-        return directory
+        with model_folder(path) as new:
+            write_model(self.model, new, tokenizer=self.tokenizer)
+            write_settings(new, self.settings, self.model.config.hidden_size)
+        return Path(path)
 
     save_pretrained = save  # sentence-transformers has both names
 
@@ -358,16 +364,7 @@ class SentenceEncoder(nn.Module):
 def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> None:
     """The constructor's arguments that have no setter of their own, named when wrong; and a tokenizer
     whose ids the model has embeddings for."""
-    if settings["normalize"] is not None and not isinstance(settings["normalize"], bool):
-        raise TypeError(f"normalize must be True, False or None (the folder's), got "
-                        f"{settings['normalize']!r}")
-    check_truncate_dim(settings["truncate_dim"])
-    prompts = settings["prompts"]
-    if prompts is not None and not (isinstance(prompts, Mapping)
-                                    and all(isinstance(x, str) for x in (*prompts, *prompts.values()))):
-        raise TypeError(f"prompts must be a dict of name: prompt text (str: str), got {prompts!r:.80}")
-    if settings["default_prompt_name"] is not None and not isinstance(settings["default_prompt_name"], str):
-        raise TypeError(f"default_prompt_name must be a str or None, got {settings['default_prompt_name']!r}")
+    check_fields(settings, ARGUMENTS, "", TypeError)  # as config_sentence_transformers.json states them
     if not callable(tokenizer):
         raise TypeError(f"tokenizer must be a BertTokenizer, got {type(tokenizer).__name__}")
     vocab_size = len(tokenizer)
@@ -378,21 +375,28 @@ def check_arguments(model: BertModel, tokenizer: BertTokenizer, **settings) -> N
 
 
 def as_device(device: str | torch.device) -> torch.device:
-    """A torch.device from a name; an unknown name is a ValueError naming the argument."""
+    """A torch.device from a name that this PyTorch can use: an unknown name is a ValueError naming the
+    argument, a device not present here (CUDA on a CPU-only build, a GPU index past the last) a
+    DeviceError."""
     try:
-        return torch.device(device)
+        device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got {device!r} "
                          f"({str(error).splitlines()[0][:80]})") from None
+    try:
+        torch.empty(0, device=device)  # torch says only here, as an AssertionError or a RuntimeError
+    except (AssertionError, RuntimeError) as error:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise DeviceError(f"device={str(device)!r} is not available here ({str(error).splitlines()[0][:120]};"
+                          f" this PyTorch sees {gpus} CUDA device(s)): use 'cpu', or leave device=None to"
+                          " take a GPU where there is one") from None
+    return device
 
 
 def check_truncate_dim(truncate_dim: object) -> None:
     """None (every dimension) or a positive int; more than the model's dimensions keeps them all, as in
     sentence-transformers."""
-    if truncate_dim is not None and not (isinstance(truncate_dim, int) and not isinstance(truncate_dim, bool)
-                                         and truncate_dim > 0):
-        raise ValueError(f"truncate_dim must be a positive int (the dimensions to keep) or None, got "
-                         f"{truncate_dim!r}")
+    check_fields({"truncate_dim": truncate_dim}, ARGUMENTS, "", ValueError)
 
 
 def _as_matrix(embeddings, name: str) -> torch.Tensor:

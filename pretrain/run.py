@@ -13,9 +13,11 @@ and next-sentence training on the target task's text (within-task), on text of r
 
 The model starts from any checkpoint (`--model`); an encoder-only checkpoint, like the embedded
 all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classifier, the decoder tied to
-its word embeddings, and the run says so; fresh heads learn at --head-lr 1e-3 by default, loaded ones at
---lr. Training uses the shared loop (tasks/training/loop.py): our AdamW,
-warm-up and decay, progress bars, metrics.jsonl, loss_and_dev.png, atomic checkpoints and --resume.
+its word embeddings, and the run says so; a BertForMaskedLM checkpoint keeps its trained masked-LM head
+(transform and bias) and gets a fresh NSP classifier. The heads learn at --head-lr 1e-3 by default where
+the head the run trains (masked-LM; NSP with --no-mlm) is fresh, at --lr where it was loaded. Training
+uses the shared loop (tasks/training/loop.py): our AdamW, warm-up and decay, progress bars, metrics.jsonl,
+loss_and_dev.png, atomic checkpoints and --resume.
 Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
 Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP
 accuracy, before training and after every epoch; the best epoch by held-out masked-LM loss (NSP
@@ -49,7 +51,7 @@ from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_bat
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
 from tasks.training.flags import (SettingsParser, choice_list, existing_dir, existing_file, flag, integer,
-                                  nonempty, output_dir, positive_int, real)
+                                  model_name_or_path, output_dir, positive_int, real)
 from tasks.training.job import JobRun, parse_settings, user_errors
 from tasks.training.settings import DEFAULT_MODEL, TrainingSettings, resolve_training
 from tasks.data.course import read_splits, task_files
@@ -60,6 +62,8 @@ SOURCES = COURSE_TASKS + ("20newsgroups",)
 WITHIN = {**{task: [task] for task in SOURCES}, "multitask": ["sst", "quora", "sts"]}
 DOMAINS = {"sentiment": ["sst", "cfimdb"], "sentence-pairs": ["quora", "sts"], "news": ["20newsgroups"]}
 EVAL_SEED_OFFSET = 1_000_003  # held-out examples use their own seed, fixed for the whole run
+MLM_HEAD, NSP_HEAD = "masked-LM head (transform and bias)", "next-sentence classifier"  # BERT §3.1
+HEADS = {MLM_HEAD: "cls.predictions.", NSP_HEAD: "cls.seq_relationship."}  # their keys in a checkpoint
 
 
 # ----- the model ----------------------------------------------------------------------------------
@@ -326,7 +330,7 @@ class PretrainSettings:
     strict: bool = flag(False, "a malformed data row is an error, not a warning", same_on_resume=False)
     limit: int = flag(0, "only the first N rows or posts of each source (0: all)",
                       type=integer(0, "0: every row"))
-    model: str = flag(DEFAULT_MODEL, "the checkpoint to start from (name or folder)", type=nonempty)
+    model: str = flag(DEFAULT_MODEL, "the checkpoint to start from (name or folder)", type=model_name_or_path)
     max_length: int = flag(128, "window in word pieces, specials included",
                            type=integer(8, "room for text and 3 special tokens"))
     masking: str = flag("token", "token (BERT), whole-word or span (SpanBERT)",
@@ -381,13 +385,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                            settings.heldout, training.seed, at_least=need)
         check_enough_documents(len(documents), train_documents, heldout_documents, need)
         pretraining, report = BertForPreTraining.from_pretrained(model_dir, return_report=True)
-        fresh_heads = any(k.startswith("cls.") for k in report.initialised)
-        if fresh_heads:
+        fresh = {head: any(k.startswith(keys) for k in report.initialised) for head, keys in HEADS.items()}
+        if all(fresh.values()):
             print(f"note: {model_dir} has no pre-training heads: the masked-LM transform and the NSP "
                   "classifier start fresh, and the masked-LM decoder is tied to the word embeddings",
                   file=sys.stderr)
-        if training.head_lr is None:
-            training = replace(training, head_lr=1e-3 if fresh_heads else training.lr)
+        elif any(fresh.values()):  # a BertForMaskedLM's: its trained masked-LM head is kept
+            missing, kept = sorted(HEADS, key=lambda head: not fresh[head])
+            print(f"note: {model_dir} has no {missing}: it starts fresh; the checkpoint's {kept} is kept",
+                  file=sys.stderr)
+        if training.head_lr is None:  # a fresh head learns fast; a trained one (a BertForMaskedLM's) is kept
+            trained = MLM_HEAD if settings.mlm else NSP_HEAD
+            training = replace(training, head_lr=1e-3 if fresh[trained] else training.lr)
         if settings.max_length > pretraining.config.max_position_embeddings:
             raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")

@@ -50,6 +50,7 @@ from minbert.extras.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTI
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
+from minbert.loading.atomic import atomic_directory
 from tasks.data.batching import (EVAL_BATCH_SIZE, TokenBatch, bucketed_batches, device_of, pad_batch,
                                  predict_in_order, sorted_batches)
 from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
@@ -257,8 +258,8 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
                           tokenizer=tokenizer, head_settings=heads)
         if state is None:  # a torchrun process other than rank 0: done
             return None
-        with torch.no_grad():
-            predictions = task.write_outputs(model, run.folder.predictions)
+        with torch.no_grad(), atomic_directory(run.folder.predictions) as folder:  # whole (atomic.py)
+            predictions = task.write_outputs(model, folder)
         finished = [r for r in state.history if r["epoch_complete"] and r["epoch"] > 0]
         result = {"task": settings.task, "seed": seed, "label_embedding": label.label_embedding,
                   "train_fraction": settings.train_fraction, "train_examples": len(train_examples),

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from minbert.extras.analysis import LayerStatistics
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_directory, atomic_write_text
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
@@ -208,7 +208,8 @@ def run_one(settings: HierarchicalSettings, job: JobSettings, training: Training
         with torch.no_grad():
             reports = {"dev": task.report(model, dev_docs, task.dev_ids),
                        "test": task.report(model, test_docs)}
-            write_test_predictions(task, model, test_docs, run.folder.predictions / "test-output.jsonl")
+            with atomic_directory(run.folder.predictions) as folder:  # whole (atomic.py)
+                write_test_predictions(task, model, test_docs, folder / "test-output.jsonl")
             if settings.analysis:
                 atomic_write_text(run.folder.path / "analysis.json", json.dumps(
                     {"variant": name, "layer_map": [list(g) for g in layers], **analyse(model, task)},

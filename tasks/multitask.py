@@ -34,6 +34,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from minbert.loading.atomic import atomic_directory
 from minbert.loading.sentence_files import SentenceSettings
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
@@ -47,7 +48,7 @@ from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, f
                                   non_negative)
 from tasks.training.job import (JobRun, check_max_length, course_file_flags, default_run_dir, load_encoder,
                                 parse_settings, resolve_settings, user_errors)
-from tasks.training.run_folder import load_checkpoint, read_run_settings
+from tasks.training.best import load_checkpoint, read_run_settings
 from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x
@@ -128,20 +129,21 @@ def build_parser(tasks: Sequence[CourseTask] = TASKS) -> SettingsParser:
 
 def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: dict, files,
                          folder: Path) -> dict:
-    """Predictions for every dev and test file read, each where its --*_out flag or `folder` says.
+    """Predictions for every dev and test file read, each where its --*_out flag or `folder` says; those in
+    `folder` written whole, together (atomic.py), those elsewhere each whole.
 
     Returns them: {(task, split): predictions}."""
     written = {}
-    with torch.no_grad():
+    with torch.no_grad(), atomic_directory(folder) as new:
         for task in tasks:
             for split in OUTPUT_SPLITS:
                 rows = examples[task.name].get(split)
                 if rows is None:
                     continue
                 path = output_path(files, task.name, split, folder)
-                path.parent.mkdir(parents=True, exist_ok=True)
                 written[task.name, split] = task.predict_examples(model, rows)
-                write_predictions(path, task.header, [e.id for e in rows], written[task.name, split])
+                write_predictions(new / path.relative_to(folder) if path.is_relative_to(folder) else path,
+                                  task.header, [e.id for e in rows], written[task.name, split])
                 print(f"wrote {path}", file=sys.stderr)
     return written
 
@@ -193,7 +195,8 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: Jo
 def predict_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: JobSettings,
                  training: TrainingSettings, files) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
-    best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS)
+    best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS,
+                                    (MultitaskSettings, JobSettings))
     if saved.get("pair_pooling", "mean") != "mean":  # a run from before the pair heads' pooling was fixed
         raise SystemExit(f"error: --predict {settings.predict}: its pair heads pooled by "
                          f"{saved['pair_pooling']}, and this version's pool by mean")

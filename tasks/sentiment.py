@@ -20,6 +20,7 @@ from typing import Sequence
 
 import torch
 
+from minbert.loading.atomic import atomic_directory
 from minbert.pooling import POOLINGS
 from tasks.data.course import read_splits, task_files, write_predictions
 from tasks.data.sources import resolve_data_dir
@@ -80,10 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                               head_settings=heads)
             if state is None:  # a torchrun process other than rank 0: done
                 return 0
-            with torch.no_grad():  # the course's format, dev and (when given) test
+            # the course's format, dev and (when given) test, written whole together (atomic.py)
+            with torch.no_grad(), atomic_directory(run.folder.predictions) as predictions:
                 for split in ("dev", "test"):
                     if data[split] is not None:
-                        write_predictions(run.folder.predictions / f"{task.name}-{split}-output.csv",
+                        write_predictions(predictions / f"{task.name}-{split}-output.csv",
                                           task.header, [e.id for e in data[split]],
                                           task.predict_examples(model, data[split]))
             print(f"best dev accuracy {state.best_score:.4f} (epoch {state.best_epoch}); outputs in "

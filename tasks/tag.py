@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from minbert.heads import masked_lm_loss
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_directory, atomic_write_text
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
@@ -248,10 +248,10 @@ def run_one(settings: TagSettings, job: JobSettings, training: TrainingSettings,
                           head_settings=heads)
         if state is None:  # a torchrun process other than rank 0: done
             return None
-        with torch.no_grad():
-            predicted = task.write_outputs(model, dev_part, run.folder.predictions / "dev.conll")
+        with torch.no_grad(), atomic_directory(run.folder.predictions) as folder:  # whole (atomic.py)
+            predicted = task.write_outputs(model, dev_part, folder / "dev.conll")
             for path, sentences in to_predict:
-                task.write_outputs(model, sentences, run.folder.predictions / f"{path.stem}.conll")
+                task.write_outputs(model, sentences, folder / f"{path.stem}.conll")
         gold = [bio_entities(s.tags) for s in dev_part]
         scores, confusion = score_spans(gold, predicted), type_confusion(gold, predicted)
         flat_predicted = [spans_to_bio(outermost(p), len(s.tokens)) for p, s in zip(predicted, dev_part)]

@@ -69,7 +69,11 @@ def test_public_names_come_from_the_package_root():
     from minbert.text import tokenizer
 
     assert sorted(minbert.__all__) == sorted(["BertConfig", "BertTokenizer", "BertModel", "UnpaddedBertModel",
-                                              "BertForPreTraining", "SentenceEncoder"])
+                                              "BertForPreTraining", "SentenceEncoder", "MinbertError",
+                                              "FileContentError", "ConfigError", "CheckpointError",
+                                              "FileAccessError", "ModelNotFoundError", "DeviceError"])
+    assert all(issubclass(getattr(minbert, name), minbert.MinbertError) for name in minbert.__all__
+               if name.endswith("Error"))
     assert (BertConfig, BertTokenizer, BertModel, UnpaddedBertModel, BertForPreTraining, SentenceEncoder) == (
         config.BertConfig, tokenizer.BertTokenizer, model.BertModel, unpadded.UnpaddedBertModel,
         heads.BertForPreTraining, sentence_encoder.SentenceEncoder)

@@ -10,6 +10,7 @@ base class, and every file of minbert/ is in the doc's tables.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -290,3 +291,44 @@ def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads():
     assert not run - listed, f"docs/architecture.md's main-job list lacks {sorted(run - listed)}"
     assert not listed - run, f"docs/architecture.md's main-job list names files the job does not load: " \
                              f"{sorted(listed - run)}"
+
+
+def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_400_lines():
+    """tasks/training/ holds one concept per file (run folder, checkpoints, best/, signals, plot, ...), each
+    opening with what it is and ending with where to read next."""
+    for path in sorted((ROOT / "tasks" / "training").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.count("\n")
+        assert lines <= 420, f"{path.relative_to(ROOT)} has {lines} lines; split it by concept"
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        assert doc and doc.strip().splitlines()[-1].startswith("Read next:"), \
+            f"{path.relative_to(ROOT)}'s docstring does not end with 'Read next: ...'"
+
+
+# Loaded only when a flag asks for them (--lora); the main job with no option never imports them.
+ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.lora_run")
+
+
+@pytest.mark.slow
+def test_the_main_job_with_no_option_loads_no_module_a_flag_must_ask_for(tmp_path):
+    """A real run of the main job (tiny data, one step, its training loop stopped as it starts): the modules
+    of ON_REQUEST are not in sys.modules then."""
+    data = Path(os.environ.get("MINBERT_DATA", ROOT.parent / "shared" / "data"))
+    if not data.is_dir():
+        pytest.skip(f"the course data is not at {data}")
+    code = f"""
+import runpy, sys
+import tasks.training.loop as loop
+def started(*args, **kwargs):
+    print("LOADED", *sorted(m for m in sys.modules if m in {ON_REQUEST!r}))
+    raise SystemExit(0)
+loop.train = started
+sys.argv = ["tasks.multitask", "--limit", "8", "--epochs", "1", "--max-steps", "1", "--threads", "1",
+            "--out", {str(tmp_path / "run")!r}]
+runpy.run_module("tasks.multitask", run_name="__main__")
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "MINBERT_DATA": str(data)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = [line for line in done.stdout.splitlines() if line.startswith("LOADED")]
+    assert loaded == ["LOADED"], f"the main job with no option loaded {loaded}"

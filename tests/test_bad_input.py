@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tasks import classify, sentiment
-from tasks.training import run_folder
+from tasks.training import checkpoints as resume_state
 from tasks.data.sources import SAMPLE_DIR
 
 
@@ -63,6 +63,15 @@ def test_wrong_column_names(tiny_model_dir, data, tmp_path, capsys):
     path.write_text("\n".join(["\tid\ttext\tlabel"] + lines[1:]) + "\n", encoding="utf-8")
     fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
                "ids-sst-train.csv:1: wrong header")
+
+
+def test_a_comma_separated_course_file_is_told_so(tiny_model_dir, data, tmp_path, capsys):
+    path = data / "ids-sst-train.csv"
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+    path.write_text("".join(",".join(f'"{cell}"' if "," in cell else cell for cell in row) + "\n"
+                            for row in rows), encoding="utf-8")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out"),
+               "ids-sst-train.csv:1: this file is comma-separated; the course files are tab-separated")
 
 
 def test_not_utf8(tiny_model_dir, data, tmp_path, capsys):
@@ -121,6 +130,13 @@ def test_unknown_model_name(tiny_model_dir, data, tmp_path, capsys):
                "error: cannot find model 'bert-huge-cased'")
 
 
+def test_the_weights_file_given_as_model_is_told_to_give_its_folder(tiny_model_dir, data, tmp_path, capsys):
+    fails_with(capsys, lambda: run(tiny_model_dir, data, tmp_path / "out",
+                                   model=str(tiny_model_dir / "model.safetensors")),
+               f"error: {tiny_model_dir / 'model.safetensors'} is a file, not a model folder: give the "
+               f"folder that holds it ({tiny_model_dir})")
+
+
 def edited_checkpoint(tiny_model_dir, tmp_path, **changes) -> Path:
     copy = tmp_path / "model"
     shutil.copytree(tiny_model_dir, copy)
@@ -168,10 +184,10 @@ def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, d
     def full_disk(obj, f, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(f))
 
-    monkeypatch.setattr(run_folder.torch, "save", full_disk)
+    monkeypatch.setattr(resume_state.torch, "save", full_disk)
     fails_with(capsys, lambda: run(tiny_model_dir, data, out, "--max-steps", "2", "--resume"),
                "No space left on device; files written before are intact")
-    monkeypatch.setattr(run_folder.torch, "save", real_save)
+    monkeypatch.setattr(resume_state.torch, "save", real_save)
     assert run(tiny_model_dir, data, out, "--max-steps", "2", "--resume") == 0  # resumes from the good one
     assert "resuming from" in capsys.readouterr().err
 
@@ -217,13 +233,14 @@ def test_a_corrupt_training_checkpoint_falls_back_to_the_previous_one(tiny_model
     last = out / "checkpoints" / "last.pt"
     last.write_bytes(last.read_bytes()[:1000])  # a partial write
     capsys.readouterr()
-    assert run(tiny_model_dir, data, out, *two, "--max-steps", "2", "--resume") == 0
+    assert run(tiny_model_dir, data, out, *two, "--max-steps", "3", "--resume") == 0
     err = capsys.readouterr().err
-    assert f"checkpoint {last} is unreadable" in err and "resuming from" in err and "last.prev.pt" in err
+    assert f"warning: {last} is damaged: its sha256 differs from the one recorded when it was saved" in err
+    assert f"resuming from {last.with_suffix('.prev.pt')} (the earlier checkpoint, which is whole)" in err
     for path in (last, last.with_suffix(".prev.pt")):
         path.write_bytes(b"garbage")
-    fails_with(capsys, lambda: run(tiny_model_dir, data, out, *two, "--max-steps", "3", "--resume"),
-               "no usable checkpoint to resume from")
+    fails_with(capsys, lambda: run(tiny_model_dir, data, out, *two, "--max-steps", "4", "--resume"),
+               "no whole checkpoint to resume from")
 
 
 # ----- where the data is -----------------------------------------------------------------------------

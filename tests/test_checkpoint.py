@@ -14,6 +14,7 @@ decoder keys included.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -193,6 +194,44 @@ def test_checkpoint_without_pooler_loads_with_fresh_pooler(tmp_path, batch, hf_e
         model, report = load(write_checkpoint(tmp_path, state), BertModel)
     assert report.initialised == ["pooler.dense.bias", "pooler.dense.weight"]
     torch.testing.assert_close(outputs(model, batch)["hidden"], outputs(hf_encoder, batch)["hidden"], **TOL)
+
+
+TASK_MODELS = ["BertForSequenceClassification", "BertForTokenClassification", "BertForQuestionAnswering",
+               "BertForMultipleChoice", "BertForMaskedLM", "BertForNextSentencePrediction",
+               "BertForPreTraining"]
+
+
+@pytest.mark.parametrize("name", TASK_MODELS)
+def test_a_task_models_folder_gives_its_encoder_with_the_heads_reported_as_automodel_does(name, tmp_path,
+                                                                                          batch):
+    torch.manual_seed(3)
+    hf_model(getattr(transformers, name), num_labels=3).save_pretrained(tmp_path)
+    heads = sorted(k for k in read_weights(tmp_path / "model.safetensors") if not k.startswith("bert."))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a masked-LM model has no pooler: fresh here and in transformers
+        model, report = load(tmp_path, BertModel)
+        theirs = transformers.AutoModel.from_pretrained(tmp_path).eval()
+    assert type(theirs) is transformers.BertModel
+    assert report.ignored == heads and heads
+    assert report.initialised == ([] if "bert.pooler.dense.weight" in read_weights(tmp_path) else
+                                  ["pooler.dense.bias", "pooler.dense.weight"])
+    torch.testing.assert_close(outputs(model, batch)["hidden"], outputs(theirs, batch)["hidden"], **TOL)
+
+
+def test_a_masked_lm_folder_keeps_its_trained_head_in_pretraining_with_transformers_logits(tmp_path, batch):
+    torch.manual_seed(4)
+    theirs = hf_model(transformers.BertForMaskedLM)  # every head weight moved off its initial value
+    theirs.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="freshly initialised"):
+        model, report = load(tmp_path, BertForPreTraining)
+    assert report.initialised == ["bert.pooler.dense.bias", "bert.pooler.dense.weight",
+                                  "cls.seq_relationship.bias", "cls.seq_relationship.weight"]
+    input_ids, attention_mask, token_type_ids = batch
+    with torch.no_grad():
+        ours = model(input_ids, attention_mask, token_type_ids).prediction_logits
+        expected = theirs(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).logits
+    torch.testing.assert_close(ours, expected, **TOL)
 
 
 @pytest.mark.parametrize("decoder", ["present", "absent"])
@@ -395,8 +434,8 @@ def test_a_partly_missing_head_is_an_error_not_a_fresh_head(tmp_path, good_state
 
 
 def test_unknown_keys_are_listed(tmp_path, good_state):
-    good_state["classifier.weight"] = torch.randn(2, 32)
-    with pytest.raises(CheckpointError, match=r"1 unknown key\(s\): classifier.weight"):
+    good_state["bert.encoder.layer.0.extra.weight"] = torch.randn(2, 32)  # inside the encoder: a misfit
+    with pytest.raises(CheckpointError, match=r"1 unknown key\(s\): bert.encoder.layer.0.extra.weight"):
         load(write_checkpoint(tmp_path, good_state), BertForPreTraining)
 
 

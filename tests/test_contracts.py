@@ -264,7 +264,7 @@ def test_pad_token_id_null_means_no_padding_row_as_in_transformers(tmp_path):
 
 FOLDER_FILES = ["config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json", "modules.json",
                 "sentence_bert_config.json", "1_Pooling/config.json", "config_sentence_transformers.json"]
-FILE_FAULTS = ["missing", "empty", "binary", "not UTF-8", "truncated", "a folder", "unreadable"]
+FILE_FAULTS = ["missing", "empty", "binary", "not UTF-8", "truncated", "a folder", "a named pipe", "unreadable"]
 
 
 @contextlib.contextmanager
@@ -290,10 +290,12 @@ def unreadable(path: Path):
 def spoil(path: Path, fault: str, cut: float) -> None:
     """Apply one file fault (all but "unreadable", which is a context)."""
     data = path.read_bytes()
-    if fault in ("missing", "a folder"):
+    if fault in ("missing", "a folder", "a named pipe"):
         path.unlink()
         if fault == "a folder":
             path.mkdir()
+        if fault == "a named pipe":  # opened, it would wait for a writer for ever
+            os.mkfifo(path)
     elif fault == "empty":
         path.write_bytes(b"")
     elif fault == "binary":
@@ -326,6 +328,8 @@ def test_each_file_of_a_model_folder_spoiled_is_named_or_loads_as_defined(tmp_pa
             assert names(error, "folder") or "no vocab.txt" in str(error), error
         if fault == "unreadable":
             assert names(error, "permission") and "download" not in str(error), error
+        if fault == "a named pipe":
+            assert names(error, "not a regular file"), error
         return
     needed = ("config.json", "model.safetensors")
     assert fault in ("missing", "truncated", "not UTF-8") and name not in needed, f"{name}: {fault} accepted"

@@ -190,6 +190,13 @@ def test_a_wrong_header_is_an_error_naming_line_1_and_the_expected_columns(tmp_p
         read_sst(path)
 
 
+def test_a_comma_separated_file_is_told_so_not_called_a_wrong_header(tmp_path):
+    path = write(tmp_path, ",id,sentence,sentiment\n0,aaa,Fine .,1\n")
+    with pytest.raises(DataFileError, match=r"ids-sst-train\.csv:1: this file is comma-separated; the course "
+                                            r"files are tab-separated \(found the header ',id,sentence,"):
+        read_sst(path)
+
+
 def test_a_test_file_read_as_labelled_gets_a_hint(tmp_path):
     path = write(tmp_path, "0\t\tid\tsentence\n1\t0.0\taaa\t Fine .\n")
     with pytest.raises(DataFileError, match="labelled=False"):

@@ -15,7 +15,8 @@ from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
 from tasks.training.loop import build_optimizer, train
-from tasks.training.run_folder import RunDir, load_training_state
+from tasks.training.checkpoints import load_training_state
+from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings
 
 STEPS = 8  # batches of the toy task: one epoch
@@ -165,11 +166,12 @@ def test_a_checkpoint_without_a_loss_scale_still_resumes_with_a_fresh_scale(tmp_
     last = tmp_path / "old" / "checkpoints" / "last.pt"
     del state["scaler"]  # as a checkpoint written before fp16 was an option
     torch.save(state, last)
+    (last.parent / "checksums.sha256").unlink()  # nor were checksums recorded then
     model = Classifier(0.1)
     optimizer = build_optimizer(model, TrainingSettings(lr=1e-3, head_lr=1e-3))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     scaler = torch.amp.GradScaler("cpu")
-    resumed = load_training_state(last, model, optimizer, scheduler, scaler)
+    resumed, _ = load_training_state(last, model, optimizer, scheduler, scaler)
     assert resumed.global_step == 2
     assert scaler.get_scale() == INIT_SCALE
 

@@ -7,7 +7,9 @@ reads the real ~/.cache or touches the network; the one that loads a model also 
 from __future__ import annotations
 
 import json
+import re
 import socket
+import shutil
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,26 @@ def test_a_directory_without_weights_is_refused_with_what_it_holds(tmp_path):
     (folder / "config.json").write_text("{}")
     with pytest.raises(ModelNotFoundError, match=r"not a checkpoint.*model.safetensors.*\['config.json'\]"):
         resolve_model(folder)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_a_file_of_a_checkpoint_is_told_to_give_its_folder(tiny_checkpoint, name):
+    said = f"{tiny_checkpoint / name} is a file, not a model folder: give the folder that holds it"
+    with pytest.raises(ModelNotFoundError, match=re.escape(f"{said} ({tiny_checkpoint})")):
+        resolve_model(tiny_checkpoint / name)
+
+
+def test_an_adapter_folder_with_its_merged_model_resolves_to_the_merged_folder(tiny_checkpoint, tmp_path):
+    best = tmp_path / "best"  # a LoRA run's best/: peft's adapter files beside merged/
+    shutil.copytree(tiny_checkpoint, best / "merged")
+    (best / "adapter_config.json").write_text("{}")
+    assert resolve_model(best) == best / "merged"
+    (best / "merged" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nmerged\n")
+    assert BertTokenizer.from_pretrained(best).tokenize("merged") == ["merged"]  # the tokenizer beside it
+    shutil.rmtree(best / "merged")
+    with pytest.raises(ModelNotFoundError, match="adapter_config.json makes it a peft adapter folder: load "
+                                                 "its base model, then"):
+        resolve_model(best)
 
 
 def test_cache_uses_the_snapshot_refs_main_names(monkeypatch, tmp_path, tiny_checkpoint):

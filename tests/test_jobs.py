@@ -11,6 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from minbert.model import BertModel
+from minbert.sentence_encoder import SentenceEncoder
 from tasks import multitask, sentiment
 from tasks.data.course import read_predictions, read_split
 from tasks.data.sources import SAMPLE_DIR
@@ -59,6 +61,15 @@ def test_multitask_smoke_run_writes_every_artefact(multitask_run):
     theirs = transformers.BertModel.from_pretrained(out / "best")
     assert theirs.config.hidden_size == 32
     assert "sentiment.classifier.weight" in load_file(out / "best" / "heads.safetensors")
+
+
+def test_a_full_runs_best_opens_wherever_a_model_folder_opens(multitask_run, tmp_path):
+    best = multitask_run / "best"
+    model = BertModel.from_pretrained(best)
+    encoder = SentenceEncoder(best, device="cpu")
+    assert all(torch.equal(v, encoder.model.state_dict()[k]) for k, v in model.state_dict().items())
+    assert encoder.encode(["a run folder"], convert_to_tensor=True).shape == (1, 32)
+    assert multitask.main(small_run(best, tmp_path / "again", "--max-steps", "1")) == 0  # --model RUN/best
 
 
 @pytest.mark.parametrize("heads", [["--option", "pretrain", "--sentiment-pooling", "mean"],

@@ -9,7 +9,10 @@ tests/test_model.py: the base models sum in different orders, so bit equality is
 adapters compute x A^T B^T times alpha / r in the same order as peft). On all-MiniLM-L6-v2 (6 layers of
 width 384) the outputs agree to 1e-5 too, and the gradients to atol 1e-4 / rtol 1e-4: they reach ~140,
 and six layers of float32 sums leave ~1e-6 of that. A merged model is compared with the unmerged one at the
-same tolerances (merging rounds W + (alpha / r) B A). Measured (torch 2.13, peft 0.21, 2 CPU cores), the
+same tolerances (merging rounds W + (alpha / r) B A). Every field of the installed peft's LoraConfig at a
+non-default value either gives peft's outputs when the adapter is read (the fields minbert computes, or
+that change no output) or is refused naming it, so a field a new peft adds is caught; our folder opens in
+peft's AutoPeftModel, and peft's .bin adapter loads. Measured (torch 2.13, peft 0.21, 2 CPU cores), the
 largest differences from peft: tiny model, outputs 7e-7, adapter gradients 1e-6, merged outputs 5e-7;
 MiniLM, outputs 2e-6, adapter gradients 1.2e-4 (of 140), merged outputs 1.5e-6, input gradients when
 merged 1e-4 (of 100).
@@ -18,7 +21,9 @@ merged 1e-4 (of 100).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
+import re
 import warnings
 
 import peft
@@ -268,10 +273,19 @@ def test_merge_and_unload_leaves_plain_linear_layers_with_the_merged_weight(conf
 # ----- peft's adapter folder, both ways, and the merged folder ----------------------------------------
 
 
-def test_our_adapter_folder_loads_in_peft_with_the_same_outputs(config, batch, tmp_path):
-    theirs = transformers.BertModel(hf_config(config)).eval()
-    ours = BertModel(config, attn_implementation="eager").eval()
-    copy_base(ours, theirs)
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    """A tiny transformers BertModel saved to a folder both libraries open."""
+    folder = tmp_path_factory.mktemp("base")
+    torch.manual_seed(0)
+    config = BertConfig.tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    transformers.BertModel(hf_config(config)).save_pretrained(folder)
+    return folder
+
+
+def test_our_adapter_folder_loads_in_peft_and_auto_peft_model_with_the_same_outputs(tiny_base, batch,
+                                                                                   tmp_path):
+    ours = BertModel.from_pretrained(tiny_base, attn_implementation="eager")
     apply_lora(ours, r=4, alpha=12, targets=ALL_LINEAR)
     with torch.no_grad():
         for layer in lora_layers(ours).values():
@@ -279,13 +293,18 @@ def test_our_adapter_folder_loads_in_peft_with_the_same_outputs(config, batch, t
     save_adapter(ours, tmp_path)
     saved = json.loads((tmp_path / CONFIG_FILE).read_text())
     assert saved["peft_type"] == "LORA" and saved["r"] == 4 and saved["lora_alpha"] == 12
+    assert saved["base_model_name_or_path"] == str(tiny_base)  # where AutoPeftModel finds the base model
     keys = load_file(tmp_path / WEIGHTS_FILE)
     assert "base_model.model.encoder.layer.0.attention.self.query.lora_A.weight" in keys and len(keys) == 26
+    theirs = transformers.BertModel.from_pretrained(tiny_base, attn_implementation="eager")
     loaded = peft.PeftModel.from_pretrained(theirs, tmp_path).eval()
+    auto = peft.AutoPeftModel.from_pretrained(tmp_path, attn_implementation="eager").eval()  # builds the base
+    assert type(auto.get_base_model()) is transformers.BertModel
     with torch.no_grad():
-        out, ref = ours(**batch), loaded(**batch)
-    torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
-    torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+        out = ours.eval()(**batch)
+        for ref in (loaded(**batch), auto(**batch)):
+            torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+            torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
 
 
 def test_peft_adapter_folder_loads_onto_our_model_with_the_same_outputs(config, batch, tmp_path):
@@ -370,6 +389,113 @@ def test_merged_folder_opens_in_transformers_and_ours_with_the_adapted_outputs(c
         for other in (theirs(**batch), reloaded(**batch)):
             torch.testing.assert_close(other.last_hidden_state, expected.last_hidden_state, **TOL)
             torch.testing.assert_close(other.pooler_output, expected.pooler_output, **TOL)
+
+
+# ----- peft's LoraConfig, field by field, and the folders peft opens --------------------------------------
+
+# A non-default value of each field that minbert reads with peft's meaning, or that changes no output: each
+# must give peft's outputs. Every other field of the installed peft's LoraConfig, at a non-default value,
+# must be refused naming the field (so a field a new peft release adds is caught by this loop).
+EQUAL_TO_PEFT = {
+    "r": [6], "lora_alpha": [5], "lora_dropout": [0.1],
+    "target_modules": [["query", "key", "dense"], r".*\.attention\.self\.(query|value)", "all-linear"],
+    "init_lora_weights": [False, "gaussian", "orthogonal"], "inference_mode": [True],
+    "task_type": ["FEATURE_EXTRACTION"], "base_model_name_or_path": ["somewhere/else"], "revision": ["v1"],
+    "auto_mapping": [{"base_model_class": "BertModel", "parent_library": "transformers"}],
+    "peft_version": ["0.1.0"], "megatron_core": ["other.megatron"], "qalora_group_size": [8],
+}
+NEVER_WRITTEN = ("runtime_config",)  # peft's to_dict leaves it out of adapter_config.json
+
+
+def non_default(default: object) -> object:
+    """A value other than a LoraConfig field's default, of a kind that field could hold."""
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, (int, float)):
+        return default + 1
+    if isinstance(default, str):
+        return default + "-other"
+    if isinstance(default, dict):
+        return {"encoder.layer.0.attention.self.query": 2}
+    if isinstance(default, list):
+        return ["query"]
+    return "on" if default is None else str(default) + "-other"
+
+
+def peft_saved(base, folder, **settings) -> peft.PeftModel:
+    """peft's adapter on the base, B drawn at random, saved to `folder`; returns the model saved."""
+    theirs = transformers.BertModel.from_pretrained(base, attn_implementation="eager").eval()
+    settings = {"r": 4, "lora_alpha": 8, "target_modules": ["query", "value"], **settings}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = peft.get_peft_model(theirs, peft.LoraConfig(**settings))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(std=0.05)
+        model.save_pretrained(folder)
+    return model.eval()
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(peft.LoraConfig)])
+def test_every_lora_config_field_is_peft_s_meaning_or_refused_by_name(field, tiny_base, batch, tmp_path):
+    default = getattr(peft.LoraConfig(), field)
+    if field in NEVER_WRITTEN:
+        peft_saved(tiny_base, tmp_path)
+        assert field not in json.loads((tmp_path / CONFIG_FILE).read_text())
+        return
+    for i, value in enumerate(EQUAL_TO_PEFT.get(field, [])):
+        folder = tmp_path / str(i)
+        written_by_peft = field in ("base_model_name_or_path", "revision", "auto_mapping", "peft_version")
+        settings = {} if written_by_peft else {field: value}
+        peft_saved(tiny_base, folder, **settings)
+        saved = json.loads((folder / CONFIG_FILE).read_text())
+        (folder / CONFIG_FILE).write_text(json.dumps({**saved, field: value}))  # the file holds the value
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reference = peft.PeftModel.from_pretrained(
+                transformers.BertModel.from_pretrained(tiny_base, attn_implementation="eager"), folder).eval()
+        ours = BertModel.from_pretrained(tiny_base, attn_implementation="eager")
+        load_adapter(ours, folder)
+        with torch.no_grad():
+            out, ref = ours.eval()(**batch), reference(**batch)
+        torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
+        torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+    if field in EQUAL_TO_PEFT:
+        return
+    value = non_default(default)
+    peft_saved(tiny_base, tmp_path)
+    saved = json.loads((tmp_path / CONFIG_FILE).read_text())
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({**saved, field: value}))
+    with pytest.raises(CheckpointError, match=re.escape(field)):
+        load_adapter(BertModel.from_pretrained(tiny_base), tmp_path)
+
+
+@pytest.mark.parametrize("init", ["pissa", "olora", "loftq", "eva", "corda", "mica", "pissa_niter_4"])
+def test_inits_that_rewrite_the_base_weights_are_refused_by_name(init, tiny_base, tmp_path):
+    peft_saved(tiny_base, tmp_path)
+    saved = json.loads((tmp_path / CONFIG_FILE).read_text())
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({**saved, "init_lora_weights": init}))
+    with pytest.raises(CheckpointError, match=f"init_lora_weights='{init}'"):
+        load_adapter(BertModel.from_pretrained(tiny_base), tmp_path)
+
+
+def test_a_peft_bin_adapter_loads_weights_only_with_peft_s_outputs(tiny_base, batch, tmp_path):
+    theirs = peft_saved(tiny_base, tmp_path / "safetensors")
+    theirs.save_pretrained(tmp_path / "bin", safe_serialization=False)
+    assert {p.name for p in (tmp_path / "bin").iterdir()} >= {CONFIG_FILE, "adapter_model.bin"}
+    ours = BertModel.from_pretrained(tiny_base, attn_implementation="eager")
+    load_adapter(ours, tmp_path / "bin")
+    with torch.no_grad():
+        torch.testing.assert_close(ours.eval()(**batch).last_hidden_state, theirs(**batch).last_hidden_state,
+                                   **TOL)
+    torch.save({"x": torch.nn.Linear(2, 2)}, tmp_path / "bin" / "adapter_model.bin")  # not a state dict
+    with pytest.raises(CheckpointError, match="adapter_model.bin: holds Python objects other than tensors"):
+        load_adapter(BertModel.from_pretrained(tiny_base), tmp_path / "bin")
+    (tmp_path / "bin" / "adapter_model.bin").unlink()
+    with pytest.raises(CheckpointError, match="no adapter_model.safetensors \\(nor peft's older "
+                                              "adapter_model.bin\\)"):
+        load_adapter(BertModel.from_pretrained(tiny_base), tmp_path / "bin")
 
 
 # ----- against peft: the embedded all-MiniLM-L6-v2 -------------------------------------------------------

@@ -3,9 +3,10 @@
 A LoRA run of the main job trains the adapters and the heads only (the encoder's weights bit-identical after
 it, the optimizer holding nothing else); its best/ is peft's adapter folder (`peft.PeftModel` on the base
 model gives our merged encoder's outputs, atol 1e-5 as in test_lora.py) plus a merged plain folder that
-`transformers` and ours open; it resumes to the weights of an uninterrupted run (torch.equal) and refuses a
+`transformers` and ours open; best/ itself opens in BertModel.from_pretrained, SentenceEncoder, --model and
+transformers' AutoModel alike; it resumes to the weights of an uninterrupted run (torch.equal) and refuses a
 --resume with another --lora; --predict reads it back to the run's own predictions; every other fine-tuning
-job takes --lora (on the shared data). 14 tests, 16 s on 2 CPU cores at a load average of 2 (37 s at 5).
+job takes --lora (on the shared data). 15 tests, 32 s on 2 CPU cores at a load average of 6.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from safetensors.torch import load_file
 
 from minbert.loading.adapter_files import load_adapter
 from minbert.model import BertModel
+from minbert.text.tokenizer import BertTokenizer
+from minbert.sentence_encoder import SentenceEncoder
 from tasks import classify, hierarchical, multitask, sentiment, tag
 from tasks.data.sources import SAMPLE_DIR
 from tasks.training.lora_run import MERGED
@@ -70,6 +73,29 @@ def test_a_lora_runs_best_loads_in_peft_transformers_and_ours(lora_run, tiny_mod
         load_adapter(adapted, best)  # peft's folder onto our base model, unmerged
         torch.testing.assert_close(adapted.eval()(ids, mask).last_hidden_state, ours, **TOL)
     assert (ours - before).abs().max() > 1e-3  # the adapters changed the outputs: the comparisons mean something
+
+
+def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path):
+    best = lora_run / "best"
+    sentences = ["a run folder opens everywhere", "short"]
+    expected = SentenceEncoder(best / MERGED, device="cpu").encode(sentences, convert_to_tensor=True)
+    torch.testing.assert_close(SentenceEncoder(best, device="cpu").encode(sentences, convert_to_tensor=True),
+                               expected, atol=0, rtol=0)
+    text = "a run folder opens everywhere"
+    tokenizers = [BertTokenizer.from_pretrained(folder) for folder in (best, best / MERGED)]
+    assert tokenizers[0].encode(text) == tokenizers[1].encode(text)
+    merged = BertModel.from_pretrained(best / MERGED).state_dict()
+    assert all(torch.equal(v, merged[k]) for k, v in BertModel.from_pretrained(best).state_dict().items())
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("peft")  # transformers reads an adapter folder through peft: base model + adapters
+    ids = torch.randint(1000, 2000, (2, 7))
+    with torch.no_grad():
+        theirs = transformers.AutoModel.from_pretrained(best).eval()(input_ids=ids).last_hidden_state
+        ours = BertModel.from_pretrained(best).eval()(ids).last_hidden_state
+    torch.testing.assert_close(ours, theirs, **TOL)
+    again = tmp_path / "again"
+    assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(again),
+                           "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0
 
 
 def test_predict_reads_a_lora_run_back_to_its_own_predictions(lora_run, tmp_path):

@@ -10,7 +10,9 @@ import torch
 from torch import nn
 
 from tasks.training.loop import place_step_losses, train
-from tasks.training.run_folder import RunDir, TrainState, moving_average, plot_history
+from tasks.training.checkpoints import TrainState
+from tasks.training.plot import moving_average, plot_history
+from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings
 
 matplotlib.use("Agg")

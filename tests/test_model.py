@@ -124,8 +124,8 @@ def test_config_json_errors_name_the_file_and_field(tmp_path):
     path.write_text('{"model_type": "gpt2"}')
     with pytest.raises(ValueError, match="model_type is 'gpt2'"):
         BertConfig.from_json_file(path)
-    path.write_text('{"hidden_size": 32, "frobnicate": 1}')
-    with pytest.raises(ValueError, match="unknown config field.*frobnicate"):
+    path.write_text(json.dumps({**BertConfig.tiny().to_dict(), "is_decoder": True}))
+    with pytest.raises(ValueError, match=f"{path}: is_decoder is true, but minbert implements BERT's encoder"):
         BertConfig.from_json_file(path)
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):

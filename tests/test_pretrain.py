@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -25,6 +26,7 @@ import transformers
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel
+from minbert.sentence_encoder import SentenceEncoder
 from minbert.text.tokenizer import BertTokenizer
 from pretrain import run as pretrain_run
 from pretrain.corpus import (IS_NEXT, NO_NSP_LABEL, NOT_NEXT, create_examples, newsgroups_documents,
@@ -440,10 +442,36 @@ def test_tiny_pretraining_run_lowers_heldout_loss_and_saves_a_loadable_checkpoin
     ours, report = BertForPreTraining.from_pretrained(out / "best", return_report=True)
     assert not report.initialised
     torch.testing.assert_close(theirs.cls.seq_relationship.weight, ours.cls.seq_relationship.weight)
-    BertModel.from_pretrained(out / "best")
+    encoder = BertModel.from_pretrained(out / "best")
+    assert all(torch.equal(v, ours.bert.state_dict()[k]) for k, v in encoder.state_dict().items())
+    sentences = SentenceEncoder(out / "best", device="cpu")  # the same folder, wherever a model folder opens
+    assert all(torch.equal(v, sentences.model.state_dict()[k]) for k, v in encoder.state_dict().items())
     assert multitask.main(["--model", str(out / "best"), "--data-dir", str(SAMPLE_DIR), "--out",
                            str(tmp_path / "mt"), "--limit", "16", "--batch-size", "8", "--max-steps",
                            "1"]) == 0
+
+
+def test_pretraining_from_a_masked_lm_checkpoint_keeps_its_trained_head(tiny_model_dir, tmp_path, capsys):
+    torch.manual_seed(5)
+    mlm = transformers.BertForMaskedLM(transformers.BertConfig.from_pretrained(tiny_model_dir))
+    with torch.no_grad():
+        for p in mlm.cls.parameters():
+            p.add_(torch.randn_like(p) * 0.1)  # trained, not BERT's initial values
+    mlm.save_pretrained(tmp_path / "mlm")
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copy(tiny_model_dir / name, tmp_path / "mlm" / name)
+    out = tmp_path / "run"
+    assert pretrain_run.main(["--model", str(tmp_path / "mlm"), "--text", str(corpus_file(tmp_path)), "--out",
+                              str(out), "--max-steps", "1", "--batch-size", "8", "--lr", "1e-9",
+                              "--keep-checkpoints"]) == 0
+    err = capsys.readouterr().err
+    assert "has no next-sentence classifier: it starts fresh; the checkpoint's masked-LM head" in err
+    # The heads learnt at --lr (1e-9), not at fresh heads' 1e-3: one step leaves the trained head as it was.
+    trained = mlm.state_dict()
+    last = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["model"]
+    for key in ("cls.predictions.transform.dense.weight", "cls.predictions.transform.LayerNorm.weight",
+                "cls.predictions.bias"):
+        torch.testing.assert_close(last[key], trained[key], atol=1e-6, rtol=0, msg=key)
 
 
 def test_pretraining_resumes_identically(tiny_model_dir, tmp_path):

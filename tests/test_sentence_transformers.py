@@ -159,3 +159,62 @@ def test_a_main_job_runs_best_folder_says_how_the_job_pooled(tmp_path, tiny_mult
     ours = SentenceEncoder(out / "best", device="cpu")  # the README's `SentenceEncoder(f"{run}/best")`
     assert (ours.pooling, ours.normalize, ours.max_seq_length) == ("mean", True, 64)
     assert_same_vectors(ours, st_model(out / "best"))
+
+
+# ----- sentence-transformers' files: an allow-list of what SentenceEncoder implements --------------------
+
+
+def test_a_folder_sentence_transformers_saved_loads_with_its_own_settings(tmp_path, tiny_model_dir):
+    """sentence-transformers 6 writes transformer_task, modality_config and module_output_name beside the
+    pooling: each holds the value whose meaning SentenceEncoder implements, so the folder loads, equal."""
+    theirs = st_model(tiny_model_dir)
+    theirs.save(str(tmp_path))
+    assert "modality_config" in json.loads((tmp_path / "sentence_bert_config.json").read_text())
+    assert_same_vectors(SentenceEncoder(tmp_path, device="cpu"), theirs)
+
+
+def spoil_field(folder, file: str, field: str, value) -> None:
+    path = folder / file
+    values = json.loads(path.read_text())
+    if isinstance(values, list):
+        values[-1][field] = value
+    else:
+        values[field] = value
+    path.write_text(json.dumps(values))
+
+
+@pytest.mark.parametrize("file, field, value", [
+    ("modules.json", "type", "sentence_transformers.models.Dense"),
+    ("modules.json", "kwargs", ["task"]),
+    ("modules.json", "idx", "one"),
+    ("sentence_bert_config.json", "max_seq_length", 0),
+    ("sentence_bert_config.json", "do_lower_case", "yes"),
+    ("sentence_bert_config.json", "transformer_task", "text-generation"),
+    ("sentence_bert_config.json", "module_output_name", "sentence_embedding"),
+    ("sentence_bert_config.json", "query_length", 32),
+    ("sentence_bert_config.json", "tokenizer_args", {"do_lower_case": True}),
+    ("1_Pooling/config.json", "include_prompt", "no"),
+    ("1_Pooling/config.json", "pooling_mode_mean_tokens", 1),
+    ("1_Pooling/config.json", "normalize", True),
+    ("config_sentence_transformers.json", "model_type", "SparseEncoder"),
+    ("config_sentence_transformers.json", "similarity_fn_name", "maxsim"),
+    ("config_sentence_transformers.json", "prompts", "query: "),
+    ("config_sentence_transformers.json", "truncate_dim", -4),
+])
+def test_a_field_we_do_not_implement_or_of_the_wrong_type_is_refused_naming_file_field_and_value(
+        tmp_path, tiny_model_dir, file, field, value):
+    SentenceEncoder(tiny_model_dir, normalize=True, device="cpu").save(tmp_path)
+    spoil_field(tmp_path, file, field, value)
+    with pytest.raises(ValueError) as error:
+        SentenceEncoder(tmp_path, device="cpu")
+    message = str(error.value)
+    assert str(tmp_path / file) in message and field in message.replace("Dense", "type Dense"), message
+    assert json.dumps(value) in message or repr(value) in message or str(value) in message, message
+
+
+def test_pooling_modes_we_do_not_implement_are_named_with_their_field(tmp_path, tiny_model_dir):
+    SentenceEncoder(tiny_model_dir, device="cpu").save(tmp_path)
+    spoil_field(tmp_path, "1_Pooling/config.json", "pooling_mode_weightedmean_tokens", True)
+    spoil_field(tmp_path, "1_Pooling/config.json", "pooling_mode_mean_tokens", False)
+    with pytest.raises(ValueError, match="got 'weightedmean' .*1_Pooling/config.json, field pooling_mode"):
+        SentenceEncoder(tmp_path, device="cpu")

@@ -16,6 +16,7 @@ sentence-transformers, each reading or writing the same folder; the `tokenizers`
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -134,6 +135,77 @@ def test_tokenizer_json_settings_are_read_and_tokenizer_config_wins(tmp_path):
     assert BertTokenizer.from_pretrained(tmp_path).tokenize(text) == ["cat", "cat", "mat", "mat", "[UNK]"]
 
 
+# Accents composed and decomposed (NFC and NFD), lone and stacked combining marks, cased words, CJK, hangul
+# (which NFD decomposes), control and zero-width characters, with MIXED's harder cases.
+ACCENTED = ["café Café CAFÉ", "cafe\u0301 Cafe\u0301 CAFE\u0301", "naïve nai\u0308ve", "über Über u\u0308ber",
+            "é e\u0301 \u0301 lone", "A\u030angstro\u0308m Ångström", "x\u0300\u0301y", "中文字符 中\u0301文",
+            "한국어 텍스트", "\x00\x07 control \x7f\u200b chars", "İstanbul ß ﬁ", "re\u0301sume\u0301 résumé",
+            *(text for text in MIXED if len(text) < 512)]  # the long one: the folders' windows differ
+CASED_WORDS = ["café", "cafe", "Café", "CAFE", "caf", "##é", "é", "e", "##e", "##\u0301", "\u0301", "naïve",
+               "naive", "na", "##ï", "##ive", "Ü", "ü", "u", "ber", "##ber", "über", "Über", "中", "文", "字",
+               "符", "x", "y", "##y", "re", "##sum", "résumé", "resume", "Ångström", "Angstrom", "A",
+               "##ngstrom", "lone", "control", "chars", "Hello", "hello", "World", "world"]
+CASED_VOCAB = VOCAB + CASED_WORDS
+
+
+@pytest.mark.parametrize("vocabulary", ["cased", "uncased"])
+@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (True, False), (False, None),
+                                                      (False, True)])
+def test_accents_composed_or_decomposed_split_as_bert_tokenizer_fast(vocabulary, lowercase, strip_accents,
+                                                                      tmp_path, embedded_model_dir):
+    path = tmp_path / "vocab.txt"  # the folder holds vocab.txt alone: both read it with the settings given
+    if vocabulary == "cased":
+        path.write_text("".join(f"{t}\n" for t in CASED_VOCAB), encoding="utf-8")
+    else:
+        shutil.copy(embedded_model_dir / "vocab.txt", path)
+    ours = BertTokenizer.from_vocab_file(path, lowercase=lowercase, strip_accents=strip_accents)
+    theirs = transformers.BertTokenizerFast.from_pretrained(str(tmp_path), do_lower_case=lowercase,
+                                                            strip_accents=strip_accents)
+    for text in ACCENTED:
+        assert ours.encode(text) == theirs(text)["input_ids"], repr(text)
+    if vocabulary == "cased" and not lowercase and not strip_accents:  # the case the two libraries split
+        assert ours.tokenize("cafe\u0301 café") == ["cafe", "##\u0301", "café"]
+
+
+def normalizer_json(path: Path, normalizer) -> None:
+    """A tokenizer.json with CASED_VOCAB and `normalizer`, written by the `tokenizers` library itself."""
+    backend = Tokenizer(models.WordPiece({t: i for i, t in enumerate(CASED_VOCAB)}, unk_token="[UNK]"))
+    backend.normalizer = normalizer
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.add_special_tokens(VOCAB[:5])  # "[MASK]" typed in a text is the token, as in a saved BERT
+    backend.save(str(path))
+
+
+@pytest.mark.parametrize("steps", [
+    [normalizers.Lowercase(), normalizers.BertNormalizer(lowercase=True)],  # sentence-transformers' save
+    [normalizers.Lowercase(), normalizers.BertNormalizer(lowercase=False)],  # lowercases, keeps accents
+    [normalizers.BertNormalizer(lowercase=False, strip_accents=False), normalizers.Lowercase()],
+    [normalizers.BertNormalizer(lowercase=False), normalizers.NFD(), normalizers.StripAccents()],
+    [normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents(),
+     normalizers.BertNormalizer(lowercase=False, strip_accents=False)],
+], ids=["lowercase-bert", "lowercase-cased-bert", "cased-bert-lowercase", "cased-bert-nfd-strip",
+        "nfd-lowercase-strip-cased-bert"])
+def test_normalizer_sequences_that_lowercase_or_strip_accents_give_the_libraries_ids(steps, tmp_path):
+    normalizer_json(tmp_path / "tokenizer.json", normalizers.Sequence(steps))
+    ours = BertTokenizer.from_pretrained(tmp_path)
+    reference = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in ACCENTED:
+        assert ours.encode(text, add_special_tokens=False) == reference.encode(text).ids, repr(text)
+
+
+@pytest.mark.parametrize("steps, named", [
+    ([normalizers.BertNormalizer(), normalizers.NFKC()], "'NFKC'"),
+    ([normalizers.BertNormalizer(lowercase=False), normalizers.NFD()], "'NFD'"),  # decomposed, not stripped
+    ([normalizers.BertNormalizer(), normalizers.Replace("a", "b")], "'Replace'"),
+    ([normalizers.Lowercase(), normalizers.NFD(), normalizers.StripAccents()],
+     "'Lowercase' \\+ 'NFD' \\+ 'StripAccents', not 'BertNormalizer'"),
+])
+def test_normalizer_steps_that_change_meaning_otherwise_are_refused_by_name(steps, named, tmp_path):
+    normalizer_json(tmp_path / "tokenizer.json", normalizers.Sequence(steps))
+    with pytest.raises(ValueError, match=f"{tmp_path}.*{named}"):
+        BertTokenizer.from_pretrained(tmp_path)
+
+
 def test_a_tokenizer_json_that_is_not_bert_wordpiece_is_a_value_error_naming_the_file(tmp_path):
     path = tmp_path / "tokenizer.json"
     bpe = Tokenizer(models.BPE({"[UNK]": 0, "a": 1}, [], unk_token="[UNK]"))
@@ -147,6 +219,7 @@ def test_a_tokenizer_json_that_is_not_bert_wordpiece_is_a_value_error_naming_the
         ({"pre_tokenizer": None}, "pre_tokenizer is None, not 'BertPreTokenizer'"),
         ({"model": {**saved["model"], "continuing_subword_prefix": "@@"}}, "continuing_subword_prefix='@@'"),
         ({"added_tokens": [{"id": len(VOCAB), "content": "<new>"}]}, "added token '<new>'"),
+        ({"normalizer": {**saved["normalizer"], "lowercase": "no"}}, "BertNormalizer's lowercase is 'no'"),
         ({"model": {**saved["model"], "vocab": {"[UNK]": 0, "a": 2}}}, "gives 'a' the id 2"),
     ]:
         path.write_text(json.dumps({**saved, **change}))

@@ -332,3 +332,37 @@ def test_a_config_json_without_a_size_is_one_line_naming_it(folders, tmp_path, d
         with pytest.raises(ConfigError) as error:
             load(folder)
         assert str(error.value) == expected
+
+
+# ----- config.json's keys: unknown ones ignored and reported, meanings we do not implement refused -------------
+
+
+def test_unknown_config_keys_are_ignored_as_transformers_does_and_listed_in_the_load_report(folders, tmp_path,
+                                                                                          batch):
+    folder = tmp_path / "model"
+    shutil.copytree(folders["encoder"], folder)
+    extra = {"_attn_implementation_autoset": True, "id2label": {"0": "A"}, "frobnicate": 1}
+    edit_config(folder, **extra)
+    ours, theirs = BertModel.from_pretrained(folder), hf_load(BertModel, folder)
+    assert ours.load_report.ignored_config == sorted(extra)
+    assert "config.json keys ignored" in str(ours.load_report) and "frobnicate" in str(ours.load_report)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**batch).last_hidden_state, theirs(**batch).last_hidden_state)
+    # transformers' own bookkeeping keys (and what our save writes) are known, not listed
+    assert BertModel.from_pretrained(folders["encoder"]).load_report.ignored_config == []
+
+
+@pytest.mark.parametrize("key, value", [
+    ("is_decoder", True), ("add_cross_attention", True), ("position_embedding_type", "relative_key"),
+    ("hidden_act", "gelu_new"), ("pruned_heads", {"0": [1]}), ("model_type", "roberta"),
+    ("is_decoder", "no"), ("hidden_size", "32"), ("layer_norm_eps", 0), ("num_hidden_layers", True),
+])
+def test_config_keys_whose_value_changes_the_model_are_refused_naming_key_and_value(folders, tmp_path, key,
+                                                                                  value):
+    folder = tmp_path / "model"
+    shutil.copytree(folders["encoder"], folder)
+    edit_config(folder, **{key: value})
+    with pytest.raises(ConfigError) as error:
+        BertModel.from_pretrained(folder)
+    assert str(error.value).startswith(f"{folder / 'config.json'}: {key} ")
+    assert json.dumps(value) in str(error.value) or repr(value) in str(error.value), error.value

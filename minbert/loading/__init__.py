@@ -8,6 +8,7 @@
     sentence_files.py  sentence-transformers' folder layout (modules.json, 1_Pooling/, ...)
     atomic.py          atomic file writes: a save is whole or absent
     files.py           reading a folder's files, every fault named (a folder, unreadable, empty, not UTF-8)
+    errors.py          the errors a user can fix (MinbertError and its subclasses); the library's boundary
 
 The lesson files import only pretrained.py of these.
 

@@ -11,11 +11,14 @@ An adapter folder holds two files, as `peft.PeftModel.save_pretrained` writes th
 model), hence the `base_model.model.` prefix; <module> is the module's name in that model, which is ours
 too (STYLE.md §2), and peft keeps A and B in nn.Linear modules, hence `.weight`. So
 `peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(base), folder)` loads what
-`save_adapter` writes, and `load_adapter` puts peft's folder onto our BertModel. target_modules is
-written as the adapted modules' full names, which peft matches exactly; read, it is matched as peft matches
-it (a list of names or name suffixes such as "query", a string as a regular expression, "all-linear").
-Settings that change what an adapter computes and that LoRALinear does not implement (DoRA, rsLoRA, per-layer
-ranks, ...) are refused, naming them.
+`save_adapter` writes, and `load_adapter` puts peft's folder onto our BertModel (the weights from
+adapter_model.safetensors, or the adapter_model.bin of older peft releases, read weights only). The config
+also names the base model's class and folder (auto_mapping, base_model_name_or_path), so that
+`peft.AutoPeftModel.from_pretrained(folder)` builds the base model itself. target_modules is written as the
+adapted modules' full names, which peft matches exactly; read, it is matched as peft matches it (a list of
+names or name suffixes such as "query", a string as a regular expression, "all-linear"). The other fields
+are read by an allow-list of peft's LoraConfig (below): a setting LoRALinear does not compute as peft does
+(DoRA, rsLoRA, per-layer ranks, PiSSA's rewritten base weights, ...) is refused, naming it and its value.
 
 `save_merged` writes the other thing a LoRA run can hand over: the model with each adapter folded into
 its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
@@ -33,28 +36,41 @@ import re
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_write, atomic_write_text
-from minbert.loading.checkpoint import CheckpointError, save_model
-from minbert.loading.files import check_file, read_json_object
+from minbert.loading.atomic import atomic_directory, write_file, write_text
+from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
+from minbert.loading.errors import user_faults
+from minbert.loading.files import check_output_dir, read_json_object
+from minbert.loading.hub import ADAPTER_CONFIG
 from minbert.lora import (ALL_LINEAR, LoRALinear, apply_lora, check_lora_settings, check_not_adapted,
                           lora_layers, merge_and_unload, target_names)
 
-CONFIG_FILE = "adapter_config.json"
+CONFIG_FILE = ADAPTER_CONFIG  # adapter_config.json
 WEIGHTS_FILE = "adapter_model.safetensors"
+LEGACY_WEIGHTS_FILE = "adapter_model.bin"  # read only: torch.load(weights_only=True), as checkpoint.py
 PEFT_PREFIX = "base_model.model."  # PeftModel -> LoraModel -> the transformers model
 
-# adapter_config.json settings that change what the adapter computes and that minbert's LoRALinear does not
-# implement, with the value that means "off"; save_adapter writes these (fields peft has had since 0.10).
+# adapter_config.json, read by an allow-list of peft's LoraConfig fields (peft 0.21's, with defaults):
+# every field is one LoRALinear implements with peft's meaning, or one that changes nothing a loaded adapter
+# computes, or it must hold peft's default, else it is refused by name. A field a later peft adds is
+# accepted only at an "off" value (None, false, "none", empty), which is every new feature's default.
+_IMPLEMENTED = ("peft_type", "r", "lora_alpha", "lora_dropout", "target_modules")  # checked one by one
+# Where the adapter came from, which wrapper class peft builds, whether it trains: no output changes.
+_DESCRIPTIVE = ("task_type", "auto_mapping", "peft_version", "base_model_name_or_path", "revision",
+                "inference_mode", "runtime_config")
+# init_lora_weights values that only draw A and B, which the file's weights then replace. The others
+# ("pissa", "olora", "loftq", "corda", "eva", "mica", ...) rewrite the base weights or change the forward.
+_PLAIN_INIT = ("gaussian", "orthogonal")  # and true or false
+# Settings peft reads only while another one is on: they mean nothing while it is off.
+_USED_WITH = {"megatron_core": "megatron_config", "qalora_group_size": "use_qalora"}
+# Written by save_adapter at peft's defaults, so that peft reads our file as it writes its own.
 _OFF = {"use_dora": False, "use_rslora": False, "fan_in_fan_out": False, "bias": "none", "rank_pattern": {},
         "alpha_pattern": {}, "layers_to_transform": None, "modules_to_save": None}
-# Read, not written: later peft versions' settings. A file that turns any of them on is refused, not misread.
-_UNSUPPORTED = (*_OFF, "lora_bias", "exclude_modules", "layer_replication", "target_parameters",
-                "trainable_token_indices", "use_qalora", "use_bdlora")
+# peft's AutoPeftModel builds the base model from this (a class of transformers' BERT module).
+_AUTO_CLASS = {"BertForPreTraining": "BertForPreTraining"}  # anything else: the encoder, BertModel
+_AUTO_LIBRARY = "transformers.models.bert.modeling_bert"
 
 
 def adapter_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -81,6 +97,8 @@ def adapter_config(model: nn.Module) -> dict:
         "target_modules": sorted(layers),
         "base_model_name_or_path": getattr(model, "name_or_path", "") or None,
         "inference_mode": True, "init_lora_weights": True, "revision": None, **_OFF,
+        "auto_mapping": {"base_model_class": _AUTO_CLASS.get(type(model).__name__, "BertModel"),
+                         "parent_library": _AUTO_LIBRARY},
     }
 
 
@@ -88,19 +106,26 @@ def _dropout_p(layer: LoRALinear) -> float:
     return layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout) else 0.0
 
 
+@user_faults
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors).
+    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors),
+    both or neither (atomic.py: a save that fails half-way leaves the old A, B and alpha together; the
+    folder's other files stay).
 
     A merged adapter is saved as its A and B all the same (merging changes W, not A and B).
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(check_output_dir(directory)) as new:
+        write_adapter(model, new)
+    return Path(directory)
+
+
+def write_adapter(model: nn.Module, directory: Path) -> None:
+    """save_adapter's two files, into a folder that atomic_directory is writing."""
     config = adapter_config(model)
     state = adapter_state(model)
-    atomic_write(directory / WEIGHTS_FILE,
-                 lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
-    atomic_write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return directory
+    write_file(directory / WEIGHTS_FILE,
+               lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
+    write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def read_adapter_config(directory: str | os.PathLike) -> dict:
@@ -114,9 +139,13 @@ def read_adapter_config(directory: str | os.PathLike) -> dict:
     for key in ("r", "lora_alpha", "target_modules"):
         if key not in config:
             raise CheckpointError(f"{path}: has no {key!r}")
-    unsupported = [f"{key}={config[key]!r}" for key in _UNSUPPORTED if not _is_off(config.get(key))]
+    unsupported = [f"{key}={value!r}" for key, value in config.items() if not _allowed(key, value, config)]
     if unsupported:
-        raise CheckpointError(f"{path}: settings minbert's LoRA does not implement: {', '.join(unsupported)}")
+        plain = " or ".join(map(repr, _PLAIN_INIT))
+        raise CheckpointError(f"{path}: settings minbert's LoRA does not implement: {', '.join(unsupported)} "
+                              "(it computes r, lora_alpha, lora_dropout and target_modules with peft's "
+                              f"meaning; init_lora_weights may be true, false, {plain}; every other setting "
+                              "must hold peft's default)")
     targets = config["target_modules"]
     names_list = isinstance(targets, list) and all(isinstance(t, str) for t in targets)
     if not (isinstance(targets, str) or names_list):
@@ -129,12 +158,24 @@ def read_adapter_config(directory: str | os.PathLike) -> dict:
     return config
 
 
+def _allowed(key: str, value: object, config: dict) -> bool:
+    """An adapter_config.json field that minbert computes as peft does (the allow-list above)."""
+    if key in _IMPLEMENTED or key in _DESCRIPTIVE:
+        return True
+    if key == "init_lora_weights":
+        return isinstance(value, bool) or value in _PLAIN_INIT
+    if key in _USED_WITH:
+        return _is_off(config.get(_USED_WITH[key]))
+    return _is_off(value)
+
+
 def _is_off(value: object) -> bool:
     """None, False, "none" or empty; not 0, which layers_to_transform reads as layer 0."""
     empty = isinstance(value, (dict, list)) and not value
     return value is None or value is False or value == "none" or empty
 
 
+@user_faults
 def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     """Put the adapter folder at `directory` (ours or peft's) onto `model`, a model without adapters.
 
@@ -146,14 +187,8 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     """
     check_not_adapted(model)
     config = read_adapter_config(directory)
-    path = Path(directory) / WEIGHTS_FILE
-    if not path.exists():
-        raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}")
-    check_file(path, CheckpointError)  # a folder or unreadable: named as such, not "not safetensors"
-    try:
-        state = load_safetensors(path, device="cpu")
-    except (SafetensorError, OSError) as error:
-        raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
+    path = _weights_file(Path(directory))
+    state = read_weights(path)  # unreadable, empty, truncated, not tensors: named; a .bin weights only
     state = {key.removeprefix(PEFT_PREFIX): value for key, value in state.items()}
     # An adapter saved from a model with heads (keys bert.encoder...) fits the encoder alone, and the other
     # way round: the base_model_prefix convention of checkpoint.load_weights.
@@ -196,13 +231,24 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     return names
 
 
+def _weights_file(directory: Path) -> Path:
+    """adapter_model.safetensors, else the adapter_model.bin older peft releases wrote."""
+    for name in (WEIGHTS_FILE, LEGACY_WEIGHTS_FILE):
+        if (directory / name).exists():
+            return directory / name
+    raise CheckpointError(f"{directory}: no {WEIGHTS_FILE} (nor peft's older {LEGACY_WEIGHTS_FILE}) beside "
+                          f"{CONFIG_FILE}; holds {sorted(p.name for p in directory.iterdir())}")
+
+
 def _strip(targets: str | list[str], prefix: str) -> str | list[str]:
     return targets if isinstance(targets, str) else [t.removeprefix(prefix) for t in targets]
 
 
+@user_faults
 def save_merged(model: nn.Module, directory: str | os.PathLike, tokenizer: object | None = None) -> Path:
     """Write the model with its adapters merged in as a plain Hugging Face folder (config.json,
-    model.safetensors, and the tokenizer's files if given), through checkpoint.save_model.
+    model.safetensors, and the tokenizer's files if given), through checkpoint.save_model: whole or not at
+    all.
 
     `model` itself is left as it was (adapted, merged or not): a copy is merged and unloaded.
     """

@@ -1,13 +1,28 @@
-"""Atomic file writes: a file is either its old self or its complete new self, never half-written.
+"""Saving whole or not at all: every save is written beside its place, flushed to disk, then renamed into it.
 
-Every checkpoint, config and output file in minbert goes through here, so a crash (or a full disk)
-in the middle of a save never leaves a truncated file where a good one was. A folder whose files belong
-together (a run's best/: weights, config.json, vocabulary, heads) is written whole beside the old one
-and swapped in with `atomic_directory`, so it never mixes new weights with an old config.
+`atomic_directory` is the one way a folder is saved: a model's (`save_pretrained`), a sentence encoder's
+(`SentenceEncoder.save`), an adapter's (`save_adapter`), a merged model's (`save_merged`), a tokenizer's, and
+a run's best/ and checkpoints/. The folder is written into a temporary sibling `.<name>.<random>.tmp`, every
+file and folder in it flushed (fsync), and renamed into place, the parent folder flushed after; so a crash, a
+full disk, an exception or a refused argument half-way leaves the old folder exactly as it was, never new
+weights beside old settings. A single file that stands alone (a run's config.json, run.json, metrics.jsonl, a
+prediction file) is written the same way by `atomic_write`. Inside a folder being written, files are written
+plainly (`write_file`): the folder's rename is what makes them visible.
+
+Files that are not ours: a save into a folder that already holds other files keeps them, as `transformers`'
+save_pretrained does: each file of the old folder that the save did not write again, and whose top-level name
+is not among what the save `replaces` (save_pretrained: the weights of either format), is carried into the new
+folder before the swap, as a hard link (no copy, no space; a copy where the file system has no links). A run's
+own folders (best/, checkpoints/) keep nothing of their old selves.
+
+Folders a job must trust later (best/, checkpoints/) record the sha256 of each file in `checksums.sha256`
+(sha256sum's format: `cd best && sha256sum -c checksums.sha256` checks it too). `verify_folder` and
+`read_verified` check them before --predict or --resume reads the files; a file whose bytes differ is a
+DamagedFileError that names it. A folder saved before checksums were recorded has none, and is read unchecked.
 
 A write that fails because the disk (or the file size limit) is full raises OSError naming the file meant to
-be written, not the temporary one, whichever library wrote it: torch.save and safetensors wrap the error
-in their own exceptions (see `full_disk_error`).
+be written (`DIR/best/model.safetensors`), not the temporary one, whichever library wrote it: torch.save and
+safetensors wrap the error in their own exceptions (see `full_disk_error`).
 
 Read next: ../fast/ (the fast paths).
 """
@@ -16,17 +31,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
+import hashlib
 import os
 import re
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
+
+from minbert.loading.errors import MinbertError
 
 
 # The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
 # the size limit (a file system's, or the process's RLIMIT_FSIZE).
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+CHECKSUMS = "checksums.sha256"
+
+
+class DamagedFileError(MinbertError, ValueError):
+    """A file whose bytes differ from the sha256 recorded when it was saved; the message names it."""
 
 
 def full_disk_error(error: BaseException, path: str | os.PathLike) -> OSError | None:
@@ -49,40 +73,90 @@ def full_disk_error(error: BaseException, path: str | os.PathLike) -> OSError | 
     return None if number is None else OSError(number, os.strerror(number), str(path))
 
 
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path` in one rename.
+def _reraise_named(error: BaseException, written: Path, meant: Path) -> None:
+    """Raise `error`; a write that found no room as an OSError naming the file's place in `meant` instead of
+    in the temporary `written`."""
+    where = getattr(error, "filename", None)
+    place = meant
+    if isinstance(where, (str, os.PathLike)) and Path(where).is_relative_to(written):
+        place = meant / Path(where).relative_to(written)
+    full = full_disk_error(error, place)
+    if full is None:
+        raise error
+    raise full from error
 
-    The temporary file lives in the same directory so that `os.replace` is a rename on one file
-    system (atomic on POSIX and Windows). On any error the temporary file is removed and the old
-    file, if any, is left untouched; a full disk is an OSError naming `path` (`full_disk_error`).
-    """
+
+def write_file(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """`write(path)`, its folder made first; a write that found no room is an OSError naming `path`,
+    whichever library wrote it. For files inside a folder that `atomic_directory` is writing."""
     path = Path(path)
-    directory = path.parent
-    if not directory.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        yield tmp
-        with open(tmp, "rb+") as handle:  # data on disk before the rename makes it visible
-            os.fsync(handle.fileno())
+        write(path)
+    except BaseException as error:
+        _reraise_named(error, path, path)
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """`text` (UTF-8) into `path`, inside a folder that `atomic_directory` is writing."""
+    return write_file(path, lambda p: p.write_text(text, encoding="utf-8"))
+
+
+class _Hashing:
+    """A binary file that hashes what is written through it (torch.save writes its zip in order)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file, self.sha256 = file, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        return self.file.write(data)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def write_hashed(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> str:
+    """`write(file)` into `path` through a file object that hashes the bytes on their way: returns their
+    sha256 without reading the file back. Errors as `write_file`'s."""
+    def through(target: Path) -> None:
+        with open(target, "wb") as file:
+            write(hashing := _Hashing(file))
+            digests.append(hashing.sha256.hexdigest())
+    digests: list[str] = []
+    write_file(path, through)
+    return digests[0]
+
+
+def _sibling(path: Path) -> Path:
+    return path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)  # a folder too: its fsync makes the names in it durable
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """A file that stands alone: `write(tmp)` beside `path`, flushed, renamed into place; on any error the
+    temporary file goes and the old file stays."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(path)
+    try:
+        write(tmp)
+        _fsync(tmp)
         os.replace(tmp, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        full = full_disk_error(error, path)
-        if full is not None:
-            raise full from error
-        raise
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp_path)` to produce the file, then move it into place atomically."""
-    with atomic_path(path) as tmp:
-        write(tmp)
-    return Path(path)
+        _reraise_named(error, tmp, path)
+    _fsync(path.parent)
+    return path
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -90,45 +164,106 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` atomically."""
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
-
-
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
+                     replaces: Iterable[str] = ()) -> Iterator[Path]:
     """Yield an empty folder beside `path` to fill; on success it takes `path`'s place, whole.
 
+    keep_others: carry the old folder's files that were not written again (and whose top-level name is not
+    in `replaces`) into the new one, as the module docstring says; False for a folder that is all ours.
     POSIX cannot swap two folders in one step, so the swap is two renames: the old folder aside to
     `.<name>.old`, the new one into place, then the old one deleted. A crash between the two renames
     leaves no `path` but a complete `.<name>.old`: readers find it with `readable_directory`, and the next
     write puts it back first. On any error the new folder is removed and `path` is untouched. One writer
-    at a time (the jobs lock their run folder): a writer also clears what a killed writer left. A full disk
-    while filling the folder is an OSError naming the file's place in `path`, not in the temporary folder.
+    at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
+    path = path.resolve() if path.is_symlink() else path  # a link to a folder: the save goes where it points
+    with contextlib.suppress(FileNotFoundError):
+        os.stat(path)  # a symlink loop on the way, a name too long: refused naming `path`, nothing made
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "cannot save a folder over a file", str(path))
+    if any(path.is_relative_to(folder) for folder in _BEING_WRITTEN):  # the tokenizer's files in a model's
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.parent / f".{path.name}.old"
     if old.is_dir() and not path.exists():  # a swap that a crash interrupted: finish it backwards
         os.replace(old, path)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a killed writer's unfinished folder
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed writer's unfinished folder
         shutil.rmtree(stale, ignore_errors=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    new = _sibling(path)
     try:
+        new.mkdir()
+    except OSError as error:  # named as the folder meant; one we may write in, in one we may not, says why
+        why = f" (a save is written beside it in {path.parent}, then renamed in)" if path.exists() else ""
+        raise type(error)(error.errno, error.strerror + why, str(path)) from None
+    _BEING_WRITTEN.add(new)
+    try:
+        if path.is_dir():
+            shutil.copymode(path, new)  # the folder's permissions stay the user's
         yield new
+        _BEING_WRITTEN.discard(new)
+        if not path.exists() and not any(new.iterdir()):  # nothing saved where nothing was: nothing made
+            new.rmdir()
+            return
+        if keep_others and path.is_dir():
+            _carry_over(path, new, set(replaces))
+        _fsync_tree(new)
         if old.exists():  # a swap that completed except for its clean-up
             shutil.rmtree(old)
+        inside = Path.cwd().is_relative_to(path)  # a save into the working folder (or one holding it)
         if path.exists():
             os.replace(path, old)
         os.replace(new, path)
+        _fsync(path.parent)
+        if inside:  # the old folder is deleted below: the process works on in the new one
+            os.chdir(path / Path.cwd().relative_to(old))
     except BaseException as error:
+        _BEING_WRITTEN.discard(new)
         shutil.rmtree(new, ignore_errors=True)
-        inside = isinstance(error, OSError) and error.filename and Path(error.filename).is_relative_to(new)
-        if inside and error.errno in FULL_DISK_ERRNOS:
-            meant = path / Path(error.filename).relative_to(new)
-            raise OSError(error.errno, error.strerror, str(meant)) from error
-        raise
+        _reraise_named(error, new, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+# The temporary folders being filled now: a save into one, or into a folder inside one, is part of that save
+# (a model's save writes its tokenizer's files; a run's best/ holds a merged model), so it writes in place.
+_BEING_WRITTEN: set[Path] = set()
+
+
+def _carry_over(source: Path, new: Path, replaces: set[str]) -> None:
+    """Every file, link and folder of `source` that `new` lacks, except under the names in `replaces`."""
+    for folder, folders, files in os.walk(source):
+        here = Path(folder).relative_to(source)
+        for name in folders + files:
+            item, target = here / name, new / here / name
+            if (item.parts[0] in replaces or target.exists() or target.is_symlink()
+                    or not target.parent.is_dir()):
+                continue  # written again, replaced, or under a name the new save holds as a file
+            if (source / item).is_symlink():
+                os.symlink(os.readlink(source / item), target)
+            elif (source / item).is_dir():
+                target.mkdir()
+            else:
+                link(source / item, target)
+
+
+def link(source: Path, target: Path) -> None:
+    """`target` as a second name of `source`'s bytes (a copy on a file system without hard links)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Flush every file under `folder`, then each folder, deepest first, so the renames publish data."""
+    for here, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            if not os.path.islink(os.path.join(here, name)):
+                _fsync(Path(here, name))
+        _fsync(Path(here))
 
 
 def readable_directory(path: str | os.PathLike) -> Path:
@@ -136,3 +271,63 @@ def readable_directory(path: str | os.PathLike) -> Path:
     path = Path(path)
     old = path.parent / f".{path.name}.old"
     return old if old.is_dir() and not path.exists() else path
+
+
+# ----- checksums: a saved folder proves it is whole ---------------------------------------------------
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def record_checksums(folder: str | os.PathLike, sums: Mapping[str, str] | None = None) -> None:
+    """checksums.sha256 in `folder`, being written: `sums` (file name -> sha256), or, None, of every file in
+    it, by its path relative to the folder."""
+    folder = Path(folder)
+    if sums is None:
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+        sums = {p.relative_to(folder).as_posix(): sha256_of(p) for p in files if p.name != CHECKSUMS}
+    write_text(folder / CHECKSUMS, "".join(f"{digest}  {name}\n" for name, digest in sums.items()))
+
+
+def read_checksums(folder: str | os.PathLike) -> dict[str, str]:
+    """`folder`'s checksums.sha256 (file name -> sha256); {} for a folder saved before they were recorded."""
+    path = Path(folder) / CHECKSUMS
+    if not path.is_file():
+        return {}
+    sums = {}
+    for number, line in enumerate(path.read_bytes().decode("utf-8", "replace").splitlines(), start=1):
+        match = re.fullmatch(r"([0-9a-f]{64}) [ *](.+)", line)
+        if match is None:
+            raise DamagedFileError(f"{path}:{number} is damaged: expected '<sha256>  <file name>', got "
+                                   f"{line[:80]!r}")
+        sums[match.group(2)] = match.group(1)
+    return sums
+
+
+def _check(path: Path, digest: str, recorded: str) -> None:
+    if digest != recorded:
+        raise DamagedFileError(f"{path} is damaged: its sha256 differs from the one recorded when it was "
+                               "saved")
+
+
+def verify_folder(folder: str | os.PathLike) -> None:
+    """Every file `folder`'s checksums.sha256 lists, hashed and compared (DamagedFileError names the first
+    that differs or is gone)."""
+    folder = Path(folder)
+    for name, recorded in read_checksums(folder).items():
+        file = folder / name
+        if not file.is_file():
+            raise DamagedFileError(f"{file} is missing: {folder / CHECKSUMS} records it as saved")
+        _check(file, sha256_of(file), recorded)
+
+
+def read_verified(path: str | os.PathLike) -> bytes:
+    """`path`'s bytes, read once and compared with the sha256 its folder recorded (none recorded: as read)."""
+    path = Path(path)
+    data = path.read_bytes()
+    recorded = read_checksums(path.parent).get(path.name)
+    if recorded is not None:
+        _check(path, hashlib.sha256(data).hexdigest(), recorded)
+    return data

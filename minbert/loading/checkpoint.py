@@ -10,11 +10,13 @@ and a hint that config.json may not match the weights), missing keys, unknown ke
 file. The one thing allowed to be missing is a head that an encoder-only checkpoint never had (the
 masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported. The other
 way round, a checkpoint's part the model was built without (the heads, for BertModel; the pooler, for
-BertModel(..., add_pooling_layer=False)) is ignored and reported.
+BertModel(..., add_pooling_layer=False); a task model's head beside its `bert.` encoder, such as
+BertForSequenceClassification's `classifier.*`, for any model without one) is ignored and reported, as
+transformers' AutoModel does.
 
 Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
-`transformers.BertModel.from_pretrained(directory)` opens what we save. Every file is written
-atomically (atomic.py).
+`transformers.BertModel.from_pretrained(directory)` opens what we save. The folder is written whole or not
+at all (atomic.py).
 
 Read next: checkpoint_keys.py (the legacy fix-ups).
 """
@@ -36,9 +38,10 @@ from safetensors.torch import load_file as load_safetensors
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_write, atomic_write_text
+from minbert.loading.atomic import atomic_directory, write_file, write_hashed, write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
 from minbert.loading.files import check_file, check_output_dir, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields, read_document
 
 
 # In order of preference: safetensors cannot run code when read and is checked for truncation.
@@ -55,6 +58,10 @@ _OPTIONAL_GROUPS = ("cls.predictions.", "cls.seq_relationship.", "pooler.", "ber
 FLOAT_DTYPES = {str(t).removeprefix("torch."): t
                 for t in (torch.float32, torch.bfloat16, torch.float16, torch.float64)}
 
+# A sharded checkpoint's index (each key -> the file that holds it), and a state dict (each name -> a tensor).
+_INDEX = Schema({"weight_map": Field("object", items=Field("string"))}, ("weight_map",), unknown="keep")
+_STATE_DICT = Field("object", items=Field("tensor"))
+
 _CONFIG_HINT = ("config.json may not match the weights (hidden_size, intermediate_size, vocab_size, "
                 "max_position_embeddings, type_vocab_size, num_hidden_layers)")
 
@@ -68,6 +75,7 @@ class LoadReport:
     fixups: list[str] = field(default_factory=list)  # one line per legacy fix-up applied
     initialised: list[str] = field(default_factory=list)  # keys not in the checkpoint: fresh weights
     ignored: list[str] = field(default_factory=list)  # keys in the checkpoint the model has no use for
+    ignored_config: list[str] = field(default_factory=list)  # config.json keys unknown here (and ignored)
 
     @property
     def exact(self) -> bool:
@@ -78,7 +86,9 @@ class LoadReport:
         lines = [f"loaded {self.model_class} from {self.weights_file}"]
         for title, items in (("fix-ups", self.fixups),
                              ("freshly initialised (not in the checkpoint)", self.initialised),
-                             ("ignored (in the checkpoint, not used by the model)", self.ignored)):
+                             ("ignored (in the checkpoint, not used by the model)", self.ignored),
+                             ("config.json keys ignored (unknown to minbert; transformers ignores them too)",
+                              self.ignored_config)):
             if items:
                 lines.append(f"{title}:")
                 lines.extend(f"  - {item}" for item in items)
@@ -155,10 +165,7 @@ def _read_torch(path: Path) -> dict:
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     """A sharded checkpoint: the index maps each key to the file that holds it."""
-    weight_map = read_json_object(index, CheckpointError).get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-        raise CheckpointError(f"{index}: not a valid checkpoint index (expected \"weight_map\": an object "
-                              "mapping each key to the file that holds it)")
+    weight_map = read_document(index, _INDEX, CheckpointError)["weight_map"]
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
         state.update(read_weights(index.parent / shard))
@@ -176,9 +183,7 @@ def _check_state_dict(state: object, path: Path) -> dict[str, torch.Tensor]:
     if nested:
         raise CheckpointError(f"{path}: looks like a training checkpoint (its weights are under "
                               f"{nested[0]!r}); save that dict on its own as the weights file")
-    bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
-    if bad:
-        raise CheckpointError(f"{path}: entries that are not tensors: {_some(bad)}")
+    check_fields(state, _STATE_DICT, f"{path}: ", CheckpointError)
     return state
 
 
@@ -223,13 +228,15 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
     if prefix:
         _check_tied_config(model_dir / "config.json")
     weights_file = find_weights_file(model_dir)
-    state, fixups = normalise_keys(read_weights(weights_file), prefix)
+    saved = read_weights(weights_file)
+    state, fixups = normalise_keys(saved, prefix)
 
     expected = model.state_dict()
     report = LoadReport(type(model).__name__, weights_file, fixups)
     # Parts of the checkpoint the model was built without: the heads, for the encoder alone; the pooler,
     # for an encoder built with add_pooling_layer=False (as in transformers, whose loader skips them too).
     absent = tuple(g for g in ("cls.", f"{prefix}pooler.") if not any(k.startswith(g) for k in expected))
+    absent += _other_heads(saved, model)
     report.ignored = sorted(k for k in state if k.startswith(absent))
     state = {k: v for k, v in state.items() if not k.startswith(absent)}
 
@@ -241,8 +248,18 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=3)
+                      f"{_some(report.initialised)}", stacklevel=4)  # from_pretrained's caller
     return report
+
+
+def _other_heads(saved: dict, model: nn.Module) -> tuple[str, ...]:
+    """The heads of a task model (classifier., qa_outputs., ...) that sit beside its encoder's `bert.` keys
+    and that `model` has no module for: another model's heads, not a misfit of the encoder."""
+    if not any(k.startswith("bert.") for k in saved):
+        return ()
+    ours = {name for name, _ in model.named_children()} | {"cls"}  # cls.: load_weights' own rule above
+    return tuple(sorted({k.split(".")[0] + "." for k in saved if not k.startswith("bert.")} -
+                        {f"{name}." for name in ours}))
 
 
 def _check_tied_config(config_file: Path) -> None:
@@ -313,49 +330,50 @@ def _copy(model: nn.Module, state: dict, source: Path) -> str:
 def save_model(model: nn.Module, directory: str | os.PathLike,
                format: Literal["safetensors", "bin"] = "safetensors",
                tokenizer: object | None = None) -> Path:
-    """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`.
+    """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`, whole
+    or not at all (atomic.py): a failure half-way leaves the folder as it was. Other files in the folder stay,
+    except a weights file of either format left from an earlier save, which the reader would prefer."""
+    with model_folder(directory) as new:
+        write_model(model, new, format, tokenizer)
+    return Path(directory)
+
+
+def model_folder(directory: str | os.PathLike):
+    """atomic_directory for a model folder: refused before anything is written when `directory` or a parent
+    is a file; an earlier save's weights, of either format, are replaced, the folder's other files kept."""
+    return atomic_directory(check_output_dir(directory), replaces=WEIGHTS_FILES + INDEX_FILES)
+
+
+def write_model(model: nn.Module, directory: Path, format: Literal["safetensors", "bin"] = "safetensors",
+                tokenizer: object | None = None) -> None:
+    """save_model's files, into a folder that atomic_directory is writing.
 
     The keys are the model's own (BertModel: embeddings.*; BertForPreTraining: bert.*, cls.*) and
-    carry no decoder keys: the decoder is tied, and transformers re-ties it on load. A weights file
-    of the other format left from an earlier save is removed, since the reader would prefer it.
+    carry no decoder keys: the decoder is tied, and transformers re-ties it on load.
     """
     if format not in ("safetensors", "bin"):
         raise ValueError(f"format must be 'safetensors' or 'bin', got {format!r}")
     config = getattr(model, "config", None)
     if not callable(getattr(config, "to_dict", None)):  # a BertConfig (config.py, which imports this file)
         raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
-    # Everything checked before the first byte is written: a refused save leaves the folder as it was.
     if tokenizer is not None and not callable(getattr(tokenizer, "save", None)):
         raise TypeError(f"tokenizer must have a save(directory) method, got {type(tokenizer).__name__}")
-    directory = check_output_dir(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     _refuse_shared(state)
-    name = WEIGHTS_FILES[0] if format == "safetensors" else WEIGHTS_FILES[1]
     if format == "safetensors":
         # transformers refuses safetensors files without format metadata.
-        atomic_write(directory / name,
-                     lambda tmp: save_safetensors(state, str(tmp), metadata={"format": "pt"}))
-    else:
-        atomic_write(directory / name, lambda tmp: _torch_save(state, tmp))
-    for stale in WEIGHTS_FILES + INDEX_FILES:
-        if stale != name and (directory / stale).exists():
-            (directory / stale).unlink()
+        write_file(directory / WEIGHTS_FILES[0],
+                   lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
+    else:  # through a file object, a full disk's error keeps its errno
+        write_hashed(directory / WEIGHTS_FILES[1], lambda file: torch.save(state, file))
 
     # torch_dtype: what from_pretrained(dtype="auto") reads back, ours and transformers' (4 and 5) alike.
     dtype = next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
     values = {**config.to_dict(), "architectures": [type(model).__name__], "tie_word_embeddings": True,
               "torch_dtype": str(dtype).removeprefix("torch.")}
-    atomic_write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
+    write_text(directory / "config.json", json.dumps(values, indent=2, sort_keys=True) + "\n")
     if tokenizer is not None:
         tokenizer.save(directory)
-    return directory
-
-
-def _torch_save(state: dict, path: Path) -> None:
-    with open(path, "wb") as file:  # through a file object, a full disk's error keeps its errno
-        torch.save(state, file)
 
 
 def _refuse_shared(state: dict[str, torch.Tensor]) -> None:

@@ -20,6 +20,8 @@ import re
 
 import torch
 
+from minbert.loading.errors import MinbertError
+
 # Where a model keeps the encoder's keys: "" for BertModel itself (embeddings.*, ...), "bert." for a model
 # that holds it at `.bert` beside its heads (BertForPreTraining: bert.*, cls.*).
 ENCODER_PREFIXES = ("", "bert.")
@@ -30,7 +32,7 @@ DECODER_BIAS = "cls.predictions.decoder.bias"
 MLM_BIAS = "cls.predictions.bias"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(MinbertError, ValueError):
     """A checkpoint that cannot be loaded as it stands; the message names the file or key."""
 
 

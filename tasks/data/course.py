@@ -261,6 +261,10 @@ def _check_header(path: Path, header: list[str] | None, columns: list[str], spec
         if header[n_index:] == columns and all(c == "" or c.isdigit() for c in index_cells):
             return n_index
     expected = "\\t".join(["", *columns])
+    if len(header) == 1 and set(columns) <= {cell.strip() for cell in header[0].split(",")}:
+        raise DataFileError(f"{path}:1: this file is comma-separated; the course files are tab-separated "
+                            f"(found the header {header[0]!r}, expected {expected!r}): save it with "
+                            "sep='\\t' (pandas) or tabs between the columns")
     hint = ""
     if labelled and header[-len(columns) + 1:] == columns[:-1]:
         hint = "; it has no label column: is it a test file? read it with labelled=False"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Union
 
+from minbert.loading.errors import MinbertError
 from tasks.data.inputs import record_input
 
 # ----------------------------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ class ReadResult:
         return f"{head}; skipped {len(self.skipped)} malformed row(s):{rows}"
 
 
-class DataFileError(ValueError):
+class DataFileError(MinbertError, ValueError):
     """A data file that cannot be read at all: empty, a wrong header, not UTF-8, no usable rows."""
 
 

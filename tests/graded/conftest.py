@@ -21,32 +21,38 @@ from minbert.config import BertConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # graded_helpers, for hidden/ too
 
+from crashes import explain, student_frame  # noqa: E402 (found through the line above)
+
 SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # grading/config.py SUBMITTED_PACKAGES
 
 
-def _raised_in_submission(traceback, root: Path) -> bool:
-    """Whether a frame of the traceback lies in the student's packages (their code raised it)."""
-    while traceback is not None:
-        try:
-            parts = Path(traceback.tb_frame.f_code.co_filename).resolve().relative_to(root).parts
-        except ValueError:
-            parts = ()
-        if parts and parts[0] in SUBMITTED:
-            return True
-        traceback = traceback.tb_next
-    return False
+def axes(item) -> dict[str, int]:
+    """The test's axis sizes: its `axes` marker, else its module's AXES; a crash names its shapes' axes in
+    these letters (crashes.py). Without either, sizes stay numbers: a wrong name would mislead more."""
+    marker = item.get_closest_marker("axes")
+    return marker.kwargs if marker else getattr(item.module, "AXES", {})
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
-    """A test that trips over what the student's code returned (None from a missing `return`, a list, a
-    tuple where a tensor belongs) fails saying so, instead of crashing with a TypeError in the test's own
-    lines. The reference passes every graded test, so a TypeError or AttributeError raised outside the
-    student's code is always about their value; one raised inside it stays as it is (it names their line)."""
+    """A crash in the student's code fails naming their line, its operands' shapes in the test's axis
+    names and the slip it shows (crashes.py), the raw exception kept as the cause. A test that trips over
+    what the student's code returned (None from a missing `return`, a list, a tuple where a tensor
+    belongs) fails saying so, instead of crashing with a TypeError in the test's own lines: the reference
+    passes every graded test, so a TypeError or AttributeError raised outside the student's code is
+    always about their value."""
+    root = pyfuncitem.config.rootpath.resolve()
     try:
         return (yield)
-    except (TypeError, AttributeError) as error:
-        if _raised_in_submission(error.__traceback__, pyfuncitem.config.rootpath.resolve()):
+    except Exception as error:
+        try:
+            explained = explain(error, root, SUBMITTED, axes(pyfuncitem))
+        except Exception:  # noqa: BLE001 - an explanation that fails leaves the crash as it was
+            explained = None
+        if explained:
+            raise AssertionError(explained) from error
+        if not isinstance(error, (TypeError, AttributeError)) or student_frame(error.__traceback__, root,
+                                                                               SUBMITTED):
             raise
         marker = pyfuncitem.get_closest_marker("todo") or pyfuncitem.get_closest_marker("component")
         what = marker.args[0] if marker and marker.args else "the code under test"

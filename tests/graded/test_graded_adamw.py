@@ -33,26 +33,118 @@ NOT_IN_PLACE = ("was not updated in place: a new tensor bound to the name is los
                 "change the moments in place (mul_, add_, lerp_, copy_)")
 DECAY_AFTER = ("the decay was applied after the Adam step: decoupled weight decay shrinks the old weights, "
                "theta (1 - lr lambda), before the step is taken")
+EPS_INSIDE = "eps went inside the square root: sqrt(v_hat + eps); it is added to the root, sqrt(v_hat) + eps"
+WITHOUT_LR = "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"
+NEXT_POWER = ("the bias corrections used t + 1: step already counts from 1 (the caller incremented it), so "
+              "c1 = 1 - beta1^t with t = step")
+EPS_BEFORE_CORRECTION = ("eps was added before the bias correction: (sqrt(v) + eps) / sqrt(c2); it is added "
+                         "after, sqrt(v) / sqrt(c2) + eps")
 
 
 def run(steps: int, **hyper):
-    """`steps` updates of one (5, 7) parameter by adamw_update, by torch.optim.AdamW and by torch's Adam
-    with L2 decay (the classic mistake), same gradients."""
+    """`steps` updates of one (5, 7) parameter by adamw_update and by torch.optim.AdamW, same gradients.
+    Returns (ours, torch's, moments, mistakes): moments lists (what, ours, torch's, its mistakes) for m, v
+    (and v's maximum with amsgrad); mistakes, what the common mistakes of the update give for the
+    parameter on the same start and gradients (update_mistakes)."""
     ours = torch.randn(5, 7)
-    theirs, l2 = nn.Parameter(ours.clone()), nn.Parameter(ours.clone())
-    reference = torch.optim.AdamW([theirs], foreach=False, **hyper)
-    adam = torch.optim.Adam([l2], foreach=False, **{"weight_decay": 1e-2, **hyper})
+    start = ours.clone()
+    grads = [torch.randn(5, 7) * (0.1 if t % 2 else 3.0) for t in range(1, steps + 1)]
     m, v = torch.zeros_like(ours), torch.zeros_like(ours)
     v_max = torch.zeros_like(ours) if hyper.get("amsgrad") else None
     beta1, beta2 = hyper.get("betas", (0.9, 0.999))
-    for t in range(1, steps + 1):
-        grad = torch.randn(5, 7) * (0.1 if t % 2 else 3.0)
+    for t, grad in enumerate(grads, start=1):
         adamw_update(ours, grad.clone(), m, v, v_max, t, lr=hyper["lr"], beta1=beta1, beta2=beta2,
                      eps=hyper.get("eps", 1e-8), weight_decay=hyper.get("weight_decay", 1e-2))
-        theirs.grad, l2.grad = grad, grad.clone()
-        reference.step()
-        adam.step()
-    return ours, theirs.detach(), m, reference.state[theirs]["exp_avg"], l2.detach()
+    theirs, state = torch_steps(start, grads, hyper)
+    grads = torch.stack(grads)
+    moments = [
+        ("the first moment m", m, state["exp_avg"], [
+            (torch.zeros_like(m), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
+            (lambda: torch_steps(start, grads, hyper, decay="L2")[1]["exp_avg"], L2),
+            ((1 - beta1) * grads.sum(0), "m is the sum of (1 - beta1) g over the steps: the first moment m "
+             "was never decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]),
+        ("the second moment v", v, state["exp_avg_sq"], [
+            (torch.zeros_like(v), f"v is still 0: exp_avg_sq {NOT_IN_PLACE}"),
+            (v_max, "v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, "
+             "and the maximum goes in max_exp_avg_sq only"),
+            ((1 - beta2) * (grads**2).sum(0), "v is the sum of (1 - beta2) g^2 over the steps: the second "
+             "moment v was never decayed by beta2; v <- beta2 v + (1 - beta2) g^2 at every step")])]
+    if v_max is not None:
+        moments.append(("max_exp_avg_sq, v's running maximum", v_max, state["max_exp_avg_sq"], [
+            (torch.zeros_like(v_max), "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum "
+             "of v, in place")]))
+    return ours, theirs, moments, update_mistakes(start, grads, hyper)
+
+
+def check_moments(moments) -> None:
+    """Each moment equals torch's, or the test names the mistake that gives it."""
+    __tracebackhide__ = True
+    for what, got, expected, mistakes in moments:
+        largest = float(expected.abs().max())
+        check_close(got, expected, what, mistakes, rtol=ULPS * EPS, atol=ULPS * EPS * largest)
+
+
+def torch_steps(start, grads, hyper, corrections=lambda c1, c2: (c1, c2), eps_scale=lambda c2: 1.0,
+                decay: str = "decoupled"):
+    """(parameter, m) after torch's own AdamW steps from `start`, or after a mistake's steps emulated by
+    torch's step with that step's learning rate, eps and decay changed.
+
+    A mistake that uses bias corrections d1, d2 instead of c1 = 1 - beta1^t, c2 = 1 - beta2^t steps by
+    lr / d1 m / (sqrt(v / d2) + eps), which is torch's step with lr' = lr (c1 / d1) sqrt(d2 / c2) and
+    eps' = eps sqrt(d2 / c2); its decay (1 - lr lambda) is kept with lambda' = lambda lr / lr'.
+    eps_scale(c2) multiplies eps' (eps added before the correction: eps / sqrt(c2)); decay: "decoupled",
+    "L2" (torch's Adam, the decay in the gradient), "after" (the decay after the step) or "without lr"."""
+    param = nn.Parameter(start.clone())
+    lr, eps, decay_rate = hyper["lr"], hyper.get("eps", 1e-8), hyper.get("weight_decay", 1e-2)
+    beta1, beta2 = hyper.get("betas", (0.9, 0.999))
+    optimizer = (torch.optim.Adam if decay == "L2" else torch.optim.AdamW)(
+        [param], foreach=False, **{**hyper, "weight_decay": decay_rate})
+    group = optimizer.param_groups[0]
+    for t, grad in enumerate(grads, start=1):
+        c1, c2 = 1 - beta1**t, 1 - beta2**t
+        d1, d2 = corrections(c1, c2)
+        group["lr"] = lr * (c1 / d1) * (d2 / c2) ** 0.5
+        group["eps"] = eps * (d2 / c2) ** 0.5 * eps_scale(c2)
+        if decay != "L2":
+            kept = {"decoupled": lr * decay_rate, "after": 0.0, "without lr": decay_rate}[decay]
+            group["weight_decay"] = kept / group["lr"]
+        param.grad = grad.clone()
+        optimizer.step()
+        if decay == "after":
+            with torch.no_grad():
+                param.mul_(1 - lr * decay_rate)
+    return param.detach(), optimizer.state[param]
+
+
+def update_mistakes(start, grads, hyper):
+    """The parameter each common mistake of the update gives, computed by torch_steps when asked."""
+    beta1, beta2 = hyper.get("betas", (0.9, 0.999))
+
+    def next_power(c1, c2):  # beta^(t + 1): 1 - c = beta^t, times beta once more
+        return 1 - (1 - c1) * beta1, 1 - (1 - c2) * beta2
+
+    cases = [
+        (dict(decay="L2"), L2),
+        (dict(decay="after"), DECAY_AFTER),
+        (dict(decay="without lr"), WITHOUT_LR),
+        (dict(corrections=lambda c1, c2: (1.0, 1.0)), NO_CORRECTION),
+        (dict(corrections=lambda c1, c2: (1.0, c2)), "m is not bias-corrected: divide m by 1 - beta1^t (v's "
+         "correction is there)"),
+        (dict(corrections=lambda c1, c2: (c1, 1.0)), "v is not bias-corrected: divide v by 1 - beta2^t (m's "
+         "correction is there)"),
+        (dict(corrections=next_power), NEXT_POWER),
+        (dict(eps_scale=lambda c2: c2 ** -0.5), EPS_BEFORE_CORRECTION),
+    ]
+    mistakes = [(lambda case=case: torch_steps(start, grads, hyper, **case)[0], why) for case, why in cases]
+    if len(grads) == 1:  # one step: m_hat = g and v_hat = g^2 exactly, so sqrt(v_hat + eps) is known
+        lr, eps, grad = hyper["lr"], hyper.get("eps", 1e-8), grads[0]
+        decayed = start * (1 - lr * hyper.get("weight_decay", 1e-2))
+        mistakes.append((decayed - lr * grad / (grad**2 + eps).sqrt(), EPS_INSIDE))
+    if hyper.get("amsgrad"):
+        mistakes.append((lambda: torch_steps(start, grads, {**hyper, "amsgrad": False})[0],
+                         "it equals the step without amsgrad: with amsgrad, v's running maximum (kept in "
+                         "max_exp_avg_sq, in place) replaces v in the denominator"))
+    return mistakes
 
 
 def param_tolerance(lr: float) -> dict[str, float]:
@@ -60,31 +152,28 @@ def param_tolerance(lr: float) -> dict[str, float]:
     return dict(rtol=ULPS * EPS, atol=ULPS * EPS * lr)
 
 
-def moment_tolerance(reference: torch.Tensor) -> dict[str, float]:
-    """Float32 rounding of a moment: ULPS ulps of itself and of its largest entry (see ULPS)."""
-    return dict(rtol=ULPS * EPS, atol=ULPS * EPS * float(reference.abs().max()))
-
-
 @pytest.mark.points(2)
 def test_one_step_matches_torch_adamw():
-    ours, theirs, m, ref_m, _ = run(1, lr=1e-2, weight_decay=0.0)
-    check_close(ours, theirs, "the parameter after one step (no weight decay)", **param_tolerance(1e-2))
-    check_close(m, ref_m, "the first moment m after one step", **moment_tolerance(ref_m))
+    ours, theirs, moments, mistakes = run(1, lr=1e-2, weight_decay=0.0)
+    check_moments(moments)
+    check_close(ours, theirs, "the parameter after one step (no weight decay)", mistakes,
+                **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
 def test_five_steps_with_weight_decay_match_torch_adamw():
-    ours, theirs, m, ref_m, l2 = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
-    check_close(ours, theirs, "the parameter after five steps with weight decay 0.5", [(l2, L2)],
+    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
+    check_moments(moments)
+    check_close(ours, theirs, "the parameter after five steps with weight decay 0.5", mistakes,
                 **param_tolerance(1e-2))
-    check_close(m, ref_m, "the first moment m after five steps", **moment_tolerance(ref_m))
 
 
 @pytest.mark.points(1)
 def test_amsgrad_matches_torch_adamw():
-    ours, theirs, _, _, _ = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    check_moments(moments)
     check_close(ours, theirs, "the parameter after five AMSGrad steps (v replaced by its running maximum)",
-                **param_tolerance(1e-2))
+                mistakes, **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
@@ -97,11 +186,10 @@ def test_first_step_on_a_scalar_by_hand():
     check_value(param.item(), 0.89, "theta after one step from 1 (grad 0.5, lr 0.1, decay 0.1)", [
         (0.99 - 0.1 * 0.05 / (0.00025 ** 0.5 + 1e-8), NO_CORRECTION),
         (0.9, L2),
-        (0.8, "the decay must be scaled by the learning rate: theta (1 - lr lambda), not theta (1 - lambda)"),
+        (0.8, WITHOUT_LR),
         (0.99, "the parameter was only decayed: the Adam step -lr m_hat / (sqrt(v_hat) + eps) is missing"),
         (0.9 * 0.99, DECAY_AFTER),
-        (0.99 - 0.1 * (0.05 / (1 - 0.9**2)) / (0.00025 / (1 - 0.999**2)) ** 0.5, "the bias corrections used "
-         "t + 1: step already counts from 1 (the caller incremented it), so c1 = 1 - beta1^t with t = step"),
+        (0.99 - 0.1 * (0.05 / (1 - 0.9**2)) / (0.00025 / (1 - 0.999**2)) ** 0.5, NEXT_POWER),
     ], tolerance=1e-7)
     check_value(m.item(), 0.05, "m after one step (updated in place)",
                 [(0.5, "m is stored bias-corrected: keep the raw moment in exp_avg and correct a copy"),
@@ -113,10 +201,8 @@ def test_first_step_on_a_scalar_by_hand():
     param, m, v = torch.tensor([1.0], dtype=torch.float64), torch.zeros_like(param), torch.zeros_like(param)
     adamw_update(param, grad, m, v, None, 1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.1, weight_decay=0.1)
     check_value(param.item(), 0.99 - 0.05 / 0.6, "theta after the same step with eps = 0.1", [
-        (0.99 - 0.05 / 0.35 ** 0.5, "eps went inside the square root: sqrt(v_hat + eps); it is added to the "
-         "root, sqrt(v_hat) + eps"),
-        (0.99 - 0.05 / ((0.00025 ** 0.5 + 0.1) / 0.001 ** 0.5), "eps was added before the bias correction: "
-         "(sqrt(v) + eps) / sqrt(c2); it is added after, sqrt(v) / sqrt(c2) + eps"),
+        (0.99 - 0.05 / 0.35 ** 0.5, EPS_INSIDE),
+        (0.99 - 0.05 / ((0.00025 ** 0.5 + 0.1) / 0.001 ** 0.5), EPS_BEFORE_CORRECTION),
     ], tolerance=1e-7)
 
 

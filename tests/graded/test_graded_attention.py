@@ -23,6 +23,8 @@ from minbert.attention import attention_scores, eager_attention
 
 pytestmark = [pytest.mark.component("attention"), pytest.mark.todo("eager_attention")]
 
+AXES = dict(B=3, H=2, T=7, D=8)  # qkv()'s sizes: a crash names its shapes in these letters (crashes.py)
+
 SCALE_HINT = "did you scale by 1/sqrt(head size)?"
 MASK_HINT = "the mask must be added before the softmax"
 BY_KEYS = ("they were divided by sqrt(number of keys); divide by sqrt(D), the head size (the last axis of "
@@ -58,6 +60,11 @@ def check_probabilities(probs, padding_mask: torch.Tensor, shape: tuple[int, ...
         fail(f"the probabilities should be a tensor of shape (B, H, T, T) = {shape}, got "
              f"{tuple(probs.shape) if isinstance(probs, torch.Tensor) else type(probs).__name__}")
     if torch.isnan(probs).any():
+        real_keys = padding_mask.bool()[:, None, :].expand(probs.shape[:2] + (-1,))  # (B, H, T)
+        per_key = probs.nan_to_num(0.0).sum(dim=-2)[real_keys]
+        if torch.allclose(per_key, torch.ones_like(per_key), **TOL):  # NaN only in the padding keys' columns
+            fail(f"the probabilities{when} hold NaN in the padding keys' columns and sum to 1 over the "
+                 f"queries in the others: {AXIS_HINT}")
         fail(f"the probabilities{when} hold NaN: add the mask to the scores (multiplying -inf or a large "
              "negative number into them gives NaN and infinities)")
     over_keys = probs.sum(dim=-1)
@@ -95,6 +102,7 @@ def check_attention(q, k, v, padding_mask: torch.Tensor, what: str) -> None:
 
 @pytest.mark.points(2)
 @pytest.mark.todo("attention_scores")
+@pytest.mark.axes(D=4)
 def test_attention_scores_worked_example_divides_by_sqrt_head_size():
     # One query (1, 0, 0, 0) against keys (2, 0, 0, 0), (0, 3, 0, 0), (1, 1, 1, 1): dot products 2, 0, 1;
     # divided by sqrt(D) = 2: (1, 0, 0.5).
@@ -114,6 +122,7 @@ def test_attention_scores_worked_example_divides_by_sqrt_head_size():
 
 @pytest.mark.points(1)
 @pytest.mark.todo("attention_scores")
+@pytest.mark.axes(B=2, H=3, T_q=5, T_k=4, D=9)
 def test_attention_scores_of_every_query_and_key_agree_with_torchs_attention():
     q, k = torch.randn(2, 3, 5, 9), torch.randn(2, 3, 4, 9)
     k[:, :, 0] = 0.0  # every query scores 0 against key 0
@@ -130,6 +139,7 @@ def test_eager_attention_matches_torch_scaled_dot_product_attention(padding_mask
 
 
 @pytest.mark.points(2)
+@pytest.mark.axes(D=4)
 def test_worked_example_scores_are_scaled_by_one_over_sqrt_head_size():
     # One query, two keys, D = 4: scores (2, 0) / sqrt(4) = (1, 0), so probabilities (e, 1) / (e + 1).
     q = torch.tensor([1.0, 0.0, 0.0, 0.0]).view(1, 1, 1, 4)
@@ -171,6 +181,7 @@ def test_probabilities_sum_to_one_over_the_keys_and_padding_gets_zero(padding_ma
 
 
 @pytest.mark.points(1)
+@pytest.mark.axes(H=2, D=8)
 def test_padding_keys_do_not_change_real_queries():
     q, k, v = qkv(B=1, T=4)
     alone, _ = eager_attention(q, k, v, torch.zeros(1, 1, 1, 4))

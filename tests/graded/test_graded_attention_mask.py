@@ -27,6 +27,10 @@ def by_hand(dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.points(2)
 def test_mask_by_hand_is_zero_for_tokens_and_most_negative_for_padding():
     mask = extended_attention_mask(MASK, torch.float32)
+    if isinstance(mask, torch.Tensor) and mask.shape == (2, 1, 4):
+        fail("the mask has shape (B, 1, T) = (2, 1, 4): the heads axis is missing. Against the scores (B, H, "
+             "T, T) it lines up from the right as (1, B, 1, T), so the batch falls on the heads; it must be "
+             "(B, 1, 1, T), one axis of size 1 for the heads and one for the queries")
     if isinstance(mask, torch.Tensor) and mask.shape != (2, 1, 1, 4) and mask.numel() == 8:
         fail(f"the mask has shape {tuple(mask.shape)}, expected (B, 1, 1, T) = (2, 1, 1, 4): the keys are "
              "the last axis, so one row of key scores broadcasts over every head and every query")

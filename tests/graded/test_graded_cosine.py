@@ -55,7 +55,18 @@ def test_short_and_zero_vectors_and_the_gradient():
                 "cos of (1e-3, 0)-(2e-3, 0) and of the zero vector-(1, 2)", [
                     (torch.tensor([2e-6 / (2e-6 + 1e-8), 0.0], dtype=torch.float64),
                      "eps was added to the denominator, |u| |v| + eps, which shrinks the cosine of short "
-                     "vectors; keep the denominator at least eps instead: max(|u| |v|, eps)")])
+                     "vectors; keep the denominator at least eps instead: max(|u| |v|, eps)"),
+                    (torch.tensor([1.0, float("nan")], dtype=torch.float64),
+                     "the zero vector gave 0 / 0 = NaN: keep the denominator away from 0 (eps), max(|u| |v|, "
+                     "eps)")])
+    # Vectors near zero: |u| |v| = 2e-10 is below eps, so the denominator is eps and the cosine
+    # 2e-10 / 1e-8 = 0.02; bounding each length by eps on its own leaves them alone and gives 1.
+    u, v = torch.tensor([[1e-5, 0.0]], dtype=torch.float64), torch.tensor([[2e-5, 0.0]], dtype=torch.float64)
+    check_close(cosine_similarity(u, v), torch.tensor([0.02], dtype=torch.float64),
+                "cos of (1e-5, 0)-(2e-5, 0), whose |u| |v| = 2e-10 is below eps = 1e-8", [
+                    (torch.tensor([1.0], dtype=torch.float64),
+                     "eps bounds each length on its own, max(|u|, eps) max(|v|, eps); the docstring bounds "
+                     "their product, max(|u| |v|, eps), which vectors near zero fall below")])
     # The gradient, which training a similarity model follows, against torch's cosine. In float64 every
     # correct way of writing the cosine (clamped product, F.normalize, either order) agrees to ~1e-15;
     # a detached length is off by the size of the gradient itself, ~0.1.

@@ -12,6 +12,8 @@ from minbert.encoder import BertEncoder
 
 pytestmark = pytest.mark.component("encoder")
 
+AXES = dict(B=2, T=4, C=32)  # the tests' sizes, for crashes.py
+
 CHAIN = "each layer must read the previous layer's output (the first reads the embeddings)"
 
 

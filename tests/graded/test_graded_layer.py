@@ -19,6 +19,8 @@ from minbert.layer import AddNorm, BertLayer
 
 pytestmark = pytest.mark.component("layer")
 
+AXES = dict(B=3, T=7, C=32, I=37)  # the padding_mask fixture and the tiny model (crashes.py)
+
 IN_PLACE = ("an in-place add (x += ..., add_) overwrites the caller's tensor, which the next layer, "
             "the residual or autograd still needs; write residual + ... so that a new tensor is made")
 POST_LN = "post-LN adds the residual first and normalises the sum: LayerNorm(x + Dropout(W h + b))"

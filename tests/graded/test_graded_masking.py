@@ -14,6 +14,7 @@ from graded_helpers import fail
 
 from pretrain.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
                               span_mask)
+from pretrain.span_boundary import span_targets
 
 pytestmark = pytest.mark.component("mlm_masking")
 
@@ -245,6 +246,7 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
     no [MASK] and no position outside it changed; labels hold the originals exactly on the spans."""
     rng = random.Random(5)
     kinds = Counter()
+    spent = copied = long_random = 0
     for ids in sequences(400):
         out = span_mask(ids, VOCAB, rng)
         inside = {i for start, end in out.spans for i in range(start, end + 1)}
@@ -276,8 +278,47 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
                      "80/10/10 decision once per span")
             else:
                 kinds["random"] += 1
+                if end > start:  # each position draws its own random token: all equal is a 1-in-55 chance
+                    copied += len(set(seen)) == 1
+                    long_random += 1
+        spent += labelled
+    if spent != 400 * 6:  # the reference spends every budget here: 2,400 positions
+        fail(f"span_mask chose {spent:,} positions in 400 sequences with a budget of round(15% of 40) = 6 "
+             f"each ({400 * 6:,} in all): the budget counts word pieces, so add each span's number of "
+             "positions, not its number of words, and keep drawing spans until the budget is spent")
+    if long_random and copied > long_random / 2:
+        fail(f"in {copied} of {long_random} randomly replaced spans of several positions every position "
+             "holds the same token: one random token was copied over the whole span; the decision (mask, "
+             "random, keep) is made once per span, but each position draws its own random token (corrupt per "
+             "position)")
     total = sum(kinds.values())
     if abs(kinds["mask"] / total - 0.8) >= 0.04 or not (kinds["random"] and kinds["keep"]):  # ~1,500 spans
         fail(f"of {total} spans, {kinds['mask'] / total:.1%} became [MASK], {kinds['random']} random and "
              f"{kinds['keep']} kept; the rule is 80% / 10% / 10% per span")
 
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("mask_tokens")
+@pytest.mark.parametrize("whole_word", [False, True])
+def test_spans_are_first_and_last_positions_as_pre_training_reads_them(whole_word):
+    """mask_tokens' spans feed the span-boundary targets (span_boundary.py), which read each as (first,
+    last), both ends inclusive: first..last is one taken unit, and together they are the labelled
+    positions."""
+    rng = random.Random(10)
+    for _ in range(100):
+        ids = words_of_one_to_four_pieces(rng)
+        out = mask_tokens(ids, VOCAB, rng, whole_word=whole_word)
+        labelled = {p for p, label in enumerate(out.labels) if label != IGNORE_INDEX}
+        units = {tuple(unit) for unit in maskable_units(ids, VOCAB, whole_word=whole_word)}
+        for first, last in out.spans:
+            read = tuple(range(first, last + 1))  # as span_targets reads a span
+            if read not in units or not set(read) <= labelled:
+                fail(f"span ({first}, {last}) covers positions {list(read)}, read with both ends inclusive "
+                     f"as pre-training's span-boundary targets read it, but the labelled positions there are "
+                     f"{sorted(set(read) & labelled)}: a span is (first, last) of one taken unit, its last "
+                     "position included (unit[0], unit[-1]), not one past the end")
+        covered = set(span_targets([out.spans])[4].tolist())  # the positions pre-training's targets read
+        if covered != labelled:
+            fail(f"the spans {out.spans} cover positions {sorted(covered)} but the labelled ones are "
+                 f"{sorted(labelled)}: record one (first, last) span per taken unit")

@@ -10,6 +10,8 @@ from minbert.pooling import mean_pool
 
 pytestmark = pytest.mark.component("mean_pool")
 
+AXES = dict(B=3, T=6, C=5)  # ragged_batch()'s sizes, for crashes.py
+
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
                        [[-1.0, 0.0], [5.0, 6.0], [7.0, -8.0]]])  # (B=2, T=3, C=2)
 MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
@@ -35,6 +37,9 @@ def test_mean_pool_by_hand():
         (torch.tensor([[4 / 3, 2.0], [11 / 3, -2 / 3]]), f"row 0 summed its 2 real tokens but divided by 3 "
          f"positions: {COUNT}"),
         (HIDDEN.mean(dim=1), "the padding token counted: leave it out of the sum and of the count"),
+        (torch.tensor([[52.0, 53.0], [11 / 3, -2 / 3]]), "row 0 summed the padding vector (100, 100) and "
+         "divided by its 2 real tokens: padding must count neither in the sum (multiply the vectors by the "
+         "mask) nor in the count"),
         (torch.tensor([[2.0, 3.0], [11 / 2, -2 / 2]]), "row 1 was divided by 2: count each row's own real "
          "tokens")])
 

@@ -16,6 +16,7 @@ from minbert.heads import IGNORE_INDEX, BertLMPredictionHead, masked_lm_loss, ne
 pytestmark = pytest.mark.component("pretraining_heads")
 
 V = 11  # a toy vocabulary
+AXES = dict(C=32, V=V)  # the tiny model's hidden size; batch and length vary by test (crashes.py)
 STORED = Path(__file__).resolve().parent / "reference" / "pretraining_heads_lm_head.safetensors"
 
 
@@ -155,3 +156,16 @@ def test_next_sentence_loss_by_hand_label_zero_is_is_next():
         fail(f"next_sentence_loss crashed on labels of shape (B, 1) ({type(error).__name__}: {error}): labels "
              "may come as (B, 1); flatten them to (B,)")
     check_value(loss, expected, "the loss with labels given as (B, 1)", tolerance=1e-5)
+
+
+@pytest.mark.points(1)
+@pytest.mark.todo("next_sentence_loss")
+@pytest.mark.parametrize("label_shape", [(1,), (1, 1)], ids=["labels-(1,)", "labels-(1,1)"])
+def test_next_sentence_loss_on_a_batch_of_one(label_shape):
+    # Logits (0, ln 3): softmax (1/4, 3/4); label 1 (NotNext) costs -ln(3/4).
+    logits = torch.tensor([[0.0, math.log(3.0)]])
+    check_value(next_sentence_loss(logits, torch.ones(label_shape, dtype=torch.long)), -math.log(0.75),
+                f"the loss of a batch of one pair, labels of shape {label_shape}", [
+                    (-math.log(0.25), "label 0 means IsNext and 1 NotNext: the label was read the other "
+                     "way")],
+                tolerance=1e-6)

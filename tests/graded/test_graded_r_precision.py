@@ -15,11 +15,19 @@ from tasks.evaluation.metrics import mean_r_precision, r_precision, top_labels
 pytestmark = [pytest.mark.component("r_precision"), pytest.mark.todo("r_precision")]
 
 
-def mistakes(expected: float, r: int, k: int, low_first: float) -> list[tuple[float, str]]:
-    """What the common mistakes give, from the answer worked by hand (and that of the R lowest-scored)."""
+TIES = ("ties must go to the lower label; reversing an ascending sort reverses the ties too (sort the "
+        "negated scores, stably)")
+
+
+def mistakes(expected: float, r: int, k: int, low_first: float,
+             positive: float = 1.0) -> list[tuple[float, str]]:
+    """What the common mistakes give, from the answer worked by hand (and those of the R lowest-scored and
+    of counting the R best whose score is positive, 1 where every score is)."""
     return [(low_first, "that is the R lowest-scored labels: rank the highest first"),
-            (1.0, "every one of the R best was counted (their scores are all positive here): count the gold "
-             "labels among the R best (gold[top] > 0), not their scores"),
+            (positive, "every one of the R best whose score is positive was counted: count the gold labels "
+             "among the R best (gold[top] > 0), not their scores"),
+            (1.0, "it is 1 whatever the scores: the labels were ranked by the gold labels (top_labels of "
+             "gold); rank them by the scores"),
             (expected * r / k, f"it was divided by the number of labels ({k}) instead of R ({r}), the "
              "number of gold labels"),
             (expected * r, "the count of gold labels among the R best was not divided by R"),
@@ -27,11 +35,11 @@ def mistakes(expected: float, r: int, k: int, low_first: float) -> list[tuple[fl
              "R-Precision is a fraction in [0, 1]; divide with /")]
 
 
-def check(scores, gold, expected, low_first, what):
+def check(scores, gold, expected, low_first, what, positive=1.0):
     """expected: worked by hand; low_first: the answer for the R lowest-scored labels, also by hand."""
     scores, gold = np.array(scores), np.array(gold)
     check_value(r_precision(scores, gold), expected, f"R-Precision of {what}",
-                mistakes(expected, int(gold.sum()), len(gold), low_first))
+                mistakes(expected, int(gold.sum()), len(gold), low_first, positive))
 
 
 def check_top(scores, r, expected, what, mistakes):
@@ -61,7 +69,7 @@ def test_top_labels_takes_unsigned_integer_and_bool_scores():
     # (-3 is 253) and bools raise a TypeError.
     check_top(np.array([3, 9, 3, 0], dtype=np.uint8), 2, [1, 0], "uint8 scores (3, 9, 3, 0), r = 2",
               [([3, 1], "negating unsigned integers wraps around (-3 is 253 in uint8): compare the scores as "
-                "float64, as the docstring says")])
+                "float64, as the docstring says"), ([1, 2], TIES)])
     try:
         top = top_labels(np.array([False, True, True]), 2)
     except TypeError as error:
@@ -75,12 +83,16 @@ def test_top_labels_takes_unsigned_integer_and_bool_scores():
 @pytest.mark.todo("top_labels")
 def test_top_labels_breaks_ties_by_label_order():
     check_top([0.5, 0.9, 0.5, 0.5], 3, [1, 0, 2], "scores (0.5, 0.9, 0.5, 0.5), r = 3",
-              [([1, 3, 2], "ties must go to the lower label; reversing an ascending sort reverses the ties "
-                "too (sort the negated scores, stably)")])
+              [([1, 3, 2], TIES)])
 
 
 @pytest.mark.points(2)
 def test_by_hand():
+    # Every common mistake gives another number here: the top 3 are labels 0, 2, 1 (two gold), the lowest 3
+    # labels 6, 3, 4 (one gold), and two of the top 3 scores are positive.
+    check([0.6, -0.2, 0.1, -0.5, -0.4, -0.3, -0.6], [0, 1, 1, 0, 1, 0, 0], 2 / 3, 1 / 3,
+          "scores (0.6, -0.2, 0.1, -0.5, -0.4, -0.3, -0.6), gold {1, 2, 4} (top 3: labels 0, 2, 1)",
+          positive=2 / 3)
     scores = [0.9, 0.1, 0.8, 0.3, 0.7]
     check(scores, [1, 0, 0, 1, 0], 0.5, 0.5,
           "scores (0.9, 0.1, 0.8, 0.3, 0.7), gold {0, 3} (top 2: labels 0, 2)")
@@ -98,8 +110,7 @@ def test_r_is_the_number_of_gold_labels_not_the_number_of_labels():
     scores, gold = np.array([-0.5, -0.2, -0.1, -0.9, 0.3]), np.array([1, 1, 1, 0, 0])
     check_value(r_precision(scores, gold), 2 / 3, "R-Precision of scores (-0.5, -0.2, -0.1, -0.9, 0.3), gold "
                 "{0, 1, 2} (top 3: labels 4, 2, 1)", [
-                    (1 / 3, "that is the share of the R best whose score is positive: count the gold labels "
-                     "among the R best (gold[top] > 0), not their scores")] + mistakes(2 / 3, 3, 5, 2 / 3))
+                    ] + mistakes(2 / 3, 3, 5, 2 / 3, positive=1 / 3))
 
 
 @pytest.mark.points(1)

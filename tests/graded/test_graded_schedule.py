@@ -26,16 +26,25 @@ def check_factors(W: int, N: int, steps: int) -> None:
         fail(f"W = {W} warm-up steps of N = {N} divided by zero: use at least 1 in each denominator")
     for t, (g, w) in enumerate(zip(got, want)):
         if abs(g - w) > 1e-12:
-            if t == W and abs(g - (N - W) / N) < 1e-12:
-                why = "the decay runs from the end of the warm-up: (N - t) / (N - W), not (N - t) / N"
-            elif t < W and abs(g - (t + 1) / W) < 1e-12:
-                why = "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"
-            elif g < 0:
-                why = "the factor must never go below 0 (after N steps it stays 0)"
-            else:
-                why = "t / W during the warm-up (t < W), then (N - t) / (N - W), at least 0"
+            named = [why for wrong, why in schedule_mistakes(t, W, N, w) if abs(g - wrong) < 1e-12]
+            why = (named[0] if named
+                   else "the factor must never go below 0 (after N steps it stays 0)" if g < 0
+                   else "t / W during the warm-up (t < W), then (N - t) / (N - W), at least 0")
             fail(f"with W = {W} warm-up steps of N = {N}, the factor at step {t} is {g:.4g}, expected "
                  f"{w:.4g}: {why}")
+
+
+def schedule_mistakes(t: int, W: int, N: int, right: float) -> list[tuple[float, str]]:
+    """What common mistakes give at step t (those that differ from the right factor there)."""
+    if t < W:
+        return [((t + 1) / W, "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"),
+                (t / max(1, W - 1), "the warm-up reaches 1 one step early: t / W, not t / (W - 1); the decay "
+                 "starts from 1 at t = W"),
+                (right ** 2, "the factor was applied twice (squared): return the factor itself")]
+    return [((N - t) / N, "the decay runs from the end of the warm-up: (N - t) / (N - W), not (N - t) / N"),
+            (max(0.0, (t - W) / max(1, N - W)), "the decay runs to the wrong end: it rises from 0 at t = W to "
+             "1 at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)"),
+            (right ** 2, "the factor was applied twice (squared): return the factor itself")]
 
 
 @pytest.mark.points(2)
