@@ -23,9 +23,8 @@ import time
 import torch
 
 from bench.step_profile import build_job
-from minbert.fast.dropout import use_fast_dropout
 from tasks.training.flags import positive_int
-from tasks.training.loop import build_optimizer, make_schedule
+from tasks.training.loop import build_optimizer, make_schedule, use_fast_paths
 from tasks.training.lora_run import add_adapters
 
 RANKS = (8, 16)
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     timings: dict[str, list[float]] = {name: [] for name in arms}
     optimizers = {}
     for name, arm in arms.items():
-        use_fast_dropout(arm)
+        use_fast_paths(arm)
         arm.train()
         optimizer = build_optimizer(arm, train)
         optimizers[name] = (optimizer, make_schedule(optimizer, train, len(steps), len(steps)),

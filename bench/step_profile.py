@@ -16,7 +16,7 @@ step's GFLOP/s, which the run compares with the best 2048^3 matmul it measures i
 (bf16 under --precision bf16, else fp32).
 
     python -m bench.step_profile                           # 200 steps, the job's defaults (--precision auto)
-    python -m bench.step_profile --steps 50 --precision fp32 --threads 1
+    python -m bench.step_profile --steps 50 --precision fp32 --threads 1 --top 15
 
 Everything after the bench's own --steps / --warmup-steps goes to the job's parser. This is a benchmark, not a
 test: it prints what it measured on this machine now.
@@ -34,14 +34,13 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
-from minbert.fast.dropout import use_fast_dropout
 from tasks.data.course import read_splits
 from tasks.data.course_files import SPLITS, course_files, find_data
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
 from tasks.training.job import freeze
-from tasks.training.loop import build_optimizer, interleave, make_schedule
+from tasks.training.loop import build_optimizer, interleave, make_schedule, use_fast_paths
 from tasks.training.settings import resolve_job, resolve_training
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
@@ -103,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=positive_int, default=200, help="steps profiled (default 200)")
     parser.add_argument("--warmup-steps", type=non_negative_int, default=10,
                         help="steps run first, not profiled (default 10: AdamW compiles on its first steps)")
+    parser.add_argument("--top", type=non_negative_int, default=0,
+                        help="also list the N operators with the most own CPU time (default 0: none)")
     return parser
 
 
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = {name: task.weight for name, task in tasks.items()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
-    use_fast_dropout(model)  # as the job's loop does
+    use_fast_paths(model)  # as the job's loop does
     model.train()
 
     def run(step) -> None:  # one step of tasks/training/loop.py, one process
@@ -171,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n{'where the time goes':<62}{'s':>8}{'share':>8}")
     for name, seconds in sorted(rows.items(), key=lambda item: -item[1]):
         print(f"{name:<62}{seconds:>8.1f}{100 * seconds / wall:>7.0f}%")
+    if args.top:
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top))
 
 
 if __name__ == "__main__":

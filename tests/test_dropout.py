@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from minbert.fast.dropout import Dropout, dropout, keep_mask
+from minbert.fast.dropout import Dropout, dropout, keep_mask, keep_masks
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
@@ -75,3 +75,15 @@ def test_same_seed_same_mask():
     torch.manual_seed(7)
     b = dropout(torch.ones(1000), 0.3)
     assert torch.equal(a, b)
+
+
+def test_keep_masks_of_one_draw_equal_one_keep_mask_per_shape_in_turn():
+    # the unpadded kernel draws every sequence's attention mask at once: the same numbers, bit for bit
+    shapes = [(1, 3, 5, 5), (1, 3, 2, 2), (7,), (1, 3, 1, 1)]  # sizes not multiples of 4 included
+    torch.manual_seed(11)
+    together = keep_masks(shapes, 0.1, torch.float32)
+    after = torch.randint(0, 1000, (3,))
+    torch.manual_seed(11)
+    one_by_one = [keep_mask(shape, 0.1, torch.float32) for shape in shapes]
+    assert all(torch.equal(a, b) for a, b in zip(together, one_by_one))
+    assert torch.equal(after, torch.randint(0, 1000, (3,)))  # the generator left where it would have been

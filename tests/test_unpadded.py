@@ -237,3 +237,28 @@ def test_ids_are_range_checked_on_the_cpu_only_and_not_while_compiling(monkeypat
     check_ids(torch.tensor([[1, 5]], device="meta"), 5, "input_ids", "vocab_size")
     with pytest.raises(TypeError, match="integer tensor"):  # the checks that need no values still run
         check_ids(torch.ones(1, 2, device="meta"), 5, "input_ids", "vocab_size")
+
+
+def test_training_attention_with_the_fast_dropout_is_the_sequence_by_sequence_kernel_bit_for_bit():
+    # dropped_out_attention batches sequences of equal length and draws the masks at once; the loop of
+    # sdpa_attention calls (the eager kernel with the same dropout) must give the same bits, gradients too
+    from minbert.fast.dropout import Dropout
+    from minbert.fast.unpadded import dropped_out_attention
+    lengths = (4, 2, 4, 1, 6, 2, 4)  # groups of three, two and one
+    torch.manual_seed(0)
+    inputs = [torch.randn(1, 3, sum(lengths), 7, requires_grad=True) for _ in range(3)]  # (1, H, N, D)
+    upstream = torch.randn(1, 3, sum(lengths), 7)
+
+    def run(kernel):
+        torch.manual_seed(5)
+        out = kernel(*inputs)
+        grads = torch.autograd.grad(out, inputs, upstream)
+        return out, grads
+
+    def one_by_one(q, k, v):
+        pieces = zip(*(x.split(lengths, dim=2) for x in (q, k, v)))
+        return torch.cat([sdpa_attention(a, b, c, None, Dropout(0.1))[0] for a, b, c in pieces], dim=2)
+
+    fast, slow = run(lambda q, k, v: dropped_out_attention(q, k, v, lengths, 0.1)), run(one_by_one)
+    assert torch.equal(fast[0], slow[0])
+    assert all(torch.equal(a, b) for a, b in zip(fast[1], slow[1]))

@@ -43,6 +43,21 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
     return (uniform16 >= threshold).to(dtype) * (1.0 / (1.0 - p))
 
 
+def keep_masks(shapes: list[tuple[int, ...]], p: float, dtype: torch.dtype,
+               device: torch.device | str = "cpu") -> list[torch.Tensor]:
+    """keep_mask of each shape, the same numbers as one call per shape in turn, from one draw.
+
+    PyTorch's CPU generator hands out its 64-bit numbers in order, so one randint of the calls' summed
+    lengths gives each call's numbers back to back; one comparison and one scaling then serve them all.
+    For the unpadded kernel's attention, which drops out one small (1, H, L, L) tensor per sequence.
+    """
+    sizes = [(math.prod(shape) + 3) // 4 for shape in shapes]  # each call's 64-bit draws
+    draws = torch.randint(-(1 << 63), (1 << 63) - 1, (sum(sizes),), dtype=torch.int64, device=device)
+    threshold = round(p * _LEVELS) - (1 << 15)
+    masks = (draws.view(torch.int16) >= threshold).to(dtype) * (1.0 / (1.0 - p))  # (4 * draws,)
+    return [piece[:math.prod(shape)].view(shape) for piece, shape in zip(masks.split([4 * n for n in sizes]), shapes)]
+
+
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """x with each element zeroed with probability p and the rest scaled by 1 / (1 - p) (when training)."""
     if not 0.0 <= p <= 1.0:

@@ -28,7 +28,7 @@ FlashAttention's unpadding has).
 Shape legend: B batch, T tokens (padded length), N real tokens in the batch, C hidden size, H heads,
 D head size, L_b the length of sequence b.
 
-Read next: dropout.py (the other fast path: a cheaper random mask).
+Read next: dropout.py (a cheaper random mask).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from minbert.attention import ATTENTION_KERNELS, sdpa_attention
+from minbert.attention import ATTENTION_KERNELS, attention_scores, sdpa_attention
 from minbert.config import BertConfig
+from minbert.fast.dropout import Dropout, keep_masks
 from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.model import BertModel, BertModelOutput
 
@@ -111,11 +112,43 @@ def unpadded_attention(
     # 2-128 tokens); the forward alone is faster in bf16, so only training pays for the casts.
     upcast = query.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) and query.requires_grad
     with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
-        pieces = zip(*(x.to(torch.float32 if upcast else dtype).split(attention_mask.lengths, dim=2)
-                       for x in (query, key, value)))  # B x (1, H, L_b, D)
+        query, key, value = (x.to(torch.float32 if upcast else dtype) for x in (query, key, value))
+        if type(dropout) is Dropout and dropout.training and 0.0 < dropout.p < 1.0 and not query.is_cuda:
+            # training with minbert's dropout (the loop swaps it in): the same numbers, less work
+            return dropped_out_attention(query, key, value, attention_mask.lengths, dropout.p).to(dtype), None
+        pieces = zip(*(x.split(attention_mask.lengths, dim=2) for x in (query, key, value)))  # B x (1, H, L_b, D)
         contexts = [sdpa_attention(q, k, v, None, dropout)[0] for q, k, v in pieces]
         return torch.cat(contexts, dim=2).to(dtype), None  # B x (1, H, L_b, D) -> (1, H, N, D)
 
+
+def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          lengths: tuple[int, ...], p: float) -> torch.Tensor:
+    """Training on a CPU, what sdpa_attention computes for each sequence (the eager kernel with the fast
+    dropout, attention.py), bit for bit, in fewer and larger operations. query, key, value: (1, H, N, D),
+    sequence b the b-th slice of lengths[b] tokens; returns (1, H, N, D).
+
+    - The dropout masks of all the sequences come from one draw (dropout.py's keep_masks: the same random
+      numbers as one draw per sequence).
+    - Sequences of the same length attend in one batched product: a length-bucketed batch of 64 sentences
+      holds about 20 lengths, so about 20 products a layer instead of 64. Each (L, L) product is the same
+      computation alone or in a batch (tests/test_unpadded.py holds them equal bit for bit).
+    - No zero mask is added to the scores (x + 0.0 is x; -0.0 becomes 0.0, which the softmax maps to the
+      same number).
+    """
+    H = query.size(1)
+    masks = keep_masks([(1, H, L, L) for L in lengths], p, query.dtype, query.device)  # B x (1, H, L_b, L_b)
+    pieces = list(zip(*(x.split(lengths, dim=2) for x in (query, key, value))))  # B x (1, H, L_b, D)
+    groups: dict[int, list[int]] = {}  # length -> the sequences of that length
+    for b, length in enumerate(lengths):
+        groups.setdefault(length, []).append(b)
+    contexts: list[torch.Tensor] = [query] * len(lengths)  # each replaced below
+    for members in groups.values():
+        q, k, v = (torch.cat([pieces[b][i] for b in members]) for i in range(3))  # G x (1, H, L, D) -> (G, H, L, D)
+        mask = torch.cat([masks[b] for b in members])  # (G, H, L, L)
+        context = (attention_scores(q, k).softmax(dim=-1) * mask) @ v  # (G, H, L, D)
+        for b, piece in zip(members, context.split(1)):
+            contexts[b] = piece  # (1, H, L, D)
+    return torch.cat(contexts, dim=2)  # B x (1, H, L_b, D) -> (1, H, N, D)
 
 # The registry's third kernel: the layers of an UnpaddedBertModel look it up by this name.
 ATTENTION_KERNELS["unpadded"] = unpadded_attention
