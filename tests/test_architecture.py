@@ -306,7 +306,8 @@ def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_40
 
 
 # Loaded only when a flag asks for them (--lora, --seeds); the main job with no option never imports them.
-ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.lora_run", "tasks.training.seeds")
+ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.lora_run",
+              "tasks.training.seeds")
 
 
 @pytest.mark.slow
