@@ -383,6 +383,9 @@ def as_device(device: str | torch.device) -> torch.device:
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must be a torch.device or a name such as 'cpu' or 'cuda:0', got {device!r} "
                          f"({str(error).splitlines()[0][:80]})") from None
+    if device.type == "meta":  # shapes without data: the vectors could never be read back
+        raise ValueError("device='meta' holds shapes without values, so it cannot compute embeddings: use "
+                         "'cpu' or a GPU")
     try:
         torch.empty(0, device=device)  # torch says only here, as an AssertionError or a RuntimeError
     except (AssertionError, RuntimeError) as error:

@@ -241,7 +241,7 @@ def test_a_library_loads_user_fault_is_a_minbert_error_naming_the_path(faults, c
 SAVES = {"save_pretrained": lambda model, path: model.save_pretrained(path),
          "SentenceEncoder.save": lambda model, path: SentenceEncoder(model, BertTokenizer.from_pretrained(
              model.name_or_path), device="cpu").save(path),
-         "save_adapter": lambda model, path: save_adapter(apply_lora(model), path)}
+         "save_adapter": lambda model, path: (apply_lora(model), save_adapter(model, path))[1]}
 
 
 @pytest.mark.parametrize("call", sorted(SAVES))
@@ -303,3 +303,44 @@ def test_an_unwritable_folder_is_one_line_as_a_user_who_may_not_write(tiny_model
             f"error: argument --out: '{folder}/run' is not writable ('{folder}' is read-only to you)"), job.stderr
     finally:
         shutil.rmtree(folder)
+
+
+# ----- kinds an adversary found: a device in a file's place, the meta device, wrong argument types --------
+
+def test_a_save_never_replaces_a_device_or_pipe_with_a_file(tmp_path):
+    from minbert.loading.atomic import atomic_write_text
+    from tasks.training.flags import output_file
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(FileAccessError, match="not a regular file"):
+        atomic_write_text(fifo, "x")
+    assert fifo.is_fifo()  # still the pipe, not a file renamed over it
+    with pytest.raises(Exception, match="not a regular file"):
+        output_file(str(fifo))  # a prediction flag (--sst_dev_out /dev/full) is refused before any work
+    assert output_file(str(tmp_path / "out.csv")) == str(tmp_path / "out.csv")
+
+
+def test_the_meta_device_is_refused_naming_it(tiny_model_dir):
+    with pytest.raises(ValueError, match="device='meta'"):
+        SentenceEncoder(tiny_model_dir, device="meta")
+
+
+def test_adapter_calls_name_an_argument_of_the_wrong_type(tiny_model_dir, tmp_path):
+    model = BertModel.from_pretrained(tiny_model_dir)
+    apply_lora(model, r=2)
+    save_adapter(model, tmp_path / "adapter")
+    with pytest.raises(TypeError, match="load_adapter: model must be a torch nn.Module"):
+        load_adapter(None, tmp_path / "adapter")
+    with pytest.raises(TypeError, match="load_adapter: directory must be a folder's path"):
+        load_adapter(BertModel.from_pretrained(tiny_model_dir), None)
+    with pytest.raises(TypeError, match="save_adapter: directory"):
+        save_adapter(model, 3)
+
+
+def test_a_checksum_line_naming_a_file_outside_the_folder_is_damage(tmp_path):
+    from minbert.loading.atomic import DamagedFileError, read_checksums
+
+    (tmp_path / "checksums.sha256").write_text(f"{'0' * 64}  ../run.json\n")
+    with pytest.raises(DamagedFileError, match="checksums.sha256:1 is damaged"):
+        read_checksums(tmp_path)

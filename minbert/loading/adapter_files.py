@@ -106,6 +106,16 @@ def _dropout_p(layer: LoRALinear) -> float:
     return layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout) else 0.0
 
 
+def check_arguments(call: str, model: object, directory: object) -> None:
+    """The model and folder of a public call, each of its type: a TypeError naming the argument."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{call}: model must be a torch nn.Module (a BertModel, ...), got "
+                        f"{type(model).__name__}")
+    if not isinstance(directory, (str, os.PathLike)):
+        raise TypeError(f"{call}: directory must be a folder's path (str or os.PathLike), got "
+                        f"{type(directory).__name__}")
+
+
 @user_faults
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors),
@@ -114,6 +124,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
 
     A merged adapter is saved as its A and B all the same (merging changes W, not A and B).
     """
+    check_arguments("save_adapter", model, directory)
     with atomic_directory(check_output_dir(directory)) as new:
         write_adapter(model, new)
     return Path(directory)
@@ -185,6 +196,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
     (`base_model.model.bert.encoder...`) load onto the encoder alone, and the encoder's onto a model with
     heads (BertForPreTraining). Returns the adapted modules' names.
     """
+    check_arguments("load_adapter", model, directory)
     check_not_adapted(model)
     config = read_adapter_config(directory)
     path = _weights_file(Path(directory))
@@ -252,5 +264,6 @@ def save_merged(model: nn.Module, directory: str | os.PathLike, tokenizer: objec
 
     `model` itself is left as it was (adapted, merged or not): a copy is merged and unloaded.
     """
+    check_arguments("save_merged", model, directory)
     plain = merge_and_unload(copy.deepcopy(model))
     return save_model(plain, directory, tokenizer=tokenizer)

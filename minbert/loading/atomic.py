@@ -40,7 +40,7 @@ import shutil
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
-from minbert.loading.errors import MinbertError
+from minbert.loading.errors import FileAccessError, MinbertError
 
 
 # The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
@@ -145,6 +145,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     """A file that stands alone: `write(tmp)` beside `path`, flushed, renamed into place; on any error the
     temporary file goes and the old file stays."""
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # a device, pipe or socket: the rename would put a regular file in its place
+        raise FileAccessError(errno.EINVAL, "not a regular file (a device, a pipe or a socket); a save "
+                              "writes a file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _sibling(path)
     try:
@@ -299,9 +303,10 @@ def read_checksums(folder: str | os.PathLike) -> dict[str, str]:
     sums = {}
     for number, line in enumerate(path.read_bytes().decode("utf-8", "replace").splitlines(), start=1):
         match = re.fullmatch(r"([0-9a-f]{64}) [ *](.+)", line)
-        if match is None:
-            raise DamagedFileError(f"{path}:{number} is damaged: expected '<sha256>  <file name>', got "
-                                   f"{line[:80]!r}")
+        name = match and Path(match.group(2))
+        if match is None or name.is_absolute() or ".." in name.parts:  # a name outside the folder: not ours
+            raise DamagedFileError(f"{path}:{number} is damaged: expected '<sha256>  <file name in the "
+                                   f"folder>', got {line[:80]!r}")
         sums[match.group(2)] = match.group(1)
     return sums
 

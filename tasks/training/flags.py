@@ -290,6 +290,9 @@ def output_file(text: str) -> str:
         raise argparse.ArgumentTypeError("must be a file, got an empty path")
     if _exists(path, text) and path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    if _exists(path, text) and not path.is_file():  # written beside, then renamed: it would replace the node
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe or a socket); "
+                                         "give the path of a file to write")
     output_dir(str(path.parent) or ".")
     return text
 
