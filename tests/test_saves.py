@@ -265,6 +265,17 @@ def test_a_damaged_last_pt_with_no_earlier_checkpoint_says_so_and_how_to_start_o
         "--out) and run the command without --resume")
 
 
+def test_a_folder_in_last_pt_s_place_is_named_not_called_no_checkpoint_yet(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    assert run_sentiment(tiny_model_dir, out, "--max-steps", "1") == 0
+    last = out / "checkpoints" / "last.pt"
+    last.unlink()
+    last.mkdir()  # not "stopped before its first checkpoint": the checkpoint's place holds a folder
+    with pytest.raises(SystemExit) as error:
+        run_sentiment(tiny_model_dir, out, "--max-steps", "2", "--resume")
+    assert f"no whole checkpoint to resume from: {last} is a folder, not a file" in str(error.value.code)
+
+
 def test_a_loss_gone_nan_after_a_fallback_names_the_whole_checkpoint_not_the_damaged_one(
         tiny_model_dir, tmp_path, monkeypatch):
     out = tmp_path / "run"

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
 
 from minbert.loading.errors import FileAccessError, MinbertError
+from minbert.loading.files import check_file
 
 
 # The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
@@ -330,7 +331,7 @@ def verify_folder(folder: str | os.PathLike) -> None:
 
 def read_verified(path: str | os.PathLike) -> bytes:
     """`path`'s bytes, read once and compared with the sha256 its folder recorded (none recorded: as read)."""
-    path = Path(path)
+    path = check_file(path)  # a folder or a pipe in the file's place: named, never opened
     data = path.read_bytes()
     recorded = read_checksums(path.parent).get(path.name)
     if recorded is not None:

@@ -120,8 +120,10 @@ def _describe(record: dict, state: str = "") -> str:
 
 
 def _has_checkpoint(path: Path) -> bool:
-    """Whether a --resume could continue the run in `path` (load_training_state reads these two)."""
-    return any((readable_directory(path / "checkpoints") / name).is_file() for name in ("last.pt", PREVIOUS))
+    """Whether a --resume could continue the run in `path` (load_training_state reads these two; a folder or
+    a pipe in their place counts, so that its reader names it rather than "stopped before its first
+    checkpoint")."""
+    return any((readable_directory(path / "checkpoints") / name).exists() for name in ("last.pt", PREVIOUS))
 
 
 def is_finished(path: Path) -> bool:
