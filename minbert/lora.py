@@ -152,6 +152,9 @@ def target_names(model: nn.Module, targets: str | tuple[str, ...] | list[str] = 
         return linear
     if isinstance(targets, str):
         targets = (targets,)
+    if not isinstance(targets, (tuple, list)) or not all(isinstance(t, str) for t in targets):
+        raise TypeError(f"LoRA targets must be {ALL_LINEAR!r}, a module name or a list of names, got "
+                        f"{targets!r}")
     picked = [name for name in linear if any(name == t or name.endswith("." + t) for t in targets)]
     if not picked:
         raise ValueError(f"LoRA targets {list(targets)} match no nn.Linear of {type(model).__name__}; its "

@@ -356,3 +356,22 @@ def test_a_ctrl_c_while_a_job_still_imports_is_one_line():
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == ("interrupted by SIGINT outside the run (while the job imports torch, or after "
                                    "it ended): nothing was being written")
+
+
+def test_a_save_or_lora_call_given_no_path_or_targets_names_the_argument(tiny_model_dir):
+    model = BertModel.from_pretrained(tiny_model_dir)
+    with pytest.raises(TypeError, match="the folder to save into must be a path .*got int 123"):
+        model.save_pretrained(123)
+    with pytest.raises(TypeError, match="the folder to save into must be a path .*got NoneType"):
+        SentenceEncoder(tiny_model_dir, device="cpu").save(None)
+    with pytest.raises(TypeError, match="LoRA targets must be 'all-linear', a module name or a list"):
+        apply_lora(model, targets=None)
+
+
+def test_a_config_json_that_is_a_symlink_loop_is_named_not_called_missing(tiny_model_dir, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "config.json").unlink()
+    (folder / "config.json").symlink_to("config.json")
+    with pytest.raises(minbert.MinbertError, match="config.json: cannot read it: Too many levels of symbolic"):
+        BertModel.from_pretrained(folder)

@@ -185,7 +185,7 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
     if path.is_dir():
         if not has_checkpoint(path):
             for name in ("config.json",) + WEIGHTS_FILES:
-                if (path / name).exists():  # there, but not a file: a folder, a named pipe, a device
+                if os.path.lexists(path / name):  # there, not a file: a folder, pipe, link loop
                     check_file(path / name, CheckpointError)
             present = sorted(p.name for p in path.iterdir())
             adapter = (f" ({ADAPTER_CONFIG} makes it a peft adapter folder: load its base model, then "
