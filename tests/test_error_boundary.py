@@ -360,9 +360,9 @@ def test_a_ctrl_c_while_a_job_still_imports_is_one_line():
 
 def test_a_save_or_lora_call_given_no_path_or_targets_names_the_argument(tiny_model_dir):
     model = BertModel.from_pretrained(tiny_model_dir)
-    with pytest.raises(TypeError, match="the folder to save into must be a path .*got int 123"):
+    with pytest.raises(TypeError, match="the directory to save into must be a path .*got int 123"):
         model.save_pretrained(123)
-    with pytest.raises(TypeError, match="the folder to save into must be a path .*got NoneType"):
+    with pytest.raises(TypeError, match="the directory to save into must be a path .*got NoneType"):
         SentenceEncoder(tiny_model_dir, device="cpu").save(None)
     with pytest.raises(TypeError, match="LoRA targets must be 'all-linear', a module name or a list"):
         apply_lora(model, targets=None)

@@ -91,7 +91,7 @@ def check_output_dir(directory: str | os.PathLike) -> Path:
     """A folder a save may write into (it may not exist yet): refused, naming it, when it or a parent is a
     file, before anything is written; a TypeError for anything but a path."""
     if not isinstance(directory, (str, os.PathLike)):
-        raise TypeError(f"the folder to save into must be a path (str or os.PathLike), got "
+        raise TypeError(f"the directory to save into must be a path (str or os.PathLike), got "
                         f"{type(directory).__name__} {directory!r}"[:200])
     directory = Path(directory)
     for folder in (directory, *directory.parents):
