@@ -228,7 +228,7 @@ def test_predict_with_damaged_heads_names_the_file_and_tensor(finished_multitask
     assert "Traceback" not in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text, named", [("[]", "expected a JSON object"),
+@pytest.mark.parametrize("text, named", [("[]", "expected a JSON object"), ("{}", "lacks its job"),
                                          ('{"job": "multitask", "sentiment_pooling": "attention"}',
                                           "sentiment_pooling is 'attention'"),
                                          ('{"job": "multitask", "sentiment_pooling": "mean"}',

@@ -111,8 +111,12 @@ def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Seq
                          "finished at least one epoch, or its best/ folder)")
     verify_folder(best)  # before any of it is read (load_checkpoint checks again what it loads)
     saved = read_json_object(path)
-    if saved.get("job") != job:
-        who = f"tasks.{saved['job']}" if isinstance(saved.get("job"), str) else f"something other than tasks.{job}"
+    if "job" not in saved:
+        raise SystemExit(f"error: --predict {run_dir}: {path} lacks its job (the field every job writes, "
+                         f"here '{job}'): damaged, or not written by tasks.{job}")
+    if saved["job"] != job:
+        named = isinstance(saved["job"], str)
+        who = f"tasks.{saved['job']}" if named else f"something other than tasks.{job}"
         raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
                          f"tasks.{job} cannot rebuild")
     check_fields(saved, settings_schema(*settings, required=keys), f"{path}: ")
