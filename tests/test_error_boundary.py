@@ -349,7 +349,10 @@ def test_a_checksum_line_naming_a_file_outside_the_folder_is_damage(tmp_path):
 def test_a_ctrl_c_while_a_job_still_imports_is_one_line():
     """`python -m tasks.<job>` sets argv[0] to "-m" while it imports the packages; a SIGINT then (torch takes
     seconds to import) ends the job in one line, exit 130, not a traceback of the import machinery."""
-    code = ("import os, signal, sys\nsys.argv[0] = '-m'\nimport tasks\nos.kill(os.getpid(), signal.SIGINT)\n"
+    # Python's own SIGINT handling first: a test run in the background inherits an ignored SIGINT, which the
+    # job (rightly) keeps ignoring
+    code = ("import os, signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "sys.argv[0] = '-m'\nimport tasks\nos.kill(os.getpid(), signal.SIGINT)\n"
             "import time\ntime.sleep(5)\nprint('not stopped')\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
