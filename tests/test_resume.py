@@ -98,6 +98,8 @@ def assert_same_end(straight: Path, killed: Path) -> None:
 # would, so that the job prints the command that continues it.
 INTERRUPTER = """
 import os, runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a suite run in the background
+# hands its children an ignored SIGINT, which the job (rightly) keeps ignoring
 from tasks.models.course_task import TaskData
 from tasks.training import job
 what, n, signum, times = sys.argv[1], int(sys.argv[2]), signal.Signals[sys.argv[3]], int(sys.argv[4])
