@@ -49,7 +49,8 @@ from bench.step_profile import build_job
 from minbert.loading.hub import embedded_model_dir
 from minbert.pooling import mean_pool
 from tasks.training.flags import positive_int
-from tasks.training.loop import build_optimizer, make_schedule, use_fast_paths
+from tasks.training.fast_paths import use_fast_paths
+from tasks.training.loop import build_optimizer, make_schedule
 from tasks.training.lora_run import add_adapters
 from tasks.training.memory import M_MMAP_MAX, M_TRIM_THRESHOLD, glibc, keep_freed_memory
 

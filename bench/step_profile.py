@@ -40,7 +40,8 @@ from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
 from tasks.training.job import freeze
-from tasks.training.loop import build_optimizer, interleave, make_schedule, use_fast_paths
+from tasks.training.fast_paths import use_fast_paths
+from tasks.training.loop import build_optimizer, interleave, make_schedule
 from tasks.training.settings import resolve_job, resolve_training
 
 REGIONS = ("forward", "backward", "clip", "optimizer")

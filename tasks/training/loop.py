@@ -44,7 +44,6 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from minbert.fast.dropout import use_fast_dropout
 from minbert.loading.atomic import atomic_directory, record_checksums
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
@@ -52,7 +51,7 @@ from optim.schedules import SCHEDULES
 from tasks.training import distributed
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.memory import keep_freed_memory
+from tasks.training.fast_paths import use_fast_paths
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -329,15 +328,6 @@ def check_progress_possible(state: TrainState, training: TrainingSettings, steps
 
 def _done(state: TrainState, training: TrainingSettings) -> bool:
     return bool(training.max_steps) and state.global_step >= training.max_steps
-
-
-def use_fast_paths(model: nn.Module) -> nn.Module:
-    """What the loop switches on before its first step; each gives the same numbers as without it:
-    - minbert/fast/dropout.py: the same dropout with a cheaper random mask on a CPU;
-    - memory.py: each step's large gradients reuse the last step's pages."""
-    use_fast_dropout(model)
-    keep_freed_memory()
-    return model
 
 
 # ----- the optimizer and the schedule --------------------------------------------------------------
