@@ -35,7 +35,7 @@ import signal
 import sys
 from dataclasses import make_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -49,7 +49,7 @@ from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
-from tasks.training import distributed
+from tasks.training.world import process_rank
 from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file
 from tasks.training.loop import train
 from tasks.training.best import load_checkpoint, save_checkpoint
@@ -57,9 +57,6 @@ from tasks.training.checkpoints import TrainState
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.signals import Interrupted, signals_stop_the_job
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
-
-if TYPE_CHECKING:
-    from minbert.loading.sentence_files import SentenceSettings
 
 
 def course_input(dataset: str, split: str) -> Any:
@@ -133,7 +130,7 @@ def user_errors():
         if show_traceback:
             raise
         stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
-        if distributed.process_rank() == 0:  # under torchrun, every process got the signal; one says so
+        if process_rank() == 0:  # under torchrun, every process got the signal; one says so
             print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
                   "to save", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
@@ -282,11 +279,11 @@ class JobRun:
 
     def train(self, model: nn.Module, tasks: Sequence, overall_score: Callable[[dict], float], *,
               tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
-              sentence: SentenceSettings | None = None,
+              sentence: Mapping[str, Any] | None = None,
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
         """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
         encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
-        the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
+        the job pooled: best.py's save_checkpoint), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
         (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
         outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
         rank 0 writes the outputs."""
@@ -300,7 +297,7 @@ class JobRun:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)
         state = train(model, tasks, self.training, self.folder, overall_score, save_best, resume=self.resume)
-        if distributed.process_rank() != 0:
+        if process_rank() != 0:
             return None
         if not self.training.keep_checkpoints:
             self.folder.drop_checkpoints(state, self.training.epochs)
