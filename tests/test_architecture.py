@@ -10,6 +10,7 @@ base class, and every file of minbert/ is in the doc's tables.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -271,10 +272,12 @@ def test_no_job_imports_another_job():
 @pytest.fixture(scope="module")
 def main_job_modules(tmp_path_factory) -> dict[str, list[str]]:
     """The modules of ours a tiny run of the main job with no option loads: at its first training step and
-    at its end (job_modules.py)."""
+    at its end (job_modules.py); and "kernel", the attention kernel it chose (its config.json)."""
     if not data_dir().is_dir():
         pytest.skip(f"the course data is not at {data_dir()}")
-    return modules_loaded(DEFAULT[0], list(DEFAULT[1:]), tmp_path_factory.mktemp("main_job") / "run")
+    out = tmp_path_factory.mktemp("main_job") / "run"
+    loaded = modules_loaded(DEFAULT[0], list(DEFAULT[1:]), out)
+    return {**loaded, "kernel": json.loads((out / "config.json").read_text())["attn_implementation"]}
 
 
 def source_file(module: str) -> str:
@@ -285,14 +288,16 @@ def source_file(module: str) -> str:
 @pytest.mark.slow
 def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads(main_job_modules):
     """docs/architecture.md's hop list names exactly the files a run of `python -m tasks.multitask` loads
-    from its start to its end (the job's own file, run as __main__, included)."""
+    from its start to its end (the job's own file, run as __main__, included), and the fast path of each
+    kernel that --attn-implementation auto may choose (KERNEL_MODULES)."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("\n## The main job's way", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`((?:minbert|optim|tasks|pretrain)/[\w/]+\.py)`", section))
     run = {source_file(m) for m in main_job_modules["end"]} | {"tasks/multitask.py"}
+    other_kernels = {source_file(m) for k, m in KERNEL_MODULES.items() if k != main_job_modules["kernel"]}
     assert not run - listed, f"docs/architecture.md's main-job list lacks {sorted(run - listed)}"
-    assert not listed - run, f"docs/architecture.md's main-job list names files the job does not load: " \
-                             f"{sorted(listed - run)}"
+    assert not listed - run - other_kernels, f"docs/architecture.md's main-job list names files the job " \
+                                             f"does not load: {sorted(listed - run - other_kernels)}"
 
 
 def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_400_lines():
@@ -314,13 +319,19 @@ ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.l
 # Loaded only once the run writes or reads the file they own, never before the first step: best/'s
 # sentence-transformers files (written at the first best epoch).
 ON_WRITING = ("minbert.loading.sentence_files",)
+# The attention kernel -> the fast path that runs it (--attn-implementation, or what auto chose).
+KERNEL_MODULES = {"unpadded": "minbert.fast.unpadded"}
 
 
 @pytest.mark.slow
 def test_the_main_job_with_no_option_loads_no_module_a_flag_must_ask_for(main_job_modules):
     """A real run of the main job (tiny data, one epoch): the modules of ON_REQUEST are never in sys.modules,
-    those of ON_WRITING not before the first training step."""
-    assert not set(main_job_modules["end"]) & set(ON_REQUEST), \
-        f"the main job with no option loaded {sorted(set(main_job_modules['end']) & set(ON_REQUEST))}"
+    those of ON_WRITING not before the first training step, and a kernel's fast path only where the run
+    chose that kernel (auto chooses by the machine)."""
+    end = set(main_job_modules["end"])
+    assert not end & set(ON_REQUEST), f"the main job with no option loaded {sorted(end & set(ON_REQUEST))}"
     early = set(main_job_modules["first step"]) & set(ON_WRITING)
     assert not early, f"the main job loaded {sorted(early)} before its first step"
+    for kernel, module in KERNEL_MODULES.items():
+        assert (module in end) == (main_job_modules["kernel"] == kernel), \
+            f"{module} loaded: {module in end}, with the {main_job_modules['kernel']} kernel"

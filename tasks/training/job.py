@@ -45,7 +45,6 @@ from minbert.loading.errors import MinbertError, os_refusal
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
-from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
@@ -194,8 +193,10 @@ def load_encoder(name_or_path: str,
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded. A LoRA run's best/
     gives its merged encoder (best/merged/)."""
     model_dir = resolve_model(name_or_path)
-    # The unpadded path is a model class of its own, which packs the batch before the embeddings.
-    bert, report = model_class(attn_implementation).from_pretrained(
+    model_class = BertModel
+    if attn_implementation == "unpadded":  # a model class of its own, loaded only when settings.py chose it
+        from minbert.fast.unpadded import UnpaddedBertModel as model_class  # packs the batch first
+    bert, report = model_class.from_pretrained(
         model_dir, attn_implementation=attn_implementation, return_report=True)
     tokenizer = BertTokenizer.from_pretrained(model_dir)
     print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
@@ -283,7 +284,7 @@ class JobRun:
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
         """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
         encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
-        the job pooled: best.py's save_checkpoint), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
+        the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
         (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
         outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
         rank 0 writes the outputs."""
