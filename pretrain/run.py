@@ -93,7 +93,7 @@ class PretrainingModel(nn.Module):
                  mlm: bool = True, nsp: bool = True) -> None:
         super().__init__()
         self.config = pretraining.config
-        self.bert, self.cls = pretraining.bert, pretraining.cls  # the loop finds the encoder at .bert
+        self.bert, self.cls = pretraining.bert, pretraining.cls
         self.span_boundary = span_boundary
         self.mlm, self.nsp = mlm, nsp
 

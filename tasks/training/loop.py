@@ -45,13 +45,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.atomic import atomic_directory, record_checksums
+from minbert.model import BertModel
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training import distributed
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.fast_paths import use_fast_paths
+from tasks.training.fast_paths import optimizer_class, use_fast_paths
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -334,23 +335,34 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
-    """AdamW over the model: the encoder (`model.bert`) at `lr` with optional layer-wise decay, the heads
-    at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters (--option pretrain's encoder,
-    all but the adapters under --lora) are left out: no state is kept for them."""
-    groups = make_param_groups(model.bert, lr=training.lr, weight_decay=training.weight_decay,
+    """AdamW over the model (fast_paths.py picks the class): its encoder, the one BertModel it holds, at
+    `lr` with optional layer-wise decay, the rest (the heads) at `head_lr`; biases and LayerNorm weights
+    never decay. Frozen parameters (--option pretrain's encoder, all but the adapters under --lora) are left
+    out: no state is kept for them."""
+    encoder = the_encoder(model)
+    groups = make_param_groups(encoder, lr=training.lr, weight_decay=training.weight_decay,
                                layer_decay=training.layerwise_decay)
     groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
                "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
               for g in groups]
     groups = [g for g in groups if g["params"]]
-    heads = [(name, p) for name, p in model.named_parameters() if not name.startswith("bert.")
-             and p.requires_grad]
+    in_encoder = {id(p) for p in encoder.parameters()}
+    heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
     for decay in (True, False):
         chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
         if chosen:
             groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
                            "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
-    return AdamW(groups, lr=training.lr, weight_decay=training.weight_decay)
+    return optimizer_class()(groups, lr=training.lr, weight_decay=training.weight_decay)
+
+
+def the_encoder(model: nn.Module) -> BertModel:
+    """The one BertModel inside `model`, or `model` itself (a TypeError names what was found otherwise)."""
+    found = [name for name, module in model.named_modules() if isinstance(module, BertModel)]
+    if len(found) != 1:
+        raise TypeError(f"build_optimizer: the model ({type(model).__name__}) must hold exactly one BertModel, "
+                        f"its encoder; found {len(found)}: {found}")
+    return model.get_submodule(found[0])
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,
