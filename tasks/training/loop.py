@@ -360,8 +360,8 @@ def the_encoder(model: nn.Module) -> BertModel:
     """The one BertModel inside `model`, or `model` itself (a TypeError names what was found otherwise)."""
     found = [name for name, module in model.named_modules() if isinstance(module, BertModel)]
     if len(found) != 1:
-        raise TypeError(f"build_optimizer: the model ({type(model).__name__}) must hold exactly one BertModel, "
-                        f"its encoder; found {len(found)}: {found}")
+        raise TypeError(f"build_optimizer: the model ({type(model).__name__}) must hold exactly one "
+                        f"BertModel, its encoder; found {len(found)}: {found}")
     return model.get_submodule(found[0])
 
 
