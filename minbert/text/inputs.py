@@ -81,7 +81,8 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
         refuse_overlong(tokenizer, texts, pairs, max_length, add_special_tokens)
 
     if pad is None:  # each example its own length, never padded
-        examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128, add_special_tokens)
+        examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128,
+                                          add_special_tokens)
         rows = {key: [getattr(e, key) for e in examples] for key in Encoding._fields}
     else:
         rows = tokenizer.batch_encode(texts, pairs, max_length=max_length, truncation=strategy or "head",

@@ -373,7 +373,8 @@ class BertTokenizer:
             raise ValueError(f"padding must be one of {PADDING_STRATEGIES}, got {padding!r}")
         max_length = self._check_options(max_length, truncation, head_tokens, text_pairs is not None,
                                          add_special_tokens)
-        examples = self._encode_each(texts, text_pairs, max_length, truncation, head_tokens, add_special_tokens)
+        examples = self._encode_each(texts, text_pairs, max_length, truncation, head_tokens,
+                                     add_special_tokens)
         n = len(texts)
         longest = max((len(e.input_ids) for e in examples), default=0)
         width = max_length if padding == "max_length" else longest

@@ -1,5 +1,5 @@
-"""Sentences and sentence pairs to word-piece ids, unpadded: each batch is padded once, to its own longest, when
-it is collated (batching.py).
+"""Sentences and sentence pairs to word-piece ids, unpadded: each batch is padded once, to its own longest,
+when it is collated (batching.py).
 
 Read next: batching.py.
 """
@@ -27,6 +27,6 @@ def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequenc
 
     Too long a pair loses pieces from its longer side first; each side keeps what `truncation` says.
     """
-    encoded = tokenizer(list(first), list(second), padding=False, truncation=truncation, max_length=max_length,
-                        return_tensors=None, return_attention_mask=False)
+    encoded = tokenizer(list(first), list(second), padding=False, truncation=truncation,
+                        max_length=max_length, return_tensors=None, return_attention_mask=False)
     return encoded["input_ids"], encoded["token_type_ids"]

@@ -5,10 +5,11 @@ own): the course's prefix and dataset, the head (a classifier over one sentence,
 pair), the loss, how the head's scores become the course's predictions, the metric, the output file's
 column, and the loss's weight. A job's tasks are a table of such rows (tasks/multitask.py); `TaskData`
 puts one row's examples to work in the training loop, and `MultitaskBERT` is the encoder with one head per
-row. A step goes one way: the row's loss calls the model bound to the row, `model(name, tokens)`, which runs
-the encoder once and the row's head, and returns the scores the loss compares with the labels (as a
-sentence-transformers loss calls its model). A sentence batch is one [CLS] A [SEP] input per example, (B, T); a pair batch stacks the B first
-sentences over the B second ones, (2B, T), so that one encoder call embeds both sides (SBERT's bi-encoder).
+row. A step goes one way: the row's loss calls the model bound to the row, `model(name, tokens)`, which
+runs the encoder once and the row's head, and returns the scores the loss compares with the labels (as a
+sentence-transformers loss calls its model). A sentence batch is one [CLS] A [SEP] input per example,
+(B, T); a pair batch stacks the B first sentences over the B second ones, (2B, T), so that one encoder call
+embeds both sides (SBERT's bi-encoder).
 
 Losses (heads.py holds the formulas): cross-entropy, optionally with R-Drop (Liang et al. 2021: every
 sentence twice through the whole network, so two dropout masks, plus alpha times the symmetric KL between
@@ -40,7 +41,7 @@ from tasks.evaluation import metrics
 from tasks.models.heads import (CosinePairHead, SentenceClassifier, classification_loss, cosine_mse_loss,
                                 symmetric_kl)
 
-Forward = Callable[[TokenBatch], torch.Tensor]  # the model bound to a row: a batch's tokens -> its head's scores
+Forward = Callable[[TokenBatch], torch.Tensor]  # the model bound to a row: tokens -> its head's scores
 
 # ----- inputs: one sentence or a pair per example -----------------------------------------------------
 
