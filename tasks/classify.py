@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -378,6 +378,11 @@ class ClassifyRunSettings(RunSettings):
     def seeds(self) -> tuple[int, ...] | None:
         return self.classify.seeds
 
+    @property
+    def padded(self) -> bool:
+        # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
+        return self.label.label_embedding
+
 
 def build_parser() -> SettingsParser:
     return SettingsParser("python -m tasks.classify", __doc__, ClassifyRunSettings())
@@ -387,9 +392,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
         settings = parse_settings(build_parser(), argv)
         own, label = settings.classify, settings.label
-        if label.label_embedding and settings.job.attn_implementation == "unpadded":
-            # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
-            settings = replace(settings, job=replace(settings.job, attn_implementation="sdpa"))
         run_one_or_seeds("classify", settings, run_one, title=own.task,
                          extra={"task": own.task, "label_embedding": label.label_embedding,
                                 "train_fraction": own.train_fraction})

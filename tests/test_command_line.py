@@ -28,7 +28,8 @@ import torch
 from tasks.training import flags
 from tasks.training.flags import SettingsParser, from_dict
 from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings, resolve_training
+from tasks.training.settings import (JobSettings, RunSettings, TrainingSettings, attn_implementation_for,
+                                     resolve_training)
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
@@ -192,6 +193,17 @@ def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_cla
     saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
     assert saved["data_kind"] == "sample" and saved["max_length"] == 128
     assert from_dict(TrainingSettings, saved) == resolved
+
+
+def test_the_kernel_is_decided_once_and_predict_keeps_its_runs_on_a_cpu():
+    """--attn-implementation auto: unpadded for fp32 on a CPU, else sdpa; --predict (evaluated_with) keeps the
+    kernel its run evaluated with on a CPU, so that the run's own dev files get its own predictions back."""
+    assert [attn_implementation_for("auto", device, precision) for device, precision in
+            (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["unpadded", "sdpa", "sdpa"]
+    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="sdpa") == "sdpa"
+    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="auto") == "unpadded"  # not a kernel
+    assert attn_implementation_for("auto", "cuda", "fp32", evaluated_with="eager") == "sdpa"
+    assert attn_implementation_for("eager", "cpu", "fp32", evaluated_with="sdpa") == "eager"  # as asked
 
 
 def trained(run) -> None:

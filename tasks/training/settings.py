@@ -180,6 +180,11 @@ class RunSettings:
         """--seeds, for a job that offers it (seeds.py); None: one run, with --seed."""
         return None
 
+    @property
+    def padded(self) -> bool:
+        """Whether the job's model reads every padded sequence (then "unpadded" runs as sdpa)."""
+        return False
+
 
 Settings = TypeVar("Settings", bound=RunSettings)
 
@@ -187,9 +192,13 @@ Settings = TypeVar("Settings", bound=RunSettings)
 def resolve_settings(settings: Settings, evaluated_with: str | None = None) -> Settings:
     """The settings the run really uses, decided once: TrainingSettings resolved (`resolve_training`) and
     JobSettings' attention kernel decided for its device and precision (`evaluated_with`: --predict's run's
-    kernel, see `attn_implementation_for`)."""
+    kernel, see `attn_implementation_for`; a job whose model reads every padded sequence runs sdpa instead of
+    the unpadded kernel, which the tests hold equal)."""
     training = resolve_training(settings.training)
-    return replace(settings, training=training, job=resolve_job(settings.job, training, evaluated_with))
+    job = resolve_job(settings.job, training, evaluated_with)
+    if settings.padded and job.attn_implementation == "unpadded":
+        job = replace(job, attn_implementation="sdpa")
+    return replace(settings, training=training, job=job)
 
 
 def resolve_training(training: TrainingSettings) -> TrainingSettings:
