@@ -30,7 +30,7 @@ from minbert.loading.atomic import atomic_write_text, readable_directory
 from minbert.loading.files import FileContentError, read_json_object
 from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
-from tasks.training import distributed
+from tasks.training.world import process_rank
 from tasks.training.checkpoints import PREVIOUS, TrainState
 from tasks.training.flags import as_dict, flag_names, frozen
 from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
@@ -64,7 +64,7 @@ class RunDir:
 
     def write_config(self, *settings: Any, **facts: Any) -> None:
         """config.json: the settings instances the run uses (resolved), and `facts` (where the data was)."""
-        if distributed.process_rank() != 0:  # under torchrun, rank 0 writes
+        if process_rank() != 0:  # under torchrun, rank 0 writes
             return
         text = json.dumps({**as_dict(*settings), **facts}, indent=2, sort_keys=True, default=str)
         atomic_write_text(self.path / CONFIG_FILE, text + "\n")
@@ -83,7 +83,7 @@ class RunDir:
                 raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
                                     f"started with: restore the file, or start a new run (another --out, "
                                     "without --resume)")
-        if distributed.process_rank() == 0:
+        if process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
     def drop_checkpoints(self, state: TrainState, epochs: int) -> None:
@@ -288,7 +288,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     """
     path = Path(path)
     identity = identity or {}
-    if distributed.process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
+    if process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
         yield RunDir(path)
         return
     _check_reuse(path, job, model, identity, resume, settings)
