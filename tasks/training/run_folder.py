@@ -37,6 +37,9 @@ from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schem
 from tasks.training.signals import Interrupted, resume_command
 
 
+WRITE_TEST = ".write-test-"  # RunDir's probe, one per process: several may start at once
+
+
 def default_run_dir(job: str) -> Path:
     """Where a run of `job` goes without --out: runs/<job>/<date-time>."""
     return Path("runs") / job / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -49,7 +52,7 @@ class RunDir:
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / f".write-test-{os.getpid()}"  # one per process: several may start at once
+            probe = self.path / f"{WRITE_TEST}{os.getpid()}"
             probe.write_text("ok")
             probe.unlink()
         except OSError as error:
@@ -214,7 +217,8 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                              "another --out) and run the command without --resume")
         _check_same_settings(path, settings)
         return
-    if path.is_dir() and any(path.iterdir()):
+    # Another rank's write test (RunDir) may sit there for an instant under torchrun: it is not a file of a run.
+    if path.is_dir() and any(not f.name.startswith(WRITE_TEST) for f in path.iterdir()):
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
                              "run of the same job, or choose a new folder")
