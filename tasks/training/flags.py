@@ -9,11 +9,12 @@ as in transformers' HfArgumentParser. The flag is the field's name with hyphens 
 --batch_size, --batch-size); a bool that is on by default is turned off by --no-<name> (its help, a noun
 phrase, then reads "without ...").
 
-A job states its defaults once, as an instance: `SentimentRunSettings(training=TrainingSettings(epochs=3))`.
-`SettingsParser` makes one help group per group, in the fields' order, with those values as the defaults that
---help shows, and `parse` returns a new instance, each group checked by its `__post_init__`, then the whole
-by its `check` (a contradiction is a usage error that names the flags). `as_dict` and `from_dict` carry the
-groups into a run's config.json and back (run_folder.py compares them on --resume).
+A job states its defaults once, as its settings object's fields (tasks/tag.py: `training: TrainingSettings =
+TrainingSettings(epochs=3)`). `SettingsParser` makes one help group per group, in the fields' order, with
+those values as the defaults that --help shows, and `parse` returns a new instance, each group checked by
+its `__post_init__`, then the whole by its `check` (a contradiction is a usage error that names the flags).
+`as_dict` and `from_dict` carry the groups into a run's config.json and back (run_folder.py compares them on
+--resume).
 
 The types check a flag's value where argparse reads it, before any work starts: each is a function from the
 command line's string to the value, raising argparse.ArgumentTypeError with what would be accepted; argparse
