@@ -208,10 +208,7 @@ def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) ->
                          f"{saved['pair_pooling']}, and this version's pool by mean")
     heads, trained = from_dict(MultitaskSettings, saved), from_dict(JobSettings, saved)  # the run's settings
     data = read_prediction_inputs(tasks, files, job.data_dir, job.strict, job.limit)  # a bad file: no loading
-    # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
-    # the kernel the run evaluated with, so that its own dev files get its own predictions back.
-    settings = resolve_settings(replace(settings, training=replace(settings.training, precision="fp32")),
-                                evaluated_with=trained.attn_implementation)
+    settings = resolve_settings(settings, trained)  # fp32 and the run's kernel
     bert, tokenizer, _ = load_encoder(str(best), settings.job.attn_implementation)
     tasks = with_settings(tasks, heads)
     model = MultitaskBERT(bert, tasks, trained.hidden_dropout_prob)

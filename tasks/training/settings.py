@@ -189,13 +189,17 @@ class RunSettings:
 Settings = TypeVar("Settings", bound=RunSettings)
 
 
-def resolve_settings(settings: Settings, evaluated_with: str | None = None) -> Settings:
+def resolve_settings(settings: Settings, trained: JobSettings | None = None) -> Settings:
     """The settings the run really uses, decided once: TrainingSettings resolved (`resolve_training`) and
-    JobSettings' attention kernel decided for its device and precision (`evaluated_with`: --predict's run's
-    kernel, see `attn_implementation_for`; a job whose model reads every padded sequence runs sdpa instead of
-    the unpadded kernel, which the tests hold equal)."""
-    training = resolve_training(settings.training)
-    job = resolve_job(settings.job, training, evaluated_with)
+    JobSettings' attention kernel decided for its device and precision (a job whose model reads every padded
+    sequence runs sdpa instead of the unpadded kernel, which the tests hold equal).
+
+    `trained`: the settings of the run whose best/ predicts (--predict), in fp32, as the training job's own
+    evaluation and outputs are, and with the kernel the run evaluated with (`attn_implementation_for`), so
+    that its own dev files get its own predictions back."""
+    training = settings.training if trained is None else replace(settings.training, precision="fp32")
+    training = resolve_training(training)
+    job = resolve_job(settings.job, training, trained.attn_implementation if trained else None)
     if settings.padded and job.attn_implementation == "unpadded":
         job = replace(job, attn_implementation="sdpa")
     return replace(settings, training=training, job=job)
