@@ -547,17 +547,17 @@ def test_the_smallest_corpora_train(tiny_model_dir, tmp_path, n, flags):
 
 
 # Sends SIGTERM to its own process during the 3rd training step (the loop computes each loss through
-# distributed.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
+# world.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
 SIGTERM_AT_STEP_3 = """
 import os, runpy, signal, sys
-from tasks.training import distributed
-real, calls = distributed.TaskLosses.forward, []
+from tasks.training import world
+real, calls = world.TaskLosses.forward, []
 def forward(self, name, batch):
     calls.append(1)
     if len(calls) == 3:
         os.kill(os.getpid(), signal.SIGTERM)
     return real(self, name, batch)
-distributed.TaskLosses.forward = forward
+world.TaskLosses.forward = forward
 sys.orig_argv = [sys.executable, "-m", "pretrain.run", *sys.argv[1:]]
 runpy.run_module("pretrain.run", run_name="__main__", alter_sys=True)
 """
@@ -590,8 +590,8 @@ def test_shared_corpora_read_quickly_and_whole(data_dir):
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)
-    settings, _ = pretrain_run.build_parser().parse(["--within", "multitask", "--data-dir",
-                                                     str(data_dir / "cs224n")])
+    settings = pretrain_run.build_parser().parse(["--within", "multitask", "--data-dir",
+                                                  str(data_dir / "cs224n")]).pretrain
     documents, description = pretrain_run.read_corpus(settings)
     assert "sst train (8544 rows)" in description and "sts train (6040 rows)" in description
     assert sum(len(d) == 2 for d in documents) > 22_000  # Quora and STS rows: two-sentence documents

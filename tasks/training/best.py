@@ -18,7 +18,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from safetensors.torch import save_file as save_safetensors
@@ -31,10 +31,8 @@ from minbert.loading.schema import check_fields
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.training.checkpoints import TrainState
+from tasks.training.flags import Flags
 from tasks.training.run_records import read_heads, settings_schema
-
-if TYPE_CHECKING:
-    from minbert.loading.sentence_files import SentenceSettings
 
 
 def _adapted(bert: nn.Module) -> bool:
@@ -55,10 +53,11 @@ def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
-                    sentence: SentenceSettings | None = None) -> None:
+                    sentence: Mapping[str, Any] | None = None) -> None:
     """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled), into the new best/ the loop is
-    writing (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
+    sentence-transformers files, when `sentence` says how the job pooled: the fields of
+    minbert/loading/sentence_files.py's SentenceSettings), into the new best/ the loop is writing
+    (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
     (lora_run.py)."""
     encoder = directory
     if _adapted(model.bert):
@@ -67,8 +66,8 @@ def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer,
     else:
         write_model(model.bert, directory, tokenizer=tokenizer)
     if sentence is not None:
-        from minbert.loading.sentence_files import write_settings
-        write_settings(encoder, sentence, model.bert.config.hidden_size)
+        from minbert.loading.sentence_files import SentenceSettings, write_settings  # only when written
+        write_settings(encoder, SentenceSettings(**sentence), model.bert.config.hidden_size)
     write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
     write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
 
@@ -97,12 +96,12 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     model.load_state_dict({**model.state_dict(), **heads})
 
 
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[type] = ()
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[Flags] = ()
                       ) -> tuple[Path, dict]:
     """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
 
-    The settings must name `job`, hold every one of `keys`, and each of the `settings` classes' fields it
-    holds must be of the flag's kind; anything else is a one-line error."""
+    The settings must name `job`, hold every one of `keys`, and each flag of the `settings` groups it holds
+    must be of the flag's kind; anything else is a one-line error."""
     best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
     best = best if best.is_dir() else Path(run_dir)
     path = best / HEADS_SETTINGS
