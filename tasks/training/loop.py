@@ -347,18 +347,19 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
-    """AdamW over the model (fast_paths.py picks the class): its encoder, the one BertModel it holds, at
-    `lr` with optional layer-wise decay, the rest (the heads) at `head_lr`; biases and LayerNorm weights
-    never decay. Frozen parameters (--option pretrain's encoder, all but the adapters under --lora) are left
-    out: no state is kept for them."""
-    encoder = the_encoder(model)
-    groups = make_param_groups(encoder, lr=training.lr, weight_decay=training.weight_decay,
+    """AdamW (fast_paths.py picks the class) over the model's one BertModel at `lr`, with optional layer-wise
+    decay, and the rest (the heads) at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters
+    (--option pretrain's encoder, all but the adapters under --lora) are left out: no state is kept."""
+    encoders = [module for module in model.modules() if isinstance(module, BertModel)]
+    if len(encoders) != 1:
+        raise TypeError(f"build_optimizer: {type(model).__name__} holds {len(encoders)} BertModels, not one")
+    groups = make_param_groups(encoders[0], lr=training.lr, weight_decay=training.weight_decay,
                                layer_decay=training.layerwise_decay)
     groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
                "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
               for g in groups]
     groups = [g for g in groups if g["params"]]
-    in_encoder = {id(p) for p in encoder.parameters()}
+    in_encoder = {id(p) for p in encoders[0].parameters()}
     heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
     for decay in (True, False):
         chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
@@ -366,15 +367,6 @@ def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
             groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
                            "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
     return optimizer_class()(groups, lr=training.lr, weight_decay=training.weight_decay)
-
-
-def the_encoder(model: nn.Module) -> BertModel:
-    """The one BertModel inside `model`, or `model` itself (a TypeError names what was found otherwise)."""
-    found = [name for name, module in model.named_modules() if isinstance(module, BertModel)]
-    if len(found) != 1:
-        raise TypeError(f"build_optimizer: the model ({type(model).__name__}) must hold exactly one "
-                        f"BertModel, its encoder; found {len(found)}: {found}")
-    return model.get_submodule(found[0])
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,
