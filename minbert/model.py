@@ -25,7 +25,6 @@ from minbert.attention import check_kernel_name
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.encoder import BertEncoder
-from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 
 
@@ -111,10 +110,10 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
         """
-        # Every argument's type, shape, dtype and range, checked once (forward_contract.py: what is allowed).
-        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
-            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
-        check_flags(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        # Every argument's type, shape, dtype and range, checked once (the base class, loading/pretrained.py).
+        input_ids, attention_mask, token_type_ids, inputs_embeds = self.check_inputs(
+            input_ids, attention_mask, token_type_ids, inputs_embeds,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, T, C)
         B, T, _ = embedding_output.shape
         if attention_mask is None:

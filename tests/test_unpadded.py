@@ -17,7 +17,7 @@ import transformers
 
 from minbert.attention import sdpa_attention
 from minbert.config import BertConfig
-from minbert.embeddings import check_ids
+from minbert.loading.forward_contract import check_ids
 from minbert.encoder import BertEncoder
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel, extended_attention_mask

@@ -42,7 +42,6 @@ from torch import nn
 from minbert.attention import ATTENTION_KERNELS, attention_scores, sdpa_attention
 from minbert.config import BertConfig
 from minbert.fast.dropout import Dropout, keep_masks
-from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.model import BertModel, BertModelOutput
 
 
@@ -185,9 +184,9 @@ class UnpaddedBertModel(BertModel):
         """BertModel.forward's arguments and outputs; the outputs are 0 at the padding positions (the
         padded path computes vectors there that mean nothing)."""
         # BertModel's contract, before the mask decides the packing (a mask holding 2 must not pack as 1).
-        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
-            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
-        check_flags(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        input_ids, attention_mask, token_type_ids, inputs_embeds = self.check_inputs(
+            input_ids, attention_mask, token_type_ids, inputs_embeds,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         packing = None if attention_mask is None or output_attentions else Packing.from_mask(attention_mask)
         if packing is None:
             return super().forward(input_ids, attention_mask, token_type_ids, inputs_embeds,
