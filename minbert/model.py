@@ -82,10 +82,6 @@ class BertModel(BertPreTrainedModel):
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:
         super().__init__()
-        if attn_implementation == "unpadded" and type(self) is BertModel:
-            # That kernel reads a batch packed before the embeddings, which only the subclass makes.
-            raise ValueError("attn_implementation 'unpadded' is a model of its own: build "
-                             "minbert.UnpaddedBertModel(config) or UnpaddedBertModel.from_pretrained(...)")
         self.config = config
         self.attn_implementation = check_kernel_name(attn_implementation)
         self.embeddings = BertEmbeddings(config)

@@ -378,5 +378,5 @@ def test_mismatched_mask_and_bad_shapes_are_refused(config):
 
 
 def test_unknown_attention_kernel_is_refused(config):
-    with pytest.raises(ValueError, match=r"attn_implementation must be one of \['eager', 'sdpa', 'unpadded'\]"):
+    with pytest.raises(ValueError, match=r"attn_implementation must be one of \['eager', 'sdpa'\]"):
         BertModel(config, attn_implementation="flash")
