@@ -103,7 +103,7 @@ def unpadded_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
     with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
         query, key, value = (x.to(torch.float32 if upcast else dtype) for x in (query, key, value))
         if type(dropout) is Dropout and dropout.training and 0.0 < dropout.p < 1.0 and not query.is_cuda:
-            # training with minbert's dropout (the loop swaps it in): the same numbers, less work
+            # training with minbert's dropout (a job puts it in the model): the same numbers, less work
             return dropped_out_attention(query, key, value, lengths, dropout.p).to(dtype)
         pieces = zip(*(x.split(lengths, dim=2) for x in (query, key, value)))  # B x (1, H, L_b, D)
         contexts = [sdpa_attention(q, k, v, None, dropout)[0] for q, k, v in pieces]

@@ -1,7 +1,8 @@
-"""The fast paths the training loop switches on before its first step, each giving the same numbers as
-without it: minbert/fast/dropout.py's dropout with a cheaper random mask on a CPU, and memory.py's freed pages
-kept for the next step's large gradients. The benches call the same function, so that they time the step the
-jobs run.
+"""The fast paths a job chooses for the model it has built and will train (JobRun.train, job.py, once the
+encoder is loaded and its heads and adapters are in place), each giving the same numbers as without it:
+minbert/fast/dropout.py's dropout with a cheaper random mask on a CPU in place of every nn.Dropout, and
+memory.py's freed pages kept for the next step's large gradients. The loop trains the model as it is given.
+The benches call the same function, so that they time the step the jobs run.
 
 Read next: memory.py.
 """

@@ -51,7 +51,6 @@ from optim.schedules import SCHEDULES
 from tasks.training import distributed
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.fast_paths import use_fast_paths
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -113,7 +112,6 @@ def train(
     world = distributed.setup(training.device)
     device = distributed.device_for(training.device, world)
     model.to(device)
-    use_fast_paths(model)
     by_name = {t.name: t for t in tasks}
     task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
     optimizer = build_optimizer(model, training)
