@@ -225,6 +225,36 @@ def test_the_lesson_files_import_only_earlier_lesson_files_torch_and_loading():
                        "(a fast path plugs itself in from outside):\n" + "\n".join(wrong))
 
 
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_a_bert_model_asked_for_no_fast_path_runs_only_the_lesson_and_loading(kernel):
+    """The student's code is the code that runs: with the fast paths imported (they must not reach in), a
+    BertModel's forward and backward in training mode call functions of the lesson files and loading/ only."""
+    import torch
+
+    import minbert.fast.dropout  # noqa: F401 - imported, as a job's process has them
+    import minbert.fast.unpadded  # noqa: F401
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+
+    model = BertModel(BertConfig.tiny(), attn_implementation=kernel).train()
+    ids, mask = torch.randint(1, 99, (2, 5)), torch.tensor([[1] * 5, [1, 1, 1, 0, 0]])
+    ran: set[Path] = set()
+
+    def record(frame, event, arg) -> None:
+        if event == "call":
+            ran.add(Path(frame.f_code.co_filename))
+
+    sys.setprofile(record)
+    try:
+        model(ids, mask).last_hidden_state.sum().backward()
+    finally:
+        sys.setprofile(None)
+    ours = {str(path.relative_to(ROOT)) for path in ran if path.is_relative_to(ROOT)}
+    allowed = {f"minbert/{name}.py" for name in LESSON}
+    wrong = sorted(f for f in ours if f not in allowed and not f.startswith("minbert/loading/"))
+    assert "minbert/attention.py" in ours and not wrong, f"BertModel ran code outside the lesson: {wrong}"
+
+
 def test_the_lesson_reads_as_one_chain():
     for name, following in zip(LESSON, LESSON[1:]):
         text = (ROOT / "minbert" / f"{name}.py").read_text(encoding="utf-8")

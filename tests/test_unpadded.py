@@ -129,7 +129,7 @@ def test_the_unpadded_model_is_the_plain_one_with_its_attention_subclassed(confi
 
 
 def test_the_lesson_knows_no_unpadded_kernel(config):
-    with pytest.raises(ValueError, match=r"attn_implementation must be one of \['eager', 'sdpa'\], got 'unpadded'"):
+    with pytest.raises(ValueError, match=r"must be one of \['eager', 'sdpa'\], got 'unpadded'"):
         BertModel(config, attn_implementation="unpadded")
     with pytest.raises(ValueError, match="must be one of"):  # pre-training runs padded batches
         BertForPreTraining(config, attn_implementation="unpadded")
