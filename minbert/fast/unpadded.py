@@ -139,6 +139,7 @@ def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.T
             contexts[b] = piece  # (1, H, L, D)
     return torch.cat(contexts, dim=2)  # B x (1, H, L_b, D) -> (1, H, N, D)
 
+
 class UnpaddedSelfAttention(BertSelfAttention):
     """BertSelfAttention that attends a packed row sequence by sequence (unpadded_attention).
 
@@ -201,7 +202,7 @@ class UnpaddedBertModel(BertModel):
     ) -> BertModelOutput:
         """BertModel.forward's arguments and outputs; the outputs are 0 at the padding positions (the
         padded path computes vectors there that mean nothing)."""
-        packing = None
+        packing = None  # a mask that is no (B, T) tensor is BertModel's to refuse
         if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 and not output_attentions:
             packing = Packing.from_mask(attention_mask)
         if packing is None:  # nothing to pack: BertModel's path, which checks the arguments
@@ -223,6 +224,7 @@ class UnpaddedBertModel(BertModel):
         hidden_states = tuple(map(packing.pad, encoded.hidden_states)) if output_hidden_states else None
         pooled = self.pooler(last_hidden_state) if self.pooler is not None else None
         return BertModelOutput(last_hidden_state, pooled, hidden_states, None)
+
 
 def model_class(attn_implementation: str) -> type[BertModel]:
     """The class that runs a kernel: UnpaddedBertModel for "unpadded" (it packs the batch before the
