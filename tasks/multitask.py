@@ -35,7 +35,6 @@ import torch
 from torch import nn
 
 from minbert.loading.atomic import atomic_directory
-from minbert.loading.sentence_files import SentenceSettings
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
 from tasks.data.course import read_splits, write_predictions
@@ -176,8 +175,9 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: Jo
         heads = {"job": "multitask", "model": str(model_dir), "data": source.description,
                  **{k: v for k, v in as_dict(settings, job).items()
                     if k in HEAD_SETTINGS + ("max_length", "attn_implementation")}}
-        # The pair heads compare mean-pooled vectors by cosine: best/ says so to SentenceEncoder.
-        sentence = SentenceSettings("mean", normalize=True, max_seq_length=job.max_length)
+        # The pair heads compare mean-pooled vectors by cosine: best/ says so to SentenceEncoder, in
+        # sentence-transformers' files (minbert/loading/sentence_files.py, loaded when best/ is written).
+        sentence = {"pooling": "mean", "normalize": True, "max_seq_length": job.max_length}
         state = run.train(model, loaded, lambda dev: overall_score(tasks, dev), tokenizer=tokenizer,
                           head_settings=heads, sentence=sentence)
         if state is None:  # a torchrun process other than rank 0: done

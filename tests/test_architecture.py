@@ -10,13 +10,13 @@ minbert/loading/, and every file of minbert/ is in the doc's tables.
 from __future__ import annotations
 
 import ast
-import os
+import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from job_modules import DEFAULT, data_dir, modules_loaded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -301,28 +301,35 @@ def test_no_job_imports_another_job():
     assert not wrong, "jobs never import each other:\n" + "\n".join(wrong)
 
 
-def files_loaded_by(module: str) -> set[str]:
-    """Every file of ours that `python -m <module>` loads before it starts work: sys.modules after the
-    import, package __init__s included (a fresh process, so nothing else is loaded)."""
-    code = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
-            "print('\\n'.join(getattr(m, '__file__', None) or '' for m in list(sys.modules.values())))")
-    listed = subprocess.run([sys.executable, "-c", code, module], check=True, cwd=ROOT, capture_output=True,
-                            text=True).stdout.splitlines()
-    ours = [Path(f).resolve() for f in listed if f]
-    return {str(p.relative_to(ROOT)) for p in ours
-            if p.is_relative_to(ROOT) and p.relative_to(ROOT).parts[0] in ALLOWED}
+@pytest.fixture(scope="module")
+def main_job_modules(tmp_path_factory) -> dict[str, list[str]]:
+    """The modules of ours a tiny run of the main job with no option loads: at its first training step and
+    at its end (job_modules.py); and "kernel", the attention kernel it chose (its config.json)."""
+    if not data_dir().is_dir():
+        pytest.skip(f"the course data is not at {data_dir()}")
+    out = tmp_path_factory.mktemp("main_job") / "run"
+    loaded = modules_loaded(DEFAULT[0], list(DEFAULT[1:]), out)
+    return {**loaded, "kernel": json.loads((out / "config.json").read_text())["attn_implementation"]}
+
+
+def source_file(module: str) -> str:
+    path = Path(*module.split("."))
+    return str(path / "__init__.py" if (ROOT / path).is_dir() else path.with_suffix(".py"))
 
 
 @pytest.mark.slow
-def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads():
-    """docs/architecture.md's hop list names exactly the files `python -m tasks.multitask` loads."""
+def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads(main_job_modules):
+    """docs/architecture.md's hop list names exactly the files a run of `python -m tasks.multitask` loads
+    from its start to its end (the job's own file, run as __main__, included), and the fast path of each
+    kernel that --attn-implementation auto may choose (KERNEL_MODULES)."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     section = text.split("\n## The main job's way", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`((?:minbert|optim|tasks|pretrain)/[\w/]+\.py)`", section))
-    run = files_loaded_by("tasks.multitask")
+    run = {source_file(m) for m in main_job_modules["end"]} | {"tasks/multitask.py"}
+    other_kernels = {source_file(m) for k, m in KERNEL_MODULES.items() if k != main_job_modules["kernel"]}
     assert not run - listed, f"docs/architecture.md's main-job list lacks {sorted(run - listed)}"
-    assert not listed - run, f"docs/architecture.md's main-job list names files the job does not load: " \
-                             f"{sorted(listed - run)}"
+    assert not listed - run - other_kernels, f"docs/architecture.md's main-job list names files the job " \
+                                             f"does not load: {sorted(listed - run - other_kernels)}"
 
 
 def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_400_lines():
@@ -337,31 +344,26 @@ def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_40
             f"{path.relative_to(ROOT)}'s docstring does not end with 'Read next: ...'"
 
 
-# Loaded only when a flag asks for them (--lora, --seeds); the main job with no option never imports them.
+# Loaded only when a flag asks for them (--lora, --seeds, torchrun); the main job with no option never
+# imports them.
 ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.lora_run",
-              "tasks.training.seeds")
+              "tasks.training.seeds", "tasks.training.distributed")
+# Loaded only once the run writes or reads the file they own, never before the first step: best/'s
+# sentence-transformers files (written at the first best epoch).
+ON_WRITING = ("minbert.loading.sentence_files",)
+# The attention kernel -> the fast path that runs it (--attn-implementation, or what auto chose).
+KERNEL_MODULES = {"unpadded": "minbert.fast.unpadded"}
 
 
 @pytest.mark.slow
-def test_the_main_job_with_no_option_loads_no_module_a_flag_must_ask_for(tmp_path):
-    """A real run of the main job (tiny data, one step, its training loop stopped as it starts): the modules
-    of ON_REQUEST are not in sys.modules then."""
-    data = Path(os.environ.get("MINBERT_DATA", ROOT.parent / "shared" / "data"))
-    if not data.is_dir():
-        pytest.skip(f"the course data is not at {data}")
-    code = f"""
-import runpy, sys
-import tasks.training.loop as loop
-def started(*args, **kwargs):
-    print("LOADED", *sorted(m for m in sys.modules if m in {ON_REQUEST!r}))
-    raise SystemExit(0)
-loop.train = started
-sys.argv = ["tasks.multitask", "--limit", "8", "--epochs", "1", "--max-steps", "1", "--threads", "1",
-            "--out", {str(tmp_path / "run")!r}]
-runpy.run_module("tasks.multitask", run_name="__main__")
-"""
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "MINBERT_DATA": str(data)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = [line for line in done.stdout.splitlines() if line.startswith("LOADED")]
-    assert loaded == ["LOADED"], f"the main job with no option loaded {loaded}"
+def test_the_main_job_with_no_option_loads_no_module_a_flag_must_ask_for(main_job_modules):
+    """A real run of the main job (tiny data, one epoch): the modules of ON_REQUEST are never in sys.modules,
+    those of ON_WRITING not before the first training step, and a kernel's fast path only where the run
+    chose that kernel (auto chooses by the machine)."""
+    end = set(main_job_modules["end"])
+    assert not end & set(ON_REQUEST), f"the main job with no option loaded {sorted(end & set(ON_REQUEST))}"
+    early = set(main_job_modules["first step"]) & set(ON_WRITING)
+    assert not early, f"the main job loaded {sorted(early)} before its first step"
+    for kernel, module in KERNEL_MODULES.items():
+        assert (module in end) == (main_job_modules["kernel"] == kernel), \
+            f"{module} loaded: {module in end}, with the {main_job_modules['kernel']} kernel"

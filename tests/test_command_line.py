@@ -25,7 +25,7 @@ import torch
 
 from tasks.training import flags
 from tasks.training.flags import SettingsParser, from_dict
-from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, claim_run
+from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, WRITE_TEST, claim_run
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_training
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
@@ -258,6 +258,14 @@ def test_a_run_folder_is_not_overwritten_without_resume(tmp_path):
     with pytest.raises(SystemExit, match="does not exist"):
         with claim_run(tmp_path / "absent", "tag", "tiny", resume=True):
             pass
+
+
+def test_another_ranks_write_test_does_not_make_a_new_folder_look_used(tmp_path):
+    # Under torchrun every rank's RunDir probes the folder while rank 0 checks that it is empty.
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / f"{WRITE_TEST}12345").write_text("ok")
+    with claim_run(tmp_path / "run", "tag", "tiny") as run:
+        assert run.path == tmp_path / "run"
 
 
 def test_a_second_job_on_the_same_folder_is_refused_while_the_first_runs(tmp_path):

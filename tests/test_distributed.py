@@ -1,6 +1,6 @@
-"""Data parallelism (tasks/training/distributed.py): slicing batches across processes, the loss weights that
-keep the gradient of the whole batch, and a real 2-process run under torchrun (gloo, CPU) whose final weights
-equal a one-process run with the same global batch.
+"""Data parallelism (tasks/training/distributed.py, overriding world.py's one process): slicing batches across
+processes, the loss weights that keep the gradient of the whole batch, and a real 2-process run under
+torchrun (gloo, CPU) whose final weights equal a one-process run with the same global batch.
 
 Tolerance for the weights: atol 1e-6, rtol 1e-5 (float32; the two runs add the same gradients in a different
 order: autograd over the whole batch against two slices averaged by all-reduce; measured: 7.5e-9 at most).
@@ -23,7 +23,8 @@ import torch.nn.functional as F
 
 from tasks.data.batching import TokenBatch
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training.distributed import Distributed, batch_rows, shard, slice_rows
+from tasks.training.distributed import Distributed, slice_rows
+from tasks.training.world import World, batch_rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,7 @@ def toy_batch(rows: int) -> tuple[TokenBatch, torch.Tensor]:
 
 def test_slices_are_contiguous_cover_every_row_once_and_keep_the_batch_type():
     batch = toy_batch(5)
-    parts = [shard(batch, Distributed(rank, 2)) for rank in range(2)]
+    parts = [Distributed(rank, 2).shard(batch) for rank in range(2)]
     assert [batch_rows(p) for p, _ in parts] == [2, 3]
     assert isinstance(parts[0][0][0], TokenBatch)
     assert torch.equal(torch.cat([p[1] for p, _ in parts]), batch[1])  # rows 0-1, then 2-4
@@ -51,7 +52,7 @@ def test_weighted_slice_losses_average_to_the_whole_batch_loss_and_gradient():
     world = 3
     total, grads = 0.0, torch.zeros_like(logits)
     for rank in range(world):
-        (rows, targets), weight = shard((logits, labels), Distributed(rank, world))
+        (rows, targets), weight = Distributed(rank, world).shard((logits, labels))
         loss = F.cross_entropy(rows, targets) * weight
         total += loss.item() / world  # what the loop records per process, then sums
         grads += torch.autograd.grad(loss, logits)[0] / world  # what DDP's all-reduce averages
@@ -61,10 +62,10 @@ def test_weighted_slice_losses_average_to_the_whole_batch_loss_and_gradient():
 
 def test_a_process_without_rows_gets_one_row_with_weight_zero():
     batch = toy_batch(1)
-    parts = [shard(batch, Distributed(rank, 2)) for rank in range(2)]
+    parts = [Distributed(rank, 2).shard(batch) for rank in range(2)]
     assert ([batch_rows(p) for p, _ in parts] == [1, 1]
             and [w for _, w in parts] == [0.0, 2.0])  # mean: the row
-    assert shard(batch, Distributed(0, 1)) == (batch, 1.0)  # one process: the batch itself
+    assert World().shard(batch) == (batch, 1.0)  # one process: the batch itself
 
 
 def test_pretraining_batches_slice_their_span_targets():

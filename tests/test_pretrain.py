@@ -547,17 +547,17 @@ def test_the_smallest_corpora_train(tiny_model_dir, tmp_path, n, flags):
 
 
 # Sends SIGTERM to its own process during the 3rd training step (the loop computes each loss through
-# distributed.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
+# world.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
 SIGTERM_AT_STEP_3 = """
 import os, runpy, signal, sys
-from tasks.training import distributed
-real, calls = distributed.TaskLosses.forward, []
+from tasks.training import world
+real, calls = world.TaskLosses.forward, []
 def forward(self, name, batch):
     calls.append(1)
     if len(calls) == 3:
         os.kill(os.getpid(), signal.SIGTERM)
     return real(self, name, batch)
-distributed.TaskLosses.forward = forward
+world.TaskLosses.forward = forward
 sys.orig_argv = [sys.executable, "-m", "pretrain.run", *sys.argv[1:]]
 runpy.run_module("pretrain.run", run_name="__main__", alter_sys=True)
 """

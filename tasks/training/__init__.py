@@ -9,7 +9,8 @@
     best.py        best/: the best epoch's model saved, verified and loaded back
     signals.py     Ctrl-C and SIGTERM (stop at a step boundary, saved)
     plot.py        loss_and_dev.png
-    distributed.py data parallelism under torchrun
+    world.py       where a process stands: alone, or one of torchrun's
+    distributed.py data parallelism under torchrun (loaded only then)
     lora_run.py    --lora (loaded only then): adapters on the encoder, best/ as peft's adapter folder
     job.py         a job's set-up, written once: settings parsed and resolved, JobRun (the run folder claimed,
                    the encoder, the loop, best/ reloaded), one-line errors, the course's file flags

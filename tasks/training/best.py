@@ -18,7 +18,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from safetensors.torch import save_file as save_safetensors
@@ -32,9 +32,6 @@ from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.training.checkpoints import TrainState
 from tasks.training.run_records import read_heads, settings_schema
-
-if TYPE_CHECKING:
-    from minbert.loading.sentence_files import SentenceSettings
 
 
 def _adapted(bert: nn.Module) -> bool:
@@ -55,10 +52,11 @@ def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
-                    sentence: SentenceSettings | None = None) -> None:
+                    sentence: Mapping[str, Any] | None = None) -> None:
     """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
-    sentence-transformers files, when `sentence` says how the job pooled), into the new best/ the loop is
-    writing (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
+    sentence-transformers files, when `sentence` says how the job pooled: the fields of
+    minbert/loading/sentence_files.py's SentenceSettings), into the new best/ the loop is writing
+    (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
     (lora_run.py)."""
     encoder = directory
     if _adapted(model.bert):
@@ -67,8 +65,8 @@ def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer,
     else:
         write_model(model.bert, directory, tokenizer=tokenizer)
     if sentence is not None:
-        from minbert.loading.sentence_files import write_settings
-        write_settings(encoder, sentence, model.bert.config.hidden_size)
+        from minbert.loading.sentence_files import SentenceSettings, write_settings  # only when written
+        write_settings(encoder, SentenceSettings(**sentence), model.bert.config.hidden_size)
     write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
     write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
 

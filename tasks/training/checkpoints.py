@@ -23,7 +23,7 @@ from torch import nn
 
 from minbert.loading.atomic import (DamagedFileError, atomic_directory, link, read_checksums, read_verified,
                                     readable_directory, record_checksums, write_hashed)
-from tasks.training import distributed
+from tasks.training.world import World
 from tasks.training.run_records import check_training_checkpoint
 
 
@@ -47,7 +47,7 @@ PREVIOUS = "last.prev.pt"  # the checkpoint before last.pt, kept in case last.pt
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                         state: TrainState,
-                        world: distributed.Distributed = distributed.Distributed(),
+                        world: World = World(),
                         scaler: torch.amp.GradScaler | None = None, keep: str | None = None) -> None:
     """Everything needed to continue exactly: weights, optimizer moments, schedule, position, RNG, and fp16's
     loss scale (`scaler`, when enabled).

@@ -5,7 +5,8 @@
              --nproc_per_node 4 -m tasks.multitask                              # on each of 2 machines
 
 torchrun starts the processes and tells each its RANK, LOCAL_RANK and WORLD_SIZE; with WORLD_SIZE > 1 the
-training loop (loop.py) joins the process group (gloo on CPU, nccl on GPU) and then:
+training loop (loop.py) loads this file, joins the process group (gloo on CPU, nccl on GPU), and its
+`Distributed` overrides what world.py's one process does:
 
 - every process builds the same batches (they are deterministic given the seed and the epoch) and takes its
   own contiguous slice of each one's rows, so each example is seen once per epoch across the processes and
@@ -29,64 +30,65 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from tasks.training.world import TaskLosses, World, batch_rows
+
 
 @dataclass(frozen=True)
-class Distributed:
-    """Where this process stands: rank r of world_size processes (1 and rank 0 when not distributed)."""
+class Distributed(World):
+    """Rank `rank` of `world_size` processes that torchrun started, in one process group."""
 
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
+    def device_for(self, device: str) -> torch.device:
+        """Each process on a machine gets its own GPU (cuda:LOCAL_RANK); CPU processes share the CPU."""
+        return torch.device(f"cuda:{self.local_rank}") if device.startswith("cuda") else torch.device(device)
 
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
+    def wrap(self, losses: TaskLosses, device: torch.device) -> nn.Module:
+        """DDP around the losses (any head may sit out a step: find_unused_parameters)."""
+        ids = [device.index] if device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(losses, device_ids=ids, find_unused_parameters=True)
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
+    def shard(self, batch: Any) -> tuple[Any, float]:
+        """This process's contiguous slice of the batch's rows, and the weight of its loss (see the
+        docstring)."""
+        rows = batch_rows(batch)
+        start, stop = rows * self.rank // self.world_size, rows * (self.rank + 1) // self.world_size
+        if stop == start:  # fewer rows than processes: one row, counted for nothing
+            return slice_rows(batch, 0, 1), 0.0
+        return slice_rows(batch, start, stop), (stop - start) / rows * self.world_size
 
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's `value` on every process (any picklable object)."""
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
-def process_rank() -> int:
-    """This process's rank as torchrun set it (0 when not launched by torchrun), usable before `setup`:
-    the jobs write their outputs (predictions, tables) from rank 0 only."""
-    return int(os.environ.get("RANK", "0"))
+    def sum_across(self, values: list[float]) -> list[float]:
+        """Element-wise sum of a list of floats over the processes (same length everywhere)."""
+        if not values:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64)
+        if dist.get_backend() == "nccl":  # nccl reduces GPU tensors only
+            tensor = tensor.cuda()
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def barrier(self) -> None:
+        dist.barrier()
 
 
 def setup(device: str) -> Distributed:
-    """Join the process group when torchrun started us (WORLD_SIZE > 1); otherwise a one-process world."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return Distributed()
+    """Join the process group torchrun started us in (WORLD_SIZE > 1)."""
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device.startswith("cuda"):
         torch.cuda.set_device(local_rank)
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank)
-
-
-def device_for(device: str, world: Distributed) -> torch.device:
-    """Each process on a machine gets its own GPU (cuda:LOCAL_RANK); CPU processes share the CPU."""
-    return (torch.device(f"cuda:{world.local_rank}") if device.startswith("cuda") and world.enabled
-            else torch.device(device))
-
-
-def batch_rows(batch: Any) -> int:
-    """The number of rows (examples) of a batch: the first dimension of its first tensor."""
-    if isinstance(batch, torch.Tensor):
-        return batch.size(0)
-    if hasattr(batch, "rows"):
-        return batch.rows()
-    for item in batch:
-        return batch_rows(item)
-    raise ValueError("an empty batch has no rows")
 
 
 def slice_rows(batch: Any, start: int, stop: int) -> Any:
@@ -104,64 +106,3 @@ def slice_rows(batch: Any, start: int, stop: int) -> Any:
     if isinstance(batch, (tuple, list)):
         return type(batch)(slice_rows(item, start, stop) for item in batch)
     raise TypeError(f"cannot split a batch of type {type(batch).__name__} across processes")
-
-
-def shard(batch: Any, world: Distributed) -> tuple[Any, float]:
-    """This process's contiguous slice of the batch's rows, and the weight of its loss (see the docstring)."""
-    if not world.enabled:
-        return batch, 1.0
-    rows = batch_rows(batch)
-    start, stop = rows * world.rank // world.world_size, rows * (world.rank + 1) // world.world_size
-    if stop == start:  # fewer rows than processes: one row, counted for nothing
-        return slice_rows(batch, 0, 1), 0.0
-    return slice_rows(batch, start, stop), (stop - start) / rows * world.world_size
-
-
-class TaskLosses(nn.Module):
-    """A module whose forward is one task's loss on one batch, so that DDP can wrap the whole computation.
-
-    DDP synchronises gradients for what runs inside its wrapped module's forward; our tasks call their own
-    methods on the model (predict_sentiment, ...), so the loss itself is the forward.
-    """
-
-    def __init__(self, model: nn.Module, tasks: Mapping[str, Any]) -> None:
-        super().__init__()
-        self.model = model
-        self.tasks = dict(tasks)  # plain objects, not modules: no parameters of their own
-
-    def forward(self, name: str, batch: Any) -> torch.Tensor:
-        return self.tasks[name].loss(self.model, batch)
-
-
-def wrap(losses: TaskLosses, world: Distributed, device: torch.device) -> nn.Module:
-    """DDP around the losses when distributed (any head may sit out a step: find_unused_parameters)."""
-    if not world.enabled:
-        return losses
-    return nn.parallel.DistributedDataParallel(losses,
-                                               device_ids=[device.index] if device.type == "cuda" else None,
-                                               find_unused_parameters=True)
-
-
-def broadcast(value: Any, world: Distributed) -> Any:
-    """Rank 0's `value` on every process (any picklable object)."""
-    if not world.enabled:
-        return value
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def sum_across(values: list[float], world: Distributed) -> list[float]:
-    """Element-wise sum of a list of floats over the processes (same length everywhere)."""
-    if not world.enabled or not values:
-        return values
-    tensor = torch.tensor(values, dtype=torch.float64)
-    if dist.get_backend() == "nccl":  # nccl reduces GPU tensors only
-        tensor = tensor.cuda()
-    dist.all_reduce(tensor)
-    return tensor.tolist()
-
-
-def barrier(world: Distributed) -> None:
-    if world.enabled:
-        dist.barrier()

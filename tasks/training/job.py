@@ -35,7 +35,7 @@ import signal
 import sys
 from dataclasses import make_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -45,12 +45,11 @@ from minbert.loading.errors import MinbertError, os_refusal
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
-from minbert.fast.unpadded import model_class
 from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
-from tasks.training import distributed
 from tasks.training.fast_paths import use_fast_paths
+from tasks.training.world import process_rank
 from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file
 from tasks.training.loop import train
 from tasks.training.best import load_checkpoint, save_checkpoint
@@ -58,9 +57,6 @@ from tasks.training.checkpoints import TrainState
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.signals import Interrupted, signals_stop_the_job
 from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
-
-if TYPE_CHECKING:
-    from minbert.loading.sentence_files import SentenceSettings
 
 
 def course_input(dataset: str, split: str) -> Any:
@@ -134,7 +130,7 @@ def user_errors():
         if show_traceback:
             raise
         stop = error if isinstance(error, Interrupted) else Interrupted(signal.SIGINT)
-        if distributed.process_rank() == 0:  # under torchrun, every process got the signal; one says so
+        if process_rank() == 0:  # under torchrun, every process got the signal; one says so
             print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
                   "to save", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
@@ -198,8 +194,10 @@ def load_encoder(name_or_path: str,
     """Resolve and load the pre-trained encoder and its tokenizer; print what was loaded. A LoRA run's best/
     gives its merged encoder (best/merged/)."""
     model_dir = resolve_model(name_or_path)
-    # The unpadded path is a model class of its own, which packs the batch before the embeddings.
-    bert, report = model_class(attn_implementation).from_pretrained(
+    model_class = BertModel
+    if attn_implementation == "unpadded":  # a model class of its own, loaded only when settings.py chose it
+        from minbert.fast.unpadded import UnpaddedBertModel as model_class  # packs the batch first
+    bert, report = model_class.from_pretrained(
         model_dir, attn_implementation=attn_implementation, return_report=True)
     tokenizer = BertTokenizer.from_pretrained(model_dir)
     print(f"model: {model_dir} ({bert.config.num_hidden_layers} layers, hidden {bert.config.hidden_size}, "
@@ -283,7 +281,7 @@ class JobRun:
 
     def train(self, model: nn.Module, tasks: Sequence, overall_score: Callable[[dict], float], *,
               tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
-              sentence: SentenceSettings | None = None,
+              sentence: Mapping[str, Any] | None = None,
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
         """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
         encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
@@ -302,7 +300,7 @@ class JobRun:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)
         state = train(model, tasks, self.training, self.folder, overall_score, save_best, resume=self.resume)
-        if distributed.process_rank() != 0:
+        if process_rank() != 0:
             return None
         if not self.training.keep_checkpoints:
             self.folder.drop_checkpoints(state, self.training.epochs)

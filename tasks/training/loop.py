@@ -48,13 +48,13 @@ from minbert.loading.atomic import atomic_directory, record_checksums
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
-from tasks.training import distributed
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
 from tasks.training.settings import TrainingSettings
+from tasks.training.world import TaskLosses, World, batch_rows, under_torchrun
 
 
 class Task(Protocol):
@@ -109,11 +109,11 @@ def train(
     resume: bool = False,
 ) -> TrainState:
     """Train `model` on `tasks`; returns the final state (history of dev metrics, best epoch)."""
-    world = distributed.setup(training.device)
-    device = distributed.device_for(training.device, world)
+    world = join_world(training.device)
+    device = world.device_for(training.device)
     model.to(device)
     by_name = {t.name: t for t in tasks}
-    task_loss = distributed.wrap(distributed.TaskLosses(model, by_name), world, device)
+    task_loss = world.wrap(TaskLosses(model, by_name), device)
     optimizer = build_optimizer(model, training)
     steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, training.sampling,
                                      training.seed, 0))
@@ -177,8 +177,8 @@ def train(
                 total = 0.0
                 examples = 0
                 for name, batch in step:
-                    examples += distributed.batch_rows(batch)
-                    rows, weight = distributed.shard(batch, world)  # all rows and weight 1 in one process
+                    examples += batch_rows(batch)
+                    rows, weight = world.shard(batch)  # all rows and weight 1 in one process
                     with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                         loss = task_loss(name, rows) * weight
                     if not torch.isfinite(loss):
@@ -214,7 +214,7 @@ def train(
             bar.close()
             train_s = time.perf_counter() - epoch_started  # steps and --checkpoint-every saves, no evaluation
 
-            losses = {name: distributed.sum_across(values, world) for name, values in losses.items()}
+            losses = {name: world.sum_across(values) for name, values in losses.items()}
             place_step_losses(state, steps, losses)
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          epoch=state.epoch + 1,
@@ -247,13 +247,21 @@ def train(
                 raise SystemExit(f"error: epoch {state.epoch + 1} made no progress (step "
                                  f"{state.step_in_epoch} of {len(steps)}); {last} is as it ended")
     run.training_finished = state.epoch >= training.epochs  # claim_run then marks the run finished
-    distributed.barrier(world)  # rank 0's last files are written before any process moves on
+    world.barrier()  # rank 0's last files are written before any process moves on
     return state
+
+
+def join_world(device: str) -> World:
+    """This process alone, or under torchrun its place among the others (distributed.py, loaded only then)."""
+    if not under_torchrun():
+        return World()
+    from tasks.training import distributed  # DDP and the process group: only under torchrun
+    return distributed.setup(device)
 
 
 def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: Callable, state: TrainState,
                         run: RunDir, started: float, losses: dict[str, list[float]], epoch: int,
-                        epoch_complete: bool, world: distributed.Distributed = distributed.Distributed(),
+                        epoch_complete: bool, world: World = World(),
                         train_s: float | None = None) -> dict:
     """Dev metrics of every task, appended to the history, which metrics.jsonl then holds.
 
@@ -272,7 +280,7 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
                   "elapsed_s": round(time.perf_counter() - started, 1),
                   # this epoch's training time alone (a resumed epoch: since the resume); None before training
                   "train_s": None if train_s is None else round(train_s, 1)}
-    record = distributed.broadcast(record, world)
+    record = world.broadcast(record)
     state.history.append(record)
     if world.is_main:  # the whole history: a run resumed from an older checkpoint lists no epoch twice
         run.rewrite_metrics(state.history)
@@ -293,13 +301,13 @@ def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[flo
         state.step_losses[name] = before + [[x, loss] for x, loss in zip(here, values)]
 
 
-def _stop_if_asked(world: distributed.Distributed, where: str, save: Callable[[], None] | None,
+def _stop_if_asked(world: World, where: str, save: Callable[[], None] | None,
                    bar: Any = None) -> None:
     """After a first Ctrl-C or SIGTERM (signals.py): save the run (`save`; None when it was just saved) and
     stop with Interrupted, which the job turns into one line saying how to continue."""
     signum = stop_requested()
     if world.enabled:  # DDP needs every process in every step: all stop where any one was asked to
-        asked = distributed.sum_across([1.0 if signum else 0.0], world)[0] > 0
+        asked = world.sum_across([1.0 if signum else 0.0])[0] > 0
         signum = signum or (signal.SIGTERM if asked else None)
     if not signum:
         return

@@ -30,11 +30,14 @@ from minbert.loading.atomic import atomic_write_text, readable_directory
 from minbert.loading.files import FileContentError, read_json_object
 from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
-from tasks.training import distributed
+from tasks.training.world import process_rank
 from tasks.training.checkpoints import PREVIOUS, TrainState
 from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
 from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
 from tasks.training.signals import Interrupted, resume_command
+
+
+WRITE_TEST = ".write-test-"  # RunDir's probe, one per process: several may start at once
 
 
 def default_run_dir(job: str) -> Path:
@@ -49,7 +52,7 @@ class RunDir:
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            probe = self.path / f".write-test-{os.getpid()}"  # one per process: several may start at once
+            probe = self.path / f"{WRITE_TEST}{os.getpid()}"
             probe.write_text("ok")
             probe.unlink()
         except OSError as error:
@@ -64,7 +67,7 @@ class RunDir:
 
     def write_config(self, *settings: Any, **facts: Any) -> None:
         """config.json: the settings instances the run uses (resolved), and `facts` (where the data was)."""
-        if distributed.process_rank() != 0:  # under torchrun, rank 0 writes
+        if process_rank() != 0:  # under torchrun, rank 0 writes
             return
         text = json.dumps({**as_dict(*settings), **facts}, indent=2, sort_keys=True, default=str)
         atomic_write_text(self.path / CONFIG_FILE, text + "\n")
@@ -83,7 +86,7 @@ class RunDir:
                 raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
                                     f"started with: restore the file, or start a new run (another --out, "
                                     "without --resume)")
-        if distributed.process_rank() == 0:
+        if process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
     def drop_checkpoints(self, state: TrainState, epochs: int) -> None:
@@ -213,7 +216,8 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                              "another --out) and run the command without --resume")
         _check_same_settings(path, settings)
         return
-    if path.is_dir() and any(path.iterdir()):
+    # Another rank's write test (RunDir) may sit there for an instant under torchrun: it is not a file of a run.
+    if path.is_dir() and any(not f.name.startswith(WRITE_TEST) for f in path.iterdir()):
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
                              "run of the same job, or choose a new folder")
@@ -287,7 +291,7 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     """
     path = Path(path)
     identity = identity or {}
-    if distributed.process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
+    if process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
         yield RunDir(path)
         return
     _check_reuse(path, job, model, identity, resume, settings)
