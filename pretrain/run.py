@@ -177,7 +177,6 @@ class PretrainingTask:
         self.masking, self.mask_prob, self.max_predictions = masking, mask_prob, max_predictions
         self.short_seq_prob, self.nsp = short_seq_prob, nsp
         self.cls_id, self.sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-        self._cached: tuple[int, list] = (-1, [])
         self.heldout_batches = self.make_batches(heldout_documents, seed + EVAL_SEED_OFFSET, epoch=0,
                                                  report="held-out")
 
@@ -199,11 +198,8 @@ class PretrainingTask:
                 for g in groups]
 
     def train_batches(self, epoch: int) -> list[Any]:
-        if self._cached[0] == epoch:  # the loop asks for epoch 0 twice (once to count the steps)
-            return self._cached[1]
         batches = self.make_batches(self.train_documents, self.seed, epoch,
                                     report=f"epoch {epoch + 1} training")
-        self._cached = (epoch, batches)
         if len(batches) == 1 and batches[0].labels.shape[0] < self.batch_size:
             print(f"note: the corpus gives {batches[0].labels.shape[0]} examples, fewer than --batch-size "
                   f"{self.batch_size}: one smaller batch per epoch", file=sys.stderr)

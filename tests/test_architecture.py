@@ -300,6 +300,23 @@ def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads(main_job_modules):
                                              f"does not load: {sorted(listed - run - other_kernels)}"
 
 
+@pytest.mark.slow
+def test_the_drawn_step_is_the_traced_step(tiny_model_dir, data_dir):
+    """docs/architecture.md's drawing of one step names exactly the files of tasks/ that bench/step_path.py's
+    trace of the main job enters, from the CSV row to AdamW's step."""
+    from bench.step_path import WINDOWS, trace_path
+
+    _, windows = trace_path(["--model", str(tiny_model_dir), "--data-dir", str(data_dir), "--limit", "16"])
+    traced = {path for window in WINDOWS for call in windows[window] for path in (call[0], call[2])
+              if path and path.startswith("tasks/")}
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("\n## One step's way", 1)[1].split("\n## ", 1)[0]
+    drawn = set(re.findall(r"tasks/[\w/]+\.py", section))
+    assert not traced - drawn, f"docs/architecture.md's step lacks {sorted(traced - drawn)}"
+    assert not drawn - traced, \
+        f"docs/architecture.md's step draws files it never enters: {sorted(drawn - traced)}"
+
+
 def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_400_lines():
     """tasks/training/ holds one concept per file (run folder, checkpoints, best/, signals, plot, ...), each
     opening with what it is and ending with where to read next."""

@@ -117,8 +117,13 @@ def train(
     by_name = {t.name: t for t in tasks}
     task_loss = world.wrap(TaskLosses(model, by_name), device)
     optimizer = build_optimizer(model, training)
-    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, training.sampling,
-                                     training.seed, 0))
+
+    def epoch_steps(epoch: int) -> list[list[tuple[str, Any]]]:
+        return interleave({t.name: t.train_batches(epoch) for t in tasks}, training.sampling, training.seed,
+                          epoch)
+
+    built = {0: epoch_steps(0)}  # epoch 1's steps, built once: counted for the schedule, trained on below
+    steps_per_epoch = len(built[0])
     total_steps = steps_per_epoch * training.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -159,8 +164,7 @@ def train(
 
         while state.epoch < training.epochs:
             position = (state.epoch, state.global_step)
-            steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, training.sampling,
-                               training.seed, state.epoch)
+            steps = built.pop(state.epoch) if state.epoch in built else epoch_steps(state.epoch)
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             losses: dict[str, list[float]] = state.epoch_losses
