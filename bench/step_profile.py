@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = {name: task.weight for name, task in tasks.items()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
-    use_fast_paths(model)  # as the job's loop does
+    use_fast_paths(model)  # as the job does before its loop
     model.train()
 
     def run(step) -> None:  # one step of tasks/training/loop.py, one process

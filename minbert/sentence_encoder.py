@@ -35,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.hub import resolve_model
-from minbert.forward_contract import check_flags
+from minbert.loading.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.loading.checkpoint import model_folder, write_model

@@ -1,11 +1,12 @@
-"""The fast paths a job switches on, each giving the same numbers as the lesson's code it stands in for:
-optim/fast_adamw.py's FastAdamW for the lesson's AdamW, minbert/fast/dropout.py's dropout with a cheaper
-random mask on a CPU, and memory.py's freed pages kept for the next step's large gradients.
+"""The fast paths a job chooses, each giving the same numbers as the lesson's code it stands in for:
+optim/fast_adamw.py's FastAdamW for the lesson's AdamW (build_optimizer, loop.py), and for the model it has
+built and will train (JobRun.train, job.py, once the encoder is loaded and its heads and adapters are in
+place) minbert/fast/dropout.py's dropout with a cheaper random mask on a CPU in place of every nn.Dropout, and
+memory.py's freed pages kept for the next step's large gradients. The loop trains the model as it is given.
 
-The student handout leaves these modules out by name (grading/config.py HANDOUT_EXCLUDE_FILES and
-HANDOUT_EXCLUDE_DIRS); `shipped` is the one place that asks whether they are here, so that in a handout every
-job runs the student's own code. The benches call the same functions, so that they time the step the jobs
-run.
+The student handout leaves these modules out by name (grading/config.py HANDOUT_FAST_PATHS); `shipped` is
+the one place that asks whether they are here, so that in a handout every job runs the student's own code.
+The benches call the same functions, so that they time the step the jobs run.
 
 Read next: memory.py.
 """

@@ -9,12 +9,11 @@ as in transformers' HfArgumentParser. The flag is the field's name with hyphens 
 --batch_size, --batch-size); a bool that is on by default is turned off by --no-<name> (its help, a noun
 phrase, then reads "without ...").
 
-A job states its defaults once, as its settings object's fields (tasks/tag.py: `training: TrainingSettings =
-TrainingSettings(epochs=3)`). `SettingsParser` makes one help group per group, in the fields' order, with
-those values as the defaults that --help shows, and `parse` returns a new instance, each group checked by
-its `__post_init__`, then the whole by its `check` (a contradiction is a usage error that names the flags).
-`as_dict` and `from_dict` carry the groups into a run's config.json and back (run_folder.py compares them on
---resume).
+A job states its defaults once, in its settings object's fields (`training: TrainingSettings =
+TrainingSettings(epochs=3)`). `SettingsParser` makes a help group per group, in the fields' order, showing
+those defaults; `parse` returns a new object, each group checked by its `__post_init__`, the whole by its
+`check` (a contradiction is a usage error naming the flags). `as_dict` and `from_dict` carry the groups into
+config.json and back (run_folder.py compares them on --resume).
 
 The types check a flag's value where argparse reads it, before any work starts: each is a function from the
 command line's string to the value, raising argparse.ArgumentTypeError with what would be accepted; argparse
@@ -57,8 +56,7 @@ def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
 
 class Flags:
     """A group of flags (one help group): a frozen dataclass whose fields made with `flag(...)` are its flags.
-    A group whose flags depend on the job (job.py's CourseFiles: three per row of its table) overrides the
-    three methods."""
+    A group whose flags depend on the job (job.py's CourseFiles: five per row of its table) overrides these."""
 
     def flag_fields(self) -> list[dataclasses.Field]:
         return [f for f in dataclasses.fields(self) if "help" in f.metadata]
@@ -117,8 +115,7 @@ class SettingsParser(argparse.ArgumentParser):
     """A job's command line, made from its settings' default instance; `parse` gives a new instance back."""
 
     def __init__(self, prog: str, description: str | None, defaults: Any, fixed: Sequence[str] = ()) -> None:
-        """defaults: the job's settings object (`groups`; its `check` says what they contradict); fixed: flags
-        the job does not offer (they keep the defaults' values)."""
+        """defaults: the job's settings object; fixed: flags it does not offer (they keep their defaults)."""
         course = any(f.metadata["course"] for g in groups(defaults) for f in g.flag_fields())
         super().__init__(prog=prog, description=description, usage="%(prog)s [options]",
                          epilog="Flags spelled with underscores (the course's) also take hyphens." if course
@@ -169,10 +166,7 @@ def add_flag(group, field: dataclasses.Field, default: Any) -> None:
 
 def as_dict(*settings: Flags) -> dict[str, Any]:
     """Several groups of flags as one flat dict (their field names never clash: each is a flag)."""
-    merged: dict[str, Any] = {}
-    for instance in settings:
-        merged.update(instance.values())
-    return merged
+    return {name: value for group in settings for name, value in group.values().items()}
 
 
 def from_dict(cls: type, saved: dict[str, Any]) -> Any:

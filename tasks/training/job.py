@@ -50,6 +50,7 @@ from minbert.text.tokenizer import BertTokenizer
 from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
+from tasks.training.fast_paths import use_fast_paths
 from tasks.training.world import process_rank
 from tasks.training.flags import Flags, SettingsParser, env_switch, existing_file, flag, groups, output_file
 from tasks.training.loop import train
@@ -319,6 +320,7 @@ class JobRun:
             from tasks.training.lora_run import add_adapters  # LoRA's files load only under --lora
             add_adapters(model.bert, self.job.lora, self.job.lora_alpha, self.job.lora_dropout,
                          self.job.lora_targets)
+        use_fast_paths(model)  # the model now whole (encoder, heads, adapters): the loop trains it as given
         if save_best is None:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)

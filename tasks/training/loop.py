@@ -51,7 +51,7 @@ from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.fast_paths import optimizer_class, use_fast_paths
+from tasks.training.fast_paths import optimizer_class
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -114,7 +114,6 @@ def train(
     world = join_world(training.device)
     device = world.device_for(training.device)
     model.to(device)
-    use_fast_paths(model)
     by_name = {t.name: t for t in tasks}
     task_loss = world.wrap(TaskLosses(model, by_name), device)
     optimizer = build_optimizer(model, training)
