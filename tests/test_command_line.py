@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from tasks.training import flags
+from tasks.training import fast_paths, flags
 from tasks.training.flags import SettingsParser, from_dict
 from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, WRITE_TEST, claim_run
 from tasks.training.settings import (JobSettings, RunSettings, TrainingSettings, attn_implementation_for,
@@ -204,6 +204,18 @@ def test_the_kernel_is_decided_once_and_predict_keeps_its_runs_on_a_cpu():
     assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="auto") == "unpadded"  # not a kernel
     assert attn_implementation_for("auto", "cuda", "fp32", evaluated_with="eager") == "sdpa"
     assert attn_implementation_for("eager", "cpu", "fp32", evaluated_with="sdpa") == "eager"  # as asked
+
+
+def test_where_the_fast_paths_are_not_shipped_auto_is_the_students_eager_kernel_and_unpadded_is_refused(
+        monkeypatch):
+    """The student handout leaves minbert/fast/ out (grading/config.py): there the jobs run the student's
+    attention, and asking for the fast path says why it is not there."""
+    monkeypatch.setattr(fast_paths, "shipped", lambda: False)
+    assert [attn_implementation_for("auto", device, precision) for device, precision in
+            (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["eager"] * 3
+    assert attn_implementation_for("sdpa", "cpu", "fp32") == "sdpa"  # as asked
+    with pytest.raises(SystemExit, match="--attn-implementation unpadded: this handout leaves the fast paths"):
+        attn_implementation_for("unpadded", "cpu", "fp32")
 
 
 def trained(run) -> None:

@@ -176,11 +176,12 @@ def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_fast_p
     assert probe.returncode == 0 and "python -m grading.check_predictions" in probe.stdout, probe.stderr
     assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
     assert not [path for path in HANDOUT_FAST_PATHS if (out / path).exists()]  # the fast paths, by name
-    # ... so there the jobs train with the lesson's AdamW and the student's code (fast_paths.py asks)
-    probe = subprocess.run([sys.executable, "-c", "from tasks.training import fast_paths as f; "
-                            "print(f.shipped(), f.optimizer_class().__name__)"], cwd=out, capture_output=True,
+    # ... so there the jobs train with the lesson's AdamW and the student's attention (fast_paths.py asks)
+    probe = subprocess.run([sys.executable, "-c", "from tasks.training import fast_paths as f, settings as s; "
+                            "print(f.shipped(), f.optimizer_class().__name__, "
+                            "s.attn_implementation_for('auto', 'cpu', 'fp32'))"], cwd=out, capture_output=True,
                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(out)})
-    assert probe.stdout.split() == ["False", "AdamW"], probe.stderr
+    assert probe.stdout.split() == ["False", "AdamW", "eager"], probe.stderr
     assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
     assert (out / "minbert/text/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
 

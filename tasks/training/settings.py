@@ -42,6 +42,7 @@ import psutil
 import torch
 
 from optim.schedules import SCHEDULES
+from tasks.training import fast_paths
 from tasks.training.flags import (Flags, existing_dir, flag, integer, model_name_or_path, module_names,
                                   non_negative, non_negative_int, output_dir, positive, positive_int, probability,
                                   real, seed_int, threads_int)
@@ -237,7 +238,15 @@ def attn_implementation_for(requested: str, device: str, precision: str,
     under bf16 sdpa took 285 ms against the unpadded path's 360 (its per-sentence attention pays for
     small bf16 kernels). On a GPU the unpadded path was never measured here, and its loop launches one
     attention kernel per sentence, so the GPU keeps sdpa's fused kernels.
+
+    In the student handout, which leaves the fast paths out (fast_paths.py), "auto" is "eager", the kernel
+    the student writes, and "unpadded" is refused by name.
     """
+    if not fast_paths.shipped():
+        if requested == "unpadded":
+            raise SystemExit("error: --attn-implementation unpadded: this handout leaves the fast paths out "
+                             "(minbert/fast/); give auto (your eager kernel), sdpa or eager")
+        return "eager" if requested == "auto" else requested
     if requested != "auto":
         return requested
     if device == "cpu" and evaluated_with in ATTENTION_CHOICES[1:]:
