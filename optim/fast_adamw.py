@@ -178,7 +178,7 @@ def _load() -> ctypes.CDLL | None:
         function.restype = None
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as error:
         KERNEL_FAILURE = " ".join(f"{type(error).__name__}: {error}".split())[:400]
-        warnings.warn(f"AdamW: the C kernel is unavailable ({KERNEL_FAILURE}); using the torch.compile'd "
+        warnings.warn(f"FastAdamW: the C kernel is unavailable ({KERNEL_FAILURE}); using the torch.compile'd "
                       "update instead (the same numbers)", RuntimeWarning, stacklevel=5)
         return None
     _LIBRARY = library
@@ -286,7 +286,7 @@ def _update_compiled(update: Callable[..., None], param: Tensor, grad: Tensor, e
         _COMPILED[1](param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **scalars)
     except Exception as error:  # no C++ compiler, an unsupported platform, the recompilation limit, ...
         COMPILE_FAILURE = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-        warnings.warn(f"AdamW: torch.compile of adamw_update failed ({COMPILE_FAILURE}); using the readable "
+        warnings.warn(f"FastAdamW: torch.compile of adamw_update failed ({COMPILE_FAILURE}); using the readable "
                       "per-parameter update from now on (the same numbers, slower)", RuntimeWarning,
                       stacklevel=5)
         return False
