@@ -5,9 +5,9 @@ The lesson, the model a student writes, is this folder's files, read bottom-up:
     config.py -> embeddings.py -> attention.py -> layer.py -> encoder.py -> model.py -> heads.py -> pooling.py
 
 Around it, each in a folder of its own: text/ (the tokenizer), loading/ (from_pretrained, checkpoints,
-the model cache, sentence-transformers' files), fast/ (the unpadded model and a cheaper CPU dropout,
-each tested equal to the lesson's modules), extras/ (label attention, layer analysis), and
-sentence_encoder.py (sentence embeddings in one call).
+the model cache, sentence-transformers' files), fast/ (the unpadded model and a cheaper CPU dropout, each
+tested equal to the lesson's modules; the student handout leaves it out), extras/ (label attention, layer
+analysis), and sentence_encoder.py (sentence embeddings in one call).
 
 The names a library user needs, each defined in the file named:
 
