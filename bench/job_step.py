@@ -95,7 +95,7 @@ class Minbert:
         model, tasks, _, _, steps, train, job, _ = build_job(job_argv)
         if lora:
             add_adapters(model.bert, LORA_RANK, job.lora_alpha, job.lora_dropout, job.lora_targets)
-        use_fast_paths(model)  # as the loop does
+        use_fast_paths(model)  # as the job does before its loop
         model.train()
         self.model, self.tasks, self.train, self.job = model, tasks, train, job
         self.optimizer = build_optimizer(model, train)

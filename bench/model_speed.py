@@ -119,7 +119,7 @@ def build_runners(config: BertConfig, args: argparse.Namespace, seed: int = 0) -
         model.load_state_dict(ours.state_dict(), strict=True)  # the same keys, so a strict copy
         model.to(args.device)
         if name.startswith("ours"):
-            use_fast_dropout(model)  # as the jobs' training loop does (at dropout 0 it passes its input on)
+            use_fast_dropout(model)  # as a training job does (at dropout 0 it passes its input on)
     if args.compile:
         # Layer by layer: the model itself finds the real tokens (unpadded.py), a read on the host.
         layers = models["ours-unpadded-compiled"].encoder.layer

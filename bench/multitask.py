@@ -225,7 +225,7 @@ def run_plain(model: MultitaskBERT, datasets: dict[str, TensorDataset], config: 
     total = steps_per_epoch * config.epochs
     scheduler = linear_warmup_decay(optimizer, int(config.warmup * total), total)
     examples = steps = 0
-    use_fast_dropout(model)  # as the job's loop does
+    use_fast_dropout(model)  # as the job does before its loop
     model.train()
     for epoch in range(config.epochs):
         schedule = interleave({name: list(loader) for name, loader in loaders.items()}, "round-robin",

@@ -35,14 +35,14 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from bench.batches import matmul_flops
 from bench.model_speed import measure_peak
 from tasks.data.course import read_splits
-from tasks.data.course_files import SPLITS, course_files, find_data
+from tasks.data.course_files import SPLITS, find_data
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
-from tasks.training.job import freeze
+from tasks.training.job import freeze, load_job_encoder
 from tasks.training.fast_paths import use_fast_paths
 from tasks.training.loop import build_optimizer, interleave, make_schedule
-from tasks.training.settings import resolve_job, resolve_training
+from tasks.training.settings import resolve_settings
 
 REGIONS = ("forward", "backward", "clip", "optimizer")
 MATMULS = {"aten::mm": "matmuls: linear layers", "aten::addmm": "matmuls: linear layers",
@@ -52,23 +52,23 @@ SOFTMAX = ("aten::_softmax", "aten::_softmax_backward_data")
 
 def build_job(argv: list[str]):
     """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
-    settings, job, train, files = job_parser().parse(argv)
-    train = resolve_training(train)
-    job = resolve_job(job, train)
+    settings = resolve_settings(job_parser().parse(argv))
+    job, train = settings.job, settings.training
     torch.manual_seed(train.seed)
-    paths = course_files(TASKS, files, SPLITS)
+    paths = settings.files.inputs(SPLITS)
     source = find_data(TASKS, job.data_dir, paths, ("train", "dev"))
     data = {t.name: read_splits(source, t.dataset, job.strict, job.limit, splits=("train", "dev"),
                                 files=paths[t.name])
             for t in TASKS}
-    model, task_list, _, _ = build_model(with_settings(TASKS, settings), job, train, data)
+    bert, tokenizer, _ = load_job_encoder(job, pairs=True)
+    model, task_list = build_model(with_settings(TASKS, settings.multitask), settings, data, bert, tokenizer)
     if job.freeze_encoder:  # as the job's run does before its loop
         freeze(model.bert)
     tasks = {t.name: t for t in task_list}
     optimizer = build_optimizer(model, train)
     steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)
     scheduler = make_schedule(optimizer, train, len(steps) * train.epochs, len(steps))
-    return model, tasks, optimizer, scheduler, steps, train, job, settings.r_drop
+    return model, tasks, optimizer, scheduler, steps, train, job, settings.multitask.r_drop
 
 
 def step_flops(config, step, r_drop: float, unpadded: bool) -> int:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     weight = {name: task.weight for name, task in tasks.items()}
     trainable = [p for p in model.parameters() if p.requires_grad]
     bf16 = train.precision == "bf16"
-    use_fast_paths(model)  # as the job's loop does
+    use_fast_paths(model)  # as the job does before its loop
     model.train()
 
     def run(step) -> None:  # one step of tasks/training/loop.py, one process

@@ -31,6 +31,7 @@ from tasks.data.course import read_splits, task_files
 from tasks.data.sources import resolve_data_dir
 from tasks.models.course_task import MultitaskBERT, RDrop, TaskData
 from tasks.multitask import TASKS
+from tasks.training.fast_paths import use_fast_paths
 from tasks.training.flags import choice_list, existing_dir, nonempty, positive, positive_int
 from tasks.training.job import load_encoder
 from tasks.training.loop import train
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     source = resolve_data_dir(args.data_dir, task_files([t.dataset for t in rows], ("train", "dev")))
     data = {t.name: read_splits(source, t.dataset, strict=False, limit=0) for t in rows}
     bert, tokenizer, _ = load_encoder(args.model)
-    model = MultitaskBERT(bert, rows)
+    model = use_fast_paths(MultitaskBERT(bert, rows))  # as a job does before its loop
     tasks = [TaskData(t, tokenizer, data[t.name]["train"], data[t.name]["dev"], config.batch_size,
                       config.seed, 128) for t in rows]
 

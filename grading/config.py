@@ -89,20 +89,24 @@ DEFAULT_VISIBILITY = "visible"
 
 # What the handout never ships, whatever the edition's closure (contents.py) reaches, besides the hidden
 # tests: the grader (its mutations quote the solutions), the project's own test files (they would pass or
-# fail regardless of the TODOs), the staff page, and the C kernel of AdamW's fast paths (it restates
-# adamw_update; without it optim/fast_adamw.py takes nothing, and AdamW runs the student's own update as
-# written, uncompiled). README.md is replaced by the student README.
+# fail regardless of the TODOs), the staff pages, the structured-classification job (tasks/hierarchical.py:
+# its collections are not in the handout, so it could not run there; R-Precision's graded tests run the
+# student's code), and the fast paths (HANDOUT_FAST_PATHS). README.md is replaced by the student README.
 HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
 HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
 HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files
-HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "optim/adamw_kernel.c")
+HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "tasks/hierarchical.py")
+# The fast paths, by name (a folder ends with "/"): each gives the lesson's numbers faster, and the kernel of
+# AdamW's restates adamw_update. Without them tasks/training/fast_paths.py has the jobs run the student's own
+# code: the lesson's AdamW and its update as written, uncompiled, the student's dropout, and the student's
+# eager attention for --attn-implementation auto.
+HANDOUT_FAST_PATHS = ("minbert/fast/", "optim/fast_adamw.py", "optim/adamw_kernel.c", "tasks/training/memory.py")
 
 # Which files an edition ships is computed (contents.py): the import closure of its TODOs, their tests,
 # the main job and the jobs that use them. How the handout's check runs a shipped job cheaply, on a tiny
 # random model ({model}), the demo sample ({sample}: data/sample; {data}: a folder whose cs224n/ is it) and
 # a fresh folder ({out}): in the student handout it must finish or stop at a TODO of the edition, with the
-# solutions in it must finish. A shipped job without a row is checked with --help only (tasks.hierarchical:
-# its collections are not in the handout).
+# solutions in it must finish. A shipped job without a row is checked with --help only.
 JOB_TINY_RUNS: dict[str, str] = {
     "tasks.multitask": "--model {model} --data-dir {sample} --out {out} --limit 8 --batch_size 4 --epochs 1 "
                        "--max-length 32 --max-steps 2",

@@ -17,7 +17,7 @@ Beside the Python files: the repository's top-level files (Makefile, setup.cfg, 
 .gitignore), each file or folder that a shipped module names by a relative path written as strings
 (`Path(__file__).parent / "reference" / "model.safetensors"`, `... / "data" / "sample"`), and each
 document that a shipped notebook or document links to. handout.py leaves out of this what config.py
-excludes (the hidden tests, the AdamW kernel, the staff pages) and checks that no shipped document
+excludes (the hidden tests, the fast paths, the staff pages) and checks that no shipped document
 names a file left out.
 
 Read next: handout.py.
@@ -316,7 +316,7 @@ def contents(edition: str, files: list[str], read, shipped_tests: list[str], can
 
     read: path -> text. shipped_tests: the edition's graded test files the handout ships.
     candidate: path -> whether config.py's exclusions allow the file at all (the hidden tests, the
-    grader, the AdamW kernel and the staff pages never ship)."""
+    grader, the fast paths and the staff pages never ship)."""
     allowed = {f for f in files if candidate(f)}
     python = {f for f in allowed if f.endswith(".py")}
     sources = {f: read(f) for f in python}

@@ -9,10 +9,10 @@ What OUT_DIR gets: what the edition needs (contents.py computes it from the code
 the files holding its TODOs, the visible graded tests of its components (with tests/conftest.py and the
 helpers and reference files they read), the main job and each other job that uses one of its TODOs; the
 notebooks that run on these, the demo data the jobs read and the top-level build files. Never grading/, the
-project's own tests, the hidden tests (tests/graded/hidden/), nor config.py HANDOUT_EXCLUDE_FILES; so
-bench/, experiments/ and the jobs no TODO needs stay in this repository. README.md is replaced by a student
-README listing every TODO with its points and the tests that check it. In every Python file each region of
-the edition's components
+project's own tests, the hidden tests (tests/graded/hidden/), nor config.py HANDOUT_EXCLUDE_FILES and
+HANDOUT_FAST_PATHS (the fast paths, by name); so bench/, experiments/ and the jobs no TODO needs stay in this
+repository. README.md is replaced by a student README listing every TODO with its points and the tests that
+check it. In every Python file each region of the edition's components
 
     # BEGIN SOLUTION
     ...
@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
-                            HANDOUT_EXCLUDE_FILES, HANDOUT_KEEP_TESTS, HIDDEN_TESTS, JOB_TINY_RUNS,
-                            SUBMITTED_PACKAGES, component_todos, edition_components, edition_todos,
-                            todo_component)
+                            HANDOUT_EXCLUDE_FILES, HANDOUT_FAST_PATHS, HANDOUT_KEEP_TESTS, HIDDEN_TESTS,
+                            JOB_TINY_RUNS, SUBMITTED_PACKAGES, component_todos, edition_components,
+                            edition_todos, todo_component)
 from grading.contents import Contents, contents
 from grading.config import HANDOUT_KEEP_FILES
 from grading.documents import NEEDS, dead_references, student_readme
@@ -106,6 +106,8 @@ def may_ship(relative: str, left_out_tests: frozenset[str] = frozenset()) -> boo
     files of components outside the edition); which of these an edition ships is edition_contents'."""
     if relative in HANDOUT_EXCLUDE_FILES or relative in left_out_tests:
         return False
+    if any(relative == p or p.endswith("/") and relative.startswith(p) for p in HANDOUT_FAST_PATHS):
+        return False  # a path, or a folder's (ending with "/")
     if relative.startswith(f"{HIDDEN_TESTS}/"):
         return False
     if relative in HANDOUT_KEEP_TESTS + HANDOUT_KEEP_FILES or relative.startswith(f"{GRADED_TESTS}/"):

@@ -5,9 +5,9 @@ The lesson, the model a student writes, is this folder's files, read bottom-up:
     config.py -> embeddings.py -> attention.py -> layer.py -> encoder.py -> model.py -> heads.py -> pooling.py
 
 Around it, each in a folder of its own: text/ (the tokenizer), loading/ (from_pretrained, checkpoints,
-the model cache, sentence-transformers' files), fast/ (the unpadded model and a cheaper CPU dropout,
-each tested equal to the lesson's modules), extras/ (label attention, layer analysis), and
-sentence_encoder.py (sentence embeddings in one call).
+the model cache, sentence-transformers' files), fast/ (the unpadded model and a cheaper CPU dropout, each
+tested equal to the lesson's modules; the student handout leaves it out), extras/ (label attention, layer
+analysis), and sentence_encoder.py (sentence embeddings in one call).
 
 The names a library user needs, each defined in the file named:
 
@@ -15,8 +15,6 @@ The names a library user needs, each defined in the file named:
     BertTokenizer       text to [CLS] A [SEP] B [SEP] ids; `tokenizer(texts)` gives the model's inputs
                         (text/tokenizer.py)
     BertModel           the encoder; `BertModel.from_pretrained(name_or_path)` loads a checkpoint (model.py)
-    UnpaddedBertModel   the same encoder, faster on padded batches: it runs on their real tokens only
-                        (fast/unpadded.py)
     BertForPreTraining  BertModel with the masked-LM and next-sentence heads (heads.py)
     SentenceEncoder     sentence embeddings in one call, as sentence-transformers gives them
                         (sentence_encoder.py)
@@ -25,7 +23,8 @@ The names a library user needs, each defined in the file named:
                         FileAccessError, ModelNotFoundError, DeviceError (loading/errors.py)
 
 `import minbert` loads none of them: each is imported the first time it is asked for, so a job loads
-only the files it uses.
+only the files it uses. The fast paths are imported from their own files (`from minbert.fast.unpadded
+import UnpaddedBertModel`, the same encoder, faster on padded batches), so that the lesson runs without them.
 
 Read next: config.py.
 """
@@ -37,7 +36,6 @@ _EXPORTS = {
     "BertConfig": "minbert.config",
     "BertTokenizer": "minbert.text.tokenizer",
     "BertModel": "minbert.model",
-    "UnpaddedBertModel": "minbert.fast.unpadded",
     "BertForPreTraining": "minbert.heads",
     "SentenceEncoder": "minbert.sentence_encoder",
     "MinbertError": "minbert.loading.errors",

@@ -8,8 +8,8 @@ Interchangeable kernels compute the same thing, looked up by name in ATTENTION_K
 - `eager_attention`: the formula written out on `attention_scores` (the exercise; it can also return the
   probabilities);
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
-(The fast path for padded batches, minbert/fast/unpadded.py, adds a third, for its UnpaddedBertModel,
-which packs a batch's real tokens into one row before the embeddings.)
+A variant that attends differently subclasses BertSelfAttention and overrides its `attend` (label
+attention, extras/label_attention.py; the unpadded fast path, fast/unpadded.py).
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
 
@@ -88,15 +88,15 @@ def sdpa_attention(
         # written out, with F.dropout's random mask. So training on a CPU runs the eager kernel, with the
         # layer's own dropout module (minbert/fast/dropout.py swaps in a cheaper one); evaluation, and
         # every GPU, keep the fused one.
-        return eager_attention(query, key, value, 0.0 if attention_mask is None else attention_mask,
-                               dropout)
+        if attention_mask is None:
+            attention_mask = query.new_zeros(())  # nothing masked: an additive 0, broadcast
+        return eager_attention(query, key, value, attention_mask, dropout)
     keep = attention_mask == 0 if attention_mask is not None else None  # (B, 1, 1, T), broadcast like it
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=keep, dropout_p=dropout_p)
     return context, None
 
 
-# The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face ("unpadded",
-# registered by minbert/fast/unpadded.py, is UnpaddedBertModel's).
+# The kernels by name; a model picks one with `attn_implementation`, as in Hugging Face.
 ATTENTION_KERNELS: dict[str, Callable] = {"eager": eager_attention, "sdpa": sdpa_attention}
 
 

@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.forward_contract import check_ids
 
 
 class BertEmbeddings(nn.Module):
@@ -38,46 +37,27 @@ class BertEmbeddings(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Embed a batch.
+        """Embed a batch (BertModel.forward has checked the arguments: loading/forward_contract.py).
 
         input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
         gradients with respect to the input, e.g. saliency maps).
         token_type_ids: (B, T) segment ids, 0 for sentence A and 1 for sentence B; default all 0.
         position_ids: (B, T) or (1, T) index of each token in the position table; default 0, 1, ..., T - 1
-        (Hugging Face's argument; the unpadded model, fast/unpadded.py, gives each token of a packed row the
-        position it has in its padded row).
+        (Hugging Face's argument).
         Returns (B, T, C).
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
-        if input_ids is not None:
-            input_ids = check_ids(input_ids, self.config.vocab_size, "input_ids", "vocab_size")
-            B, T = input_ids.shape
-        else:
-            B, T, _ = inputs_embeds.shape
+        B, T = input_ids.shape if input_ids is not None else inputs_embeds.shape[:2]
         if token_type_ids is None:
             token_type_ids = torch.zeros(B, T, dtype=torch.long, device=self._device())
-        else:
-            token_type_ids = check_ids(token_type_ids, self.config.type_vocab_size, "token_type_ids",
-                                       "type_vocab_size")
         if position_ids is None:
-            if T > self.config.max_position_embeddings:
-                raise ValueError(
-                    f"sequence length {T} exceeds the position table (max_position_embeddings="
-                    f"{self.config.max_position_embeddings}); truncate the input (tokenizer max_length)"
-                )
             position_ids = torch.arange(T, device=self._device())  # (T,), broadcast over the batch
-        else:
-            # Checked by value, as the ids are: a packed row (fast/unpadded.py) may hold more tokens than the
-            # table has positions, since only each token's own position must lie in the table.
-            position_ids = check_ids(position_ids, self.config.max_position_embeddings, "position_ids",
-                                     "max_position_embeddings")
 
         # Hints: 1. the word vectors: look input_ids up in the word table, unless inputs_embeds gives them.
         #        2. add, position by position, the vector of the token's position and of its segment; the
-        #           positions are `position_ids` (the argument, or the default made above): a packed row
-        #           numbers its tokens by their place in the padded row, not 0, 1, 2, ... (paper §3,
-        #           Figure 2: the sum of three embeddings).
+        #           positions are `position_ids` (the argument, or the default made above), which need not
+        #           be 0, 1, 2, ... (paper §3, Figure 2: the sum of three embeddings).
         #        3. then LayerNorm, then dropout, in that order (the TF code's order; the checkpoint's
         #           LayerNorm expects the raw sum).
         # BEGIN SOLUTION

@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.forward_contract import check_pretraining_labels, check_tensors
 from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 from minbert.model import BertModel, init_bert_weights
 
@@ -154,10 +153,7 @@ class BertForPreTraining(BertPreTrainedModel):
         labels: (B, T) original token ids at the masked positions, IGNORE_INDEX (-100) elsewhere.
         next_sentence_label: (B,) 0 if sentence B is the actual next sentence, 1 if random.
         """
-        # Checked before the model runs, so that a wrong label costs no forward pass (forward_contract.py).
-        check_tensors(input_ids=input_ids)
-        check_pretraining_labels(labels, next_sentence_label, tuple(input_ids.shape), self.config.vocab_size,
-                                 IGNORE_INDEX)
+        self.check_labels(input_ids, labels, next_sentence_label, IGNORE_INDEX)  # before the forward pass
         encoded = self.bert(input_ids, attention_mask, token_type_ids,
                             output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         word_embeddings = self.bert.embeddings.word_embeddings.weight  # the tied decoder, (V, C)

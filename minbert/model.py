@@ -25,7 +25,6 @@ from minbert.attention import check_kernel_name
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.encoder import BertEncoder
-from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.loading.pretrained import BertPreTrainedModel, ModelOutput
 
 
@@ -83,10 +82,6 @@ class BertModel(BertPreTrainedModel):
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa",
                  add_pooling_layer: bool = True) -> None:
         super().__init__()
-        if attn_implementation == "unpadded" and type(self) is BertModel:
-            # That kernel reads a batch packed before the embeddings, which only the subclass makes.
-            raise ValueError("attn_implementation 'unpadded' is a model of its own: build "
-                             "minbert.UnpaddedBertModel(config) or UnpaddedBertModel.from_pretrained(...)")
         self.config = config
         self.attn_implementation = check_kernel_name(attn_implementation)
         self.embeddings = BertEmbeddings(config)
@@ -111,10 +106,10 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
         """
-        # Every argument's type, shape, dtype and range, checked once (forward_contract.py: what is allowed).
-        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
-            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
-        check_flags(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        # Every argument's type, shape, dtype and range, checked once (the base class, loading/pretrained.py).
+        input_ids, attention_mask, token_type_ids, inputs_embeds = self.check_inputs(
+            input_ids, attention_mask, token_type_ids, inputs_embeds,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, T, C)
         B, T, _ = embedding_output.shape
         if attention_mask is None:

@@ -35,7 +35,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.hub import resolve_model
-from minbert.forward_contract import check_flags
+from minbert.loading.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.loading.checkpoint import model_folder, write_model
@@ -44,7 +44,6 @@ from minbert.loading.schema import check_fields
 from minbert.loading.sentence_files import (ARGUMENTS, SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
                                             read_settings, replace, write_settings)
 from minbert.text.tokenizer import BertTokenizer
-from minbert.fast.unpadded import model_class
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -81,8 +80,8 @@ class SentenceEncoder(nn.Module):
         before each input, default_prompt_name the one used when `encode` names none. None takes the
         folder's setting (see the module docstring).
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
-        attn_implementation: the attention kernel of a model loaded here; "unpadded" loads an
-        UnpaddedBertModel (fast/unpadded.py).
+        attn_implementation: the attention kernel of a model loaded here, "sdpa" or "eager"; for the unpadded
+        fast path, pass an UnpaddedBertModel (minbert/fast/unpadded.py) as `model`.
         """
         super().__init__()
         if isinstance(model, BertModel):
@@ -98,8 +97,7 @@ class SentenceEncoder(nn.Module):
                             f"{type(model).__name__}; for a model with heads pass its encoder (model.bert)")
         else:
             self.model_dir = resolve_model(model, revision)
-            model = model_class(attn_implementation).from_pretrained(
-                self.model_dir, attn_implementation=attn_implementation)
+            model = BertModel.from_pretrained(self.model_dir, attn_implementation=attn_implementation)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"

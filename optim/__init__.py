@@ -1,7 +1,8 @@
 """The optimizer side of training: AdamW, learning-rate schedules, and BERT's parameter groups.
 
-adamw.py is AdamW as a student reads and writes it; fast_adamw.py runs the same update fused (in C on the CPU,
-compiled by torch.compile elsewhere), tested equal, and is not needed to follow the lesson.
+adamw.py is AdamW as a student reads and writes it; fast_adamw.py's FastAdamW, its subclass, runs the same
+update fused (in C on the CPU, compiled by torch.compile elsewhere), tested equal, and is not needed to follow
+the lesson.
 
 Read next: adamw.py, then schedules.py, then param_groups.py.
 """

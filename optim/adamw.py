@@ -37,14 +37,10 @@ tensor; an int is exact at any length of training and reads plainly in a checkpo
 by `torch.optim.AdamW` loads here too: its tensor steps are turned into ints. Steps are counted per
 parameter because a parameter without a gradient is skipped and its clock does not advance.
 
-The optimizer at the end of this file runs `adamw_update`, one parameter at a time, in a plain loop: with
-foreach=False always, and by default for whatever the fast paths leave to it. By default (foreach None or
-True) `AdamW.step` first hands each parameter group to fast_adamw.py, which runs the same update in C on the
-CPU or compiled by torch.compile elsewhere, level with torch's fused AdamW where the loop takes about 4.5x as
-long (bert-base, 2 CPU cores; bench/optim_speed.py), and tested equal to torch within float rounding. That is
-the one place where this file meets it, and nothing here needs it to be read. The student handout turns
-the fast paths off (it leaves out their C source; fast_adamw.py says why), so there the loop runs the
-student's own `adamw_update`, as written.
+The optimizer at the end of this file runs `adamw_update`, one parameter at a time, in a plain loop
+(`AdamW.update_group`). A faster optimizer with the same numbers is a subclass that overrides that one
+method (fast_adamw.py's FastAdamW, which the jobs train with where it is shipped); nothing here needs it to
+be read.
 
 Read next: schedules.py (how the learning rate changes during training).
 """
@@ -59,7 +55,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from optim import fast_adamw
+# (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, step): one parameter's update, as AdamW.step
+# collects them (the step already counted).
+Update = tuple[Tensor, Tensor, Tensor, Tensor, "Tensor | None", int]
 
 
 def adamw_update(
@@ -117,7 +115,7 @@ def adamw_update(
 
 
 def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_decay: Any, amsgrad: Any,
-                           foreach: Any, fused: Any, correct_bias: Any = True) -> None:
+                           correct_bias: Any = True) -> None:
     """Raise ValueError naming the first invalid hyper-parameter, its value and the allowed values."""
 
     def is_number(x: Any) -> bool:
@@ -137,15 +135,6 @@ def _check_hyperparameters(where: str, lr: Any, betas: Any, eps: Any, weight_dec
         raise ValueError(f"{where}: weight_decay must be a number >= 0 and finite, got {weight_decay!r}")
     if not isinstance(amsgrad, bool):
         raise ValueError(f"{where}: amsgrad must be True or False, got {amsgrad!r}")
-    if not any(foreach is allowed for allowed in (None, True, False)):
-        raise ValueError(f"{where}: foreach must be None (fast), True (fast) or False "
-                         f"(readable per-parameter loop), got {foreach!r}")
-    if not any(fused is allowed for allowed in (None, True, False)):
-        raise ValueError(f"{where}: fused must be None (the C kernel where it applies), True (the same) or "
-                         f"False (never the C kernel), got {fused!r}")
-    if fused is True and foreach is False:
-        raise ValueError(f"{where}: fused=True asks for the C kernel and foreach=False for the readable "
-                         "loop; pass one of them")
     # Accepted so that code written for the CS224N / old Hugging Face AdamW runs as it is. Not offered:
     # BERT's TF optimizer leaves the correction out, and Mosbach et al. 2021 show that hurts fine-tuning.
     if correct_bias is not True:
@@ -166,11 +155,6 @@ class AdamW(torch.optim.Optimizer):
         amsgrad: normalise by the running maximum of the second moment (Reddi et al. 2018).
         correct_bias: True only, the bias correction being always on; the CS224N starter's AdamW (after
             Hugging Face's old one) takes it, so code written for that one runs here.
-        foreach: None or True, the fast paths of fast_adamw.py take what they can (the same numbers to
-            float rounding, faster); False, every parameter takes the readable loop of `adamw_update`, as
-            in torch's for-loop.
-        fused: None or True, the fast paths send float32 tensors on the CPU to their C kernel; False, they
-            compile them like every other tensor (fast_adamw.py).
 
     Works with `torch.optim.lr_scheduler` (it changes each group's "lr"), and `state_dict()` /
     `load_state_dict()` resume training bit for bit.
@@ -186,12 +170,9 @@ class AdamW(torch.optim.Optimizer):
         amsgrad: bool = False,
         *,
         correct_bias: bool = True,
-        foreach: bool | None = None,
-        fused: bool | None = None,
     ) -> None:
-        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, foreach, fused, correct_bias)
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        foreach=foreach, fused=fused)
+        _check_hyperparameters("AdamW", lr, betas, eps, weight_decay, amsgrad, correct_bias)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
         super().__init__(params, defaults)  # calls add_param_group for each group, which checks it
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -214,7 +195,7 @@ class AdamW(torch.optim.Optimizer):
         group = self.param_groups[-1]
         _check_hyperparameters(f"AdamW param group {len(self.param_groups) - 1}", group["lr"],
                                group["betas"], group["eps"], group["weight_decay"], group["amsgrad"],
-                               group["foreach"], group["fused"], group.get("correct_bias", True))
+                               group.get("correct_bias", True))
         for p in group["params"]:
             if not p.is_floating_point():
                 raise ValueError(f"AdamW param group {len(self.param_groups) - 1}: parameters must be "
@@ -225,8 +206,6 @@ class AdamW(torch.optim.Optimizer):
         """Called by load_state_dict (and unpickling): accept torch.optim.AdamW's tensor `step`s too."""
         super().__setstate__(state)
         for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("fused", None)
             group.setdefault("amsgrad", False)
         for param_state in self.state.values():
             if isinstance(param_state.get("step"), Tensor):
@@ -265,11 +244,14 @@ class AdamW(torch.optim.Optimizer):
                 state["step"] += 1
                 updates.append((p, p.grad, state["exp_avg"], state["exp_avg_sq"],
                                 state["max_exp_avg_sq"] if amsgrad else None, state["step"]))
-            if group["foreach"] is not False:
-                # The fast paths (fast_adamw.py) apply the updates they can, this same update in C or
-                # compiled, and leave the rest to the loop below; in the student handout they take nothing.
-                updates = fast_adamw.group_step(updates, hyper, fused=group["fused"] is not False,
-                                                update=adamw_update)
-            for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step in updates:
-                adamw_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **hyper)
+            self.update_group(updates, hyper, group)
         return loss
+
+    def update_group(self, updates: list[Update], hyper: dict[str, float], group: dict[str, Any]) -> None:
+        """Apply one parameter group's updates, each by `adamw_update`, one parameter at a time.
+
+        updates: (param, grad, m, v, v_max or None, step) of each parameter with a gradient, its step
+        already counted; hyper: lr, beta1, beta2, eps and weight_decay, as `adamw_update` takes them;
+        group: the parameter group itself. The one method a faster subclass overrides (fast_adamw.py)."""
+        for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step in updates:
+            adamw_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **hyper)

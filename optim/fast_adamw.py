@@ -1,27 +1,28 @@
-"""AdamW's fast paths: the update of `adamw_update` in C on the CPU, or compiled by torch.compile elsewhere.
+"""FastAdamW: the lesson's AdamW (adamw.py) with its update run fused, in C on the CPU or compiled by
+torch.compile elsewhere.
 
-`AdamW.step` (adamw.py) hands each parameter group here unless foreach=False, with `adamw_update` itself
-(an argument, so that this module need not import adamw.py, which imports it), and `group_step` applies the
-updates it can take and gives back the rest, which the readable loop of adamw.py then runs. Which way a
+It subclasses AdamW and overrides one method, `update_group`, which applies one parameter group's updates:
+it applies those a fast path takes and hands the rest to the lesson's loop of `adamw_update`. Which way a
 parameter goes (bench/optim_speed.py times them on bert-base's 199 tensors, 2 CPU cores):
 
 * float32, on the CPU, contiguous, unless fused=False: adamw_kernel.c, built once with the system C compiler
-  and called through ctypes, one call per group. Level with torch's fused AdamW (0.98-0.99x).
+  and called through ctypes, one call per group. Level with torch's fused AdamW (0.98-0.99x), where the
+  lesson's loop takes about 4.5x as long.
 * every other contiguous tensor (a GPU, float64), and float32 too where the kernel cannot be built or
   fused=False: `adamw_update` compiled by torch.compile, which fuses its passes over memory into one kernel
   per tensor. 1.3x torch's fused step on the CPU, where each tensor costs a compiled call.
-* a strided view, and everything once compiling has failed: nothing here; the readable loop runs it.
+* a strided view, and everything once compiling has failed: nothing here; the lesson's loop runs it.
 
 All of them give torch.optim.AdamW's numbers within float rounding (tests/test_adamw.py). Where the kernel
 cannot be built (no C compiler or OpenMP, a failed build or load), this module warns once and compiles; where
 compiling fails (no C++ compiler for Inductor, an unsupported platform), it warns once and leaves every update
-to the readable loop, which gives the same numbers, slower.
+to the lesson's loop, which gives the same numbers, slower.
 
-The student handout leaves out adamw_kernel.c (it restates the exercise's answer), and where that file is
-missing this module takes nothing (`available()` is False): in the handout, AdamW runs the student's
-`adamw_update` as they wrote it, one parameter at a time, never compiled behind their back (a compiled
-update would report their mistakes through Inductor's tracebacks, and could reject correct Python that
-torch.compile cannot trace).
+The jobs train with FastAdamW (tasks/training/fast_paths.py chooses it). The student handout leaves this
+module and its kernel out (the kernel restates the exercise's answer): there the jobs train with AdamW, which
+runs the student's `adamw_update` as they wrote it, never compiled behind their back (a compiled update would
+report their mistakes through Inductor's tracebacks, and could reject correct Python that torch.compile
+cannot trace).
 
 Read next: adamw_kernel.c (the kernel this module builds).
 """
@@ -36,36 +37,57 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
 
-# (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq or None, step): one parameter's update, as AdamW.step
-# collects them (the step already counted).
-Update = tuple[Tensor, Tensor, Tensor, Tensor, "Tensor | None", int]
+from optim import adamw
+from optim.adamw import AdamW, Update
 
 
-def available() -> bool:
-    """Whether the fast paths run here: only beside their C source, which the student handout leaves out."""
-    return KERNEL_SOURCE.exists()
+
+class FastAdamW(AdamW):
+    """AdamW (adamw.py), the same arguments and numbers, its update fused; see the module docstring.
+
+    fused: None or True (the default), float32 tensors on the CPU go to the C kernel; False, they are
+    compiled like every other tensor. A parameter group may set its own.
+    """
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], *args: Any,
+                 fused: bool | None = None, **kwargs: Any) -> None:
+        _check_fused("FastAdamW", fused)
+        self.fused = fused  # read by add_param_group, which AdamW.__init__ calls
+        super().__init__(params, *args, **kwargs)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        group.setdefault("fused", self.fused)
+        _check_fused(f"FastAdamW param group {len(self.param_groups) - 1}", group["fused"])
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A state dict saved by AdamW or torch.optim.AdamW loads too (None: the default)."""
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("fused", None)
+
+    def update_group(self, updates: list[Update], hyper: dict[str, float], group: dict[str, Any]) -> None:
+        """The updates the C kernel takes, then those torch.compile takes; the rest by AdamW's loop."""
+        if group["fused"] is not False:
+            native = [u for u in updates if kernel_applies(u[:5])]
+            if native and kernel_step(native, **hyper):
+                updates = [u for u in updates if not kernel_applies(u[:5])]
+        # adamw.adamw_update looked up at each step: the function the lesson's loop runs, patched or not
+        super().update_group(compiled_step(updates, hyper, adamw.adamw_update), hyper, group)
 
 
-def group_step(updates: list[Update], hyper: dict[str, float], *, fused: bool,
-               update: Callable[..., None]) -> list[Update]:
-    """Apply the updates of one parameter group that a fast path takes; return the others, untouched.
-
-    hyper: lr, beta1, beta2, eps and weight_decay, as `adamw_update` takes them. fused: whether float32 CPU
-    tensors may go to the C kernel (AdamW's fused argument is not False). update: `adamw_update`, the
-    function the compiled path compiles."""
-    if not updates or not available():
-        return updates
-    if fused:
-        native = [u for u in updates if kernel_applies(u[:5])]
-        if native and kernel_step(native, **hyper):
-            updates = [u for u in updates if not kernel_applies(u[:5])]
-    return compiled_step(updates, hyper, update)
+def _check_fused(where: str, fused: Any) -> None:
+    if not any(fused is allowed for allowed in (None, True, False)):
+        raise ValueError(f"{where}: fused must be None (the C kernel where it applies), True (the same) or "
+                         f"False (never the C kernel), got {fused!r}")
 
 
 # ----- the C kernel -------------------------------------------------------------------------------
@@ -156,7 +178,7 @@ def _load() -> ctypes.CDLL | None:
         function.restype = None
     except (OSError, RuntimeError, subprocess.SubprocessError, AttributeError) as error:
         KERNEL_FAILURE = " ".join(f"{type(error).__name__}: {error}".split())[:400]
-        warnings.warn(f"AdamW: the C kernel is unavailable ({KERNEL_FAILURE}); using the torch.compile'd "
+        warnings.warn(f"FastAdamW: the C kernel is unavailable ({KERNEL_FAILURE}); using the torch.compile'd "
                       "update instead (the same numbers)", RuntimeWarning, stacklevel=5)
         return None
     _LIBRARY = library
@@ -264,7 +286,7 @@ def _update_compiled(update: Callable[..., None], param: Tensor, grad: Tensor, e
         _COMPILED[1](param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **scalars)
     except Exception as error:  # no C++ compiler, an unsupported platform, the recompilation limit, ...
         COMPILE_FAILURE = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-        warnings.warn(f"AdamW: torch.compile of adamw_update failed ({COMPILE_FAILURE}); using the readable "
+        warnings.warn(f"FastAdamW: torch.compile of adamw_update failed ({COMPILE_FAILURE}); using the readable "
                       "per-parameter update from now on (the same numbers, slower)", RuntimeWarning,
                       stacklevel=5)
         return False

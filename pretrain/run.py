@@ -50,10 +50,10 @@ from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_ta
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
-from tasks.training.flags import (SettingsParser, choice_list, existing_dir, existing_file, flag, integer,
-                                  model_name_or_path, output_dir, positive_int, real)
+from tasks.training.flags import (Flags, SettingsParser, choice_list, existing_dir, existing_file, flag,
+                                  integer, model_name_or_path, output_dir, positive_int, real)
 from tasks.training.job import JobRun, parse_settings, user_errors
-from tasks.training.settings import DEFAULT_MODEL, TrainingSettings, resolve_training
+from tasks.training.settings import DEFAULT_MODEL, RunSettings, TrainingSettings, resolve_training
 from tasks.data.course import read_splits, task_files
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
@@ -93,7 +93,7 @@ class PretrainingModel(nn.Module):
                  mlm: bool = True, nsp: bool = True) -> None:
         super().__init__()
         self.config = pretraining.config
-        self.bert, self.cls = pretraining.bert, pretraining.cls  # the loop finds the encoder at .bert
+        self.bert, self.cls = pretraining.bert, pretraining.cls
         self.span_boundary = span_boundary
         self.mlm, self.nsp = mlm, nsp
 
@@ -177,7 +177,6 @@ class PretrainingTask:
         self.masking, self.mask_prob, self.max_predictions = masking, mask_prob, max_predictions
         self.short_seq_prob, self.nsp = short_seq_prob, nsp
         self.cls_id, self.sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-        self._cached: tuple[int, list] = (-1, [])
         self.heldout_batches = self.make_batches(heldout_documents, seed + EVAL_SEED_OFFSET, epoch=0,
                                                  report="held-out")
 
@@ -199,11 +198,8 @@ class PretrainingTask:
                 for g in groups]
 
     def train_batches(self, epoch: int) -> list[Any]:
-        if self._cached[0] == epoch:  # the loop asks for epoch 0 twice (once to count the steps)
-            return self._cached[1]
         batches = self.make_batches(self.train_documents, self.seed, epoch,
                                     report=f"epoch {epoch + 1} training")
-        self._cached = (epoch, batches)
         if len(batches) == 1 and batches[0].labels.shape[0] < self.batch_size:
             print(f"note: the corpus gives {batches[0].labels.shape[0]} examples, fewer than --batch-size "
                   f"{self.batch_size}: one smaller batch per epoch", file=sys.stderr)
@@ -306,7 +302,7 @@ def check_enough_documents(total: int, train_documents: Sequence, heldout_docume
 
 
 @dataclass(frozen=True)
-class PretrainSettings:
+class PretrainSettings(Flags):
     """Corpus and objectives."""
 
     within: str | None = flag(None, "within-task: one task's text (multitask: SST + Quora + STS)",
@@ -347,33 +343,40 @@ class PretrainSettings:
                            same_on_resume=False)
 
 
-# --head-lr's default (None) is decided once the model is loaded: 1e-3 for fresh heads, --lr for loaded ones.
-DEFAULTS = (PretrainSettings(), TrainingSettings(head_lr=None, eval_first=True))
+@dataclass(frozen=True)
+class PretrainRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings): no JobSettings, since it trains no task's head."""
 
+    pretrain: PretrainSettings = PretrainSettings()
+    # --head-lr's default (None) is decided once the model is loaded: 1e-3 for fresh heads, --lr for loaded
+    # ones.
+    training: TrainingSettings = TrainingSettings(head_lr=None, eval_first=True)
 
-def check_flags(settings: PretrainSettings, train: TrainingSettings) -> None:
-    """Contradictory or missing flags are errors, never silently ignored."""
-    if not settings.mlm and not settings.nsp:
-        raise ValueError("--no-mlm and --no-nsp together leave nothing to train")
-    if settings.span_boundary and settings.masking != "span":
-        raise ValueError("--span-boundary needs --masking span (it predicts masked spans)")
-    if settings.span_boundary and not settings.mlm:
-        raise ValueError("--span-boundary predicts masked tokens; it needs the masked-LM (drop --no-mlm)")
-    if not settings.mlm and settings.masking != "token":
-        raise ValueError("--masking has no effect with --no-mlm")
-    if sum(map(bool, (settings.within, settings.in_domain, settings.cross_domain))) > 1:
-        raise ValueError("give one of --within, --in-domain and --cross-domain")
-    if not (settings.within or settings.in_domain or settings.cross_domain or settings.text):
-        raise ValueError("no corpus: give --within, --in-domain, --cross-domain or --text")
+    def check(self) -> None:
+        """Contradictory or missing flags are errors, never silently ignored."""
+        settings = self.pretrain
+        if not settings.mlm and not settings.nsp:
+            raise ValueError("--no-mlm and --no-nsp together leave nothing to train")
+        if settings.span_boundary and settings.masking != "span":
+            raise ValueError("--span-boundary needs --masking span (it predicts masked spans)")
+        if settings.span_boundary and not settings.mlm:
+            raise ValueError("--span-boundary predicts masked tokens; it needs the masked-LM (drop --no-mlm)")
+        if not settings.mlm and settings.masking != "token":
+            raise ValueError("--masking has no effect with --no-mlm")
+        if sum(map(bool, (settings.within, settings.in_domain, settings.cross_domain))) > 1:
+            raise ValueError("give one of --within, --in-domain and --cross-domain")
+        if not (settings.within or settings.in_domain or settings.cross_domain or settings.text):
+            raise ValueError("no corpus: give --within, --in-domain, --cross-domain or --text")
 
 
 def build_parser() -> SettingsParser:
-    return SettingsParser("python -m pretrain.run", __doc__, *DEFAULTS, check=check_flags)
+    return SettingsParser("python -m pretrain.run", __doc__, PretrainRunSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, training = parse_settings(build_parser(), argv, resolve=False)
+        run_settings = parse_settings(build_parser(), argv, resolve=False)
+        settings, training = run_settings.pretrain, run_settings.training
         torch.manual_seed(training.seed)  # before loading: fresh heads are drawn from it
         model_dir = resolve_model(settings.model)
         # The corpus first: reading it is cheaper than loading the model, and an empty one ends the job.
@@ -401,8 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
                              f"{pretraining.config.max_position_embeddings} positions")
         training = resolve_training(training)
-        with JobRun("pretrain", (settings, training), model=settings.model, out=settings.out,
-                    seed=False) as run:  # seeded above, before the fresh heads were drawn
+        with JobRun("pretrain", replace(run_settings, training=training), model=settings.model,
+                    out=settings.out, seed=False) as run:  # seeded above, before the fresh heads were drawn
             run.write_config(model_dir=str(model_dir), corpus=description)
             task = PretrainingTask(train_documents, heldout_documents, tokenizer,
                                    training.batch_size, training.seed, settings.max_length, settings.masking,

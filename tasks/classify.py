@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -60,10 +60,10 @@ from tasks.evaluation import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from tasks.models.heads import classification_loss
-from tasks.training.flags import SettingsParser, flag, integer, non_negative, nonempty, real
+from tasks.training.flags import Flags, SettingsParser, flag, integer, non_negative, nonempty, real
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, TrainingSettings, check_job
+from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
 from tasks.data.encoding import encode_pairs, encode_texts
 
 LABEL_INITS = ("random", "keywords", "class-mean")
@@ -210,12 +210,12 @@ def initialise_label_embeddings(model: ClassifyModel, how: str, task: ClassifyTa
         init_from_class_means(model, batches, len(task.spec.labels))
 
 
-def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, training: TrainingSettings,
-            out: Path, resume: bool) -> dict:
-    """Train one model with `training.seed` into `out`; returns (and writes) its result.json."""
+def run_one(run_settings: ClassifyRunSettings, out: Path, resume: bool) -> dict:
+    """Train one model with its --seed into `out`; returns (and writes) its result.json."""
+    settings, label, job, training = (run_settings.classify, run_settings.label, run_settings.job,
+                                      run_settings.training)
     seed = training.seed
-    with JobRun("classify", (settings, label, job, training), {"task": settings.task}, out=out,
-                resume=resume) as run:
+    with JobRun("classify", run_settings, {"task": settings.task}, out=out, resume=resume) as run:
         root = data_root(job.data_dir)
         spec, data = read_task_data(root, settings.task, job.strict)
         train_examples = subsample(data["train"], settings.train_fraction, seed)
@@ -278,7 +278,7 @@ def run_one(settings: ClassifySettings, label: LabelSettings, job: JobSettings, 
 
 
 @dataclass(frozen=True)
-class ClassifySettings:
+class ClassifySettings(Flags):
     """The task and the classifier."""
 
     task: str | None = flag(None, "which dataset", choices=sorted(SPECS), required=True)
@@ -312,7 +312,7 @@ class ClassifySettings:
 
 
 @dataclass(frozen=True)
-class LabelSettings:
+class LabelSettings(Flags):
     """Label-embedding attention (Wang et al. 2020; minbert/extras/label_attention.py)."""
 
     label_embedding: bool = flag(False, "label-embedding attention and the label loss")
@@ -353,37 +353,48 @@ class LabelSettings:
         return tuple(int(x) for x in self.label_layers.split(","))
 
 
-DEFAULTS = (ClassifySettings(), LabelSettings(), JobSettings(), TrainingSettings())
+@dataclass(frozen=True)
+class ClassifyRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings)."""
 
+    classify: ClassifySettings = ClassifySettings()
+    label: LabelSettings = LabelSettings()
+    job: JobSettings = JobSettings()
+    training: TrainingSettings = TrainingSettings()
 
-def check_flags(settings: ClassifySettings, label: LabelSettings, job: JobSettings,
-                training: TrainingSettings) -> None:
-    """What the groups contradict (a ValueError naming the flags)."""
-    check_job(job, training)
-    if (label.label_embedding and settings.layer_combine == "concat"
-            and settings.layer_features in ("first-4", "last-4", "all")):
-        raise ValueError("--label-embedding's label loss feeds hidden-size vectors to the classifier: "
-                         "combine several layers with --layer-combine mean or max")
-    if settings.chunks and label.label_embedding and label.label_init == "class-mean":
-        raise ValueError("--label-init class-mean averages single windows; use random or keywords with "
-                         "--chunks")
+    def check(self) -> None:
+        """What the groups contradict (a ValueError naming the flags)."""
+        super().check()
+        settings, label = self.classify, self.label
+        if (label.label_embedding and settings.layer_combine == "concat"
+                and settings.layer_features in ("first-4", "last-4", "all")):
+            raise ValueError("--label-embedding's label loss feeds hidden-size vectors to the classifier: "
+                             "combine several layers with --layer-combine mean or max")
+        if settings.chunks and label.label_embedding and label.label_init == "class-mean":
+            raise ValueError("--label-init class-mean averages single windows; use random or keywords with "
+                             "--chunks")
+
+    @property
+    def seeds(self) -> tuple[int, ...] | None:
+        return self.classify.seeds
+
+    @property
+    def padded(self) -> bool:
+        # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
+        return self.label.label_embedding
 
 
 def build_parser() -> SettingsParser:
-    return SettingsParser("python -m tasks.classify", __doc__, *DEFAULTS, check=check_flags)
+    return SettingsParser("python -m tasks.classify", __doc__, ClassifyRunSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, label, job, training = parse_settings(build_parser(), argv)
-        if label.label_embedding and job.attn_implementation == "unpadded":
-            # label attention reads the [CLS] row of every padded sequence: it runs on the padded path
-            job = replace(job, attn_implementation="sdpa")
-        run_one_or_seeds("classify", settings.seeds, job, training,
-                         lambda training, out, resume: run_one(settings, label, job, training, out, resume),
-                         title=settings.task,
-                         extra={"task": settings.task, "label_embedding": label.label_embedding,
-                                "train_fraction": settings.train_fraction})
+        settings = parse_settings(build_parser(), argv)
+        own, label = settings.classify, settings.label
+        run_one_or_seeds("classify", settings, run_one, title=own.task,
+                         extra={"task": own.task, "label_embedding": label.label_embedding,
+                                "train_fraction": own.train_fraction})
         return 0
 
 

@@ -46,10 +46,10 @@ from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, Labelle
 from tasks.evaluation.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.training.flags import SettingsParser, flag, nonempty
+from tasks.training.flags import Flags, SettingsParser, flag, nonempty
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, TrainingSettings, check_job
+from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
 from tasks.data.encoding import encode_texts
 
 # Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
@@ -173,12 +173,11 @@ def choose_layer_map(settings: HierarchicalSettings, num_layers: int, num_levels
     return layer_map(settings.variant or "flat", num_layers, num_levels)
 
 
-def run_one(settings: HierarchicalSettings, job: JobSettings, training: TrainingSettings,
-            data: HierarchicalData, out: Path, resume: bool) -> dict:
-    """Train one model with `training.seed` into `out`; returns (and writes) its result.json."""
+def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: Path, resume: bool) -> dict:
+    """Train one model with its --seed into `out`; returns (and writes) its result.json."""
+    settings, job, training = run_settings.hierarchical, run_settings.job, run_settings.training
     seed = training.seed
-    with JobRun("hierarchical", (settings, job, training), {"dataset": settings.dataset}, out=out,
-                resume=resume) as run:
+    with JobRun("hierarchical", run_settings, {"dataset": settings.dataset}, out=out, resume=resume) as run:
         bert, tokenizer, model_dir = run.load_encoder()
         hierarchy = data.hierarchy
         try:
@@ -229,7 +228,7 @@ def run_one(settings: HierarchicalSettings, job: JobSettings, training: Training
 
 
 @dataclass(frozen=True)
-class HierarchicalSettings:
+class HierarchicalSettings(Flags):
     """The collection and the layer map."""
 
     dataset: str | None = flag(None, "which labelled collection", choices=DATASETS, required=True)
@@ -252,25 +251,35 @@ class HierarchicalSettings:
         return "custom" if self.layer_map else self.variant or "flat"
 
 
-DEFAULTS = (HierarchicalSettings(), JobSettings(max_length=256), TrainingSettings(epochs=5))
+@dataclass(frozen=True)
+class HierarchicalRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings)."""
+
+    hierarchical: HierarchicalSettings = HierarchicalSettings()
+    job: JobSettings = JobSettings(max_length=256)
+    training: TrainingSettings = TrainingSettings(epochs=5)
+
+    @property
+    def seeds(self) -> tuple[int, ...] | None:
+        return self.hierarchical.seeds
 
 
 def build_parser() -> SettingsParser:
-    return SettingsParser("python -m tasks.hierarchical", __doc__, *DEFAULTS,
-                          check=lambda settings, job, training: check_job(job, training))
+    return SettingsParser("python -m tasks.hierarchical", __doc__, HierarchicalRunSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, job, training = parse_settings(build_parser(), argv)
-        root = data_root(job.data_dir)
-        data = read_dataset(root, settings.dataset)  # file problems: one line, by user_errors
+        settings = parse_settings(build_parser(), argv)
+        own = settings.hierarchical
+        root = data_root(settings.job.data_dir)
+        data = read_dataset(root, own.dataset)  # file problems: one line, by user_errors
         print(label_statistics(data), file=sys.stderr)
-        shown = settings.layer_map or settings.variant or "flat"
-        run_one_or_seeds("hierarchical", settings.seeds, job, training,
-                         lambda training, out, resume: run_one(settings, job, training, data, out, resume),
-                         title=f"{settings.dataset} {shown}", metrics=SHOWN,
-                         extra={"dataset": settings.dataset, "variant": shown})
+        shown = own.layer_map or own.variant or "flat"
+        run_one_or_seeds("hierarchical", settings,
+                         lambda seeded, out, resume: run_one(seeded, data, out, resume),
+                         title=f"{own.dataset} {shown}", metrics=SHOWN,
+                         extra={"dataset": own.dataset, "variant": shown})
         return 0
 
 

@@ -35,21 +35,20 @@ import torch
 from torch import nn
 
 from minbert.loading.atomic import atomic_directory
+from minbert.model import BertModel
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
 from tasks.data.course import read_splits, write_predictions
-from tasks.data.course_files import (OUTPUT_SPLITS, SPLITS, course_files, find_data, output_path,
-                                     read_prediction_inputs)
+from tasks.data.course_files import OUTPUT_SPLITS, SPLITS, find_data, output_path, read_prediction_inputs
 from tasks.models.course_task import (Accuracy, Classifier, Correlation, Cosine, CourseTask, MultitaskBERT,
                                       RDrop, TaskData, above_zero, argmax, binary_cross_entropy, cosine_mse,
                                       on_0_to_5)
-from tasks.training.flags import (SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
+from tasks.training.flags import (Flags, SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
                                   non_negative)
 from tasks.training.best import load_checkpoint, read_run_settings
-from tasks.training.job import (JobRun, check_max_length, course_file_flags, load_encoder, parse_settings,
-                                resolve_settings, user_errors)
+from tasks.training.job import CourseFiles, JobRun, load_encoder, parse_settings, user_errors
 from tasks.training.run_folder import default_run_dir
-from tasks.training.settings import JobSettings, TrainingSettings, check_job, resolve_job, resolve_training
+from tasks.training.settings import JobSettings, RunSettings, TrainingSettings, resolve_settings
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x
 # raised STS on every seed (it has the fewest batches and the others pull it hardest): docs/results.md.
@@ -75,7 +74,7 @@ HEAD_SETTINGS = ("sentiment_pooling", "hidden_dropout_prob")
 
 
 @dataclass(frozen=True)
-class MultitaskSettings:
+class MultitaskSettings(Flags):
     """The heads and their losses (see above), and --predict."""
 
     sentiment_pooling: str = flag(SST.head.pooling, "SST's sentence vector", choices=POOLINGS)
@@ -105,29 +104,37 @@ TRAIN_DEFAULTS = TrainingSettings(epochs=3, sampling="proportional", schedule="l
 FIXED = ("sampling", "schedule")  # not offered: round-robin lost, no other schedule was measured here
 
 
-def check_flags(tasks: Sequence[CourseTask]):
-    """The parser's check for `tasks`: contradictory flags are errors, never silently ignored."""
-    def check(settings: MultitaskSettings, job: JobSettings, training: TrainingSettings, files) -> None:
-        check_job(job, training)
-        if settings.predict:
-            training_only = [f"--{t.name}_train" for t in tasks if getattr(files, f"{t.name}_train")]
-            training_only += ["--resume"] if training.resume else []
-            training_only += [f"--lora {job.lora}"] if job.lora is not None else []  # the run's best/ says
+@dataclass(frozen=True)
+class MultitaskRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings); its course file flags are made from its table."""
+
+    multitask: MultitaskSettings = MultitaskSettings()
+    job: JobSettings = JobSettings()
+    training: TrainingSettings = TRAIN_DEFAULTS
+    files: CourseFiles = CourseFiles.of({t.name: t.dataset for t in TASKS})
+
+    def check(self) -> None:
+        """Contradictory flags are errors, never silently ignored."""
+        super().check()
+        if self.multitask.predict:
+            training_only = [f"--{p}_train" for p, given in self.files.inputs(["train"]).items()
+                             if given["train"]]
+            training_only += ["--resume"] if self.training.resume else []
+            training_only += [f"--lora {self.job.lora}"] if self.job.lora is not None else []  # best/ says
             if training_only:
                 raise ValueError(f"{', '.join(training_only)} belong(s) to training; "
-                                 f"--predict {settings.predict} trains nothing")
-    return check
+                                 f"--predict {self.multitask.predict} trains nothing")
 
 
 def build_parser(tasks: Sequence[CourseTask] = TASKS) -> SettingsParser:
     """The job's flags; the course's file flags and the task weights' default come from `tasks`."""
     weights = tuple((t.name, t.weight) for t in tasks if t.weight != 1)
-    files = course_file_flags({t.name: t.dataset for t in tasks})
-    return SettingsParser("python -m tasks.multitask", __doc__, MultitaskSettings(task_weights=weights),
-                          JobSettings(), TRAIN_DEFAULTS, files(), check=check_flags(tasks), fixed=FIXED)
+    defaults = MultitaskRunSettings(MultitaskSettings(task_weights=weights),
+                                    files=CourseFiles.of({t.name: t.dataset for t in tasks}))
+    return SettingsParser("python -m tasks.multitask", __doc__, defaults, fixed=FIXED)
 
 
-def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: dict, files,
+def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: dict, files: CourseFiles,
                          folder: Path) -> dict:
     """Predictions for every dev and test file read, each where its --*_out flag or `folder` says; those in
     `folder` written whole, together (atomic.py), those elsewhere each whole.
@@ -148,32 +155,31 @@ def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: 
     return written
 
 
-def build_model(tasks: Sequence[CourseTask], job: JobSettings, training: TrainingSettings,
-                data: dict) -> tuple[MultitaskBERT, list[TaskData], BertTokenizer, Path]:
-    """The run's model (the loaded encoder and a fresh head per task), its training tasks from `data`
-    (prefix -> split -> examples), the tokenizer and the encoder's folder. (--option pretrain's freeze is
-    JobRun.train's, before the loop.)"""
-    bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
-    check_max_length(job.max_length, bert.config, pairs=True)
+def build_model(tasks: Sequence[CourseTask], settings: MultitaskRunSettings, data: dict, bert: BertModel,
+                tokenizer: BertTokenizer) -> tuple[MultitaskBERT, list[TaskData]]:
+    """The run's model (the loaded encoder and a fresh head per task) and its training tasks from `data`
+    (prefix -> split -> examples). (--option pretrain's freeze is JobRun.train's, before the loop.)"""
+    job, training = settings.job, settings.training
     model = MultitaskBERT(bert, tasks, job.hidden_dropout_prob)
     loaded = [TaskData(t, tokenizer, data[t.name]["train"], data[t.name]["dev"], training.batch_size,
                        training.seed, job.max_length) for t in tasks]
-    return model, loaded, tokenizer, model_dir
+    return model, loaded
 
 
-def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: JobSettings,
-               training: TrainingSettings, files) -> int:
-    with JobRun("multitask", (settings, job, training, files)) as run:
-        paths = course_files(tasks, files, SPLITS)
+def train_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) -> int:
+    job, files = settings.job, settings.files
+    with JobRun("multitask", settings) as run:
+        paths = files.inputs(SPLITS)
         source = find_data(tasks, job.data_dir, paths, ("train", "dev"))
         data = {t.name: read_splits(source, t.dataset, job.strict, job.limit, files=paths[t.name])
                 for t in tasks}
         run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
 
-        model, loaded, tokenizer, model_dir = build_model(with_settings(tasks, settings), job, training, data)
+        bert, tokenizer, model_dir = run.load_encoder(pairs=True)
+        model, loaded = build_model(with_settings(tasks, settings.multitask), settings, data, bert, tokenizer)
         # --predict rebuilds the heads from these, and reads the run's inputs as the run did
         heads = {"job": "multitask", "model": str(model_dir), "data": source.description,
-                 **{k: v for k, v in as_dict(settings, job).items()
+                 **{k: v for k, v in as_dict(settings.multitask, job).items()
                     if k in HEAD_SETTINGS + ("max_length", "attn_implementation")}}
         # The pair heads compare mean-pooled vectors by cosine: best/ says so to SentenceEncoder, in
         # sentence-transformers' files (minbert/loading/sentence_files.py, loaded when best/ is written).
@@ -193,28 +199,21 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: Jo
         return 0
 
 
-def predict_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: JobSettings,
-                 training: TrainingSettings, files) -> int:
+def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) -> int:
     """--predict: a finished run's best weights -> course-format predictions, no training."""
-    best, saved = read_run_settings(settings.predict, "multitask", HEAD_SETTINGS,
-                                    (MultitaskSettings, JobSettings))
+    run_dir, job, files = settings.multitask.predict, settings.job, settings.files
+    best, saved = read_run_settings(run_dir, "multitask", HEAD_SETTINGS, (MultitaskSettings(), JobSettings()))
     if saved.get("pair_pooling", "mean") != "mean":  # a run from before the pair heads' pooling was fixed
-        raise SystemExit(f"error: --predict {settings.predict}: its pair heads pooled by "
+        raise SystemExit(f"error: --predict {run_dir}: its pair heads pooled by "
                          f"{saved['pair_pooling']}, and this version's pool by mean")
     heads, trained = from_dict(MultitaskSettings, saved), from_dict(JobSettings, saved)  # the run's settings
     data = read_prediction_inputs(tasks, files, job.data_dir, job.strict, job.limit)  # a bad file: no loading
-    # Predictions are computed in fp32, as the training job's own evaluation and outputs are, and with
-    # the kernel the run evaluated with, so that its own dev files get its own predictions back.
-    training = resolve_training(replace(training, precision="fp32"))
-    if job.attn_implementation == "auto" and training.device == "cpu" and trained.attn_implementation in (
-            "unpadded", "sdpa", "eager"):
-        job = replace(job, attn_implementation=trained.attn_implementation)
-    job = resolve_job(job, training)
-    bert, tokenizer, _ = load_encoder(str(best), job.attn_implementation)
+    settings = resolve_settings(settings, trained)  # fp32 and the run's kernel
+    bert, tokenizer, _ = load_encoder(str(best), settings.job.attn_implementation)
     tasks = with_settings(tasks, heads)
     model = MultitaskBERT(bert, tasks, trained.hidden_dropout_prob)
     load_checkpoint(model, best)
-    model.to(training.device).eval()
+    model.to(settings.training.device).eval()
     loaded = [TaskData(t, tokenizer, [], [], 1, 0, trained.max_length) for t in tasks]
     out = Path(job.out or default_run_dir("multitask-predict"))
     predictions = write_course_outputs(model, loaded, data, files, out)
@@ -228,10 +227,10 @@ def predict_main(tasks: Sequence[CourseTask], settings: MultitaskSettings, job: 
 def main(argv: Sequence[str] | None = None, tasks: Sequence[CourseTask] = TASKS) -> int:
     """The job; `tasks`: its table (a test adds a row)."""
     with user_errors():
-        settings, job, training, files = parse_settings(build_parser(tasks), argv, resolve=False)
-        if settings.predict:
-            return predict_main(tasks, settings, job, training, files)
-        return train_main(tasks, *resolve_settings(settings, job, training, files))
+        settings = parse_settings(build_parser(tasks), argv, resolve=False)
+        if settings.multitask.predict:
+            return predict_main(tasks, settings)
+        return train_main(tasks, resolve_settings(settings))
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ from tasks.data.course import read_splits, task_files, write_predictions
 from tasks.data.sources import resolve_data_dir
 from tasks.models.course_task import (Accuracy, Classifier, CourseTask, MultitaskBERT, TaskData, argmax,
                                       cross_entropy)
-from tasks.training.flags import SettingsParser, flag
+from tasks.training.flags import Flags, SettingsParser, flag
 from tasks.training.job import JobRun, parse_settings, user_errors
-from tasks.training.settings import JobSettings, TrainingSettings, check_job
+from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 
@@ -47,7 +47,7 @@ def read_task_data(data_dir, task: str, strict: bool, limit: int):
 
 
 @dataclass(frozen=True)
-class SentimentSettings:
+class SentimentSettings(Flags):
     """The dataset and the classifier."""
 
     task: str = flag("sst", "which dataset", choices=sorted(NUM_CLASSES))
@@ -55,29 +55,35 @@ class SentimentSettings:
                         "pooler", choices=POOLINGS)
 
 
-DEFAULTS = (SentimentSettings(), JobSettings(), TrainingSettings())
+@dataclass(frozen=True)
+class SentimentRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings)."""
+
+    sentiment: SentimentSettings = SentimentSettings()
+    job: JobSettings = JobSettings()
+    training: TrainingSettings = TrainingSettings()
 
 
 def build_parser() -> SettingsParser:
-    return SettingsParser("python -m tasks.sentiment", __doc__, *DEFAULTS,
-                          check=lambda settings, job, training: check_job(job, training))
+    return SettingsParser("python -m tasks.sentiment", __doc__, SentimentRunSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, job, training = parse_settings(build_parser(), argv)
-        with JobRun("sentiment", (settings, job, training), {"task": settings.task}) as run:
-            source, data = read_task_data(job.data_dir, settings.task, job.strict, job.limit)
+        settings = parse_settings(build_parser(), argv)
+        own, job, training = settings.sentiment, settings.job, settings.training
+        with JobRun("sentiment", settings, {"task": own.task}) as run:
+            source, data = read_task_data(job.data_dir, own.task, job.strict, job.limit)
             run.write_config(data_path=str(source.path.resolve()), data_kind=source.kind)
             bert, tokenizer, model_dir = run.load_encoder()
-            row = sentiment_task(settings.task, settings.pooling)
+            row = sentiment_task(own.task, own.pooling)
             model = MultitaskBERT(bert, [row], job.hidden_dropout_prob)
             task = TaskData(row, tokenizer, data["train"], data["dev"], training.batch_size, training.seed,
                             job.max_length)
-            heads = {"job": "sentiment", "task": settings.task, "pooling": settings.pooling,
-                     "model": str(model_dir), "num_classes": NUM_CLASSES[settings.task],
+            heads = {"job": "sentiment", "task": own.task, "pooling": own.pooling,
+                     "model": str(model_dir), "num_classes": NUM_CLASSES[own.task],
                      "data": source.description}
-            state = run.train(model, [task], lambda dev: dev[settings.task]["accuracy"], tokenizer=tokenizer,
+            state = run.train(model, [task], lambda dev: dev[own.task]["accuracy"], tokenizer=tokenizer,
                               head_settings=heads)
             if state is None:  # a torchrun process other than rank 0: done
                 return 0

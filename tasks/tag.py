@@ -50,10 +50,10 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
                                        type_confusion)
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.training.flags import SettingsParser, existing_file, flag, positive_int
+from tasks.training.flags import Flags, SettingsParser, existing_file, flag, positive_int
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, TrainingSettings, check_job
+from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
@@ -225,13 +225,13 @@ def outermost(spans: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int
 # ----- one run ----------------------------------------------------------------------------------------
 
 
-def run_one(settings: TagSettings, job: JobSettings, training: TrainingSettings, train_sentences,
-            dev_sentences, out: Path, resume: bool,
+def run_one(run_settings: TagRunSettings, train_sentences, dev_sentences, out: Path, resume: bool,
             to_predict: Sequence[tuple[Path, list[Sentence]]] = ()) -> dict | None:
-    """Train one model with `training.seed` into `out`; `to_predict`: --predict's files, read already
-    (before training: a bad one stops the job before it trains), each with its sentences."""
+    """Train one model with its --seed into `out`; `to_predict`: --predict's files, read already (before
+    training: a bad one stops the job before it trains), each with its sentences."""
+    settings, job, training = run_settings.tag, run_settings.job, run_settings.training
     seed = training.seed
-    with JobRun("tag", (settings, job, training), {"method": settings.method}, out=out, resume=resume) as run:
+    with JobRun("tag", run_settings, {"method": settings.method}, out=out, resume=resume) as run:
         train_part = train_sentences[:job.limit] if job.limit else train_sentences
         dev_part = dev_sentences[:job.limit] if job.limit else dev_sentences
         run.write_config(train_sentences=len(train_part), dev_sentences=len(dev_part))
@@ -281,7 +281,7 @@ def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
 
 
 @dataclass(frozen=True)
-class TagSettings:
+class TagSettings(Flags):
     """The method."""
 
     method: str = flag("bio", "BIO tagging, BIO with a CRF, or spans", choices=METHODS)
@@ -308,30 +308,40 @@ class TagSettings:
             raise ValueError("--nested and --span-pooling apply to --method span")
 
 
-DEFAULTS = (TagSettings(), JobSettings(), TrainingSettings(epochs=3))
+@dataclass(frozen=True)
+class TagRunSettings(RunSettings):
+    """The job's settings (settings.py's RunSettings)."""
+
+    tag: TagSettings = TagSettings()
+    job: JobSettings = JobSettings()
+    training: TrainingSettings = TrainingSettings(epochs=3)
+
+    @property
+    def seeds(self) -> tuple[int, ...] | None:
+        return self.tag.seeds
 
 
 def build_parser() -> SettingsParser:
-    return SettingsParser("python -m tasks.tag", __doc__, *DEFAULTS,
-                          check=lambda settings, job, training: check_job(job, training))
+    return SettingsParser("python -m tasks.tag", __doc__, TagRunSettings())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with user_errors():
-        settings, job, training = parse_settings(build_parser(), argv)
-        root = data_root(job.data_dir)
+        settings = parse_settings(build_parser(), argv)
+        own = settings.tag
+        root = data_root(settings.job.data_dir)
         tags = bio_tags(WNUT17_TYPES)
         train_sentences = read_conll(root / TRAIN_FILE, tags)
         dev_sentences = read_conll(root / DEV_FILE, tags)
         with not_recorded():  # every input is checked before training; --predict's may change on --resume
-            to_predict = [(Path(path), read_any_conll(Path(path), tags)) for path in settings.predict or []]
+            to_predict = [(Path(path), read_any_conll(Path(path), tags)) for path in own.predict or []]
         print(f"WNUT-17: {len(train_sentences)} training sentences, {len(dev_sentences)} dev",
               file=sys.stderr)
-        run_one_or_seeds("tag", settings.seeds, job, training,
-                         lambda training, out, resume: run_one(settings, job, training, train_sentences,
-                                                               dev_sentences, out, resume, to_predict),
-                         title=f"wnut17 {settings.method}", metrics=("f1", "precision", "recall"),
-                         extra={"method": settings.method})
+        run_one_or_seeds("tag", settings,
+                         lambda seeded, out, resume: run_one(seeded, train_sentences, dev_sentences, out,
+                                                             resume, to_predict),
+                         title=f"wnut17 {own.method}", metrics=("f1", "precision", "recall"),
+                         extra={"method": own.method})
         return 0
 
 

@@ -3,8 +3,8 @@
 Imports are read with `ast` from every file (function-level imports included), so a new import that
 points up fails here with the file, the line and the rule it breaks. Between packages the layers of the
 doc decide; inside a package no two modules may import each other, even through others or from inside a
-function; inside minbert/ the lesson files import only the lesson files before them and the one loading
-base class, and every file of minbert/ is in the doc's tables.
+function; inside minbert/ the lesson files import only the lesson files before them, torch and
+minbert/loading/, and every file of minbert/ is in the doc's tables.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,9 @@ def find_cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
 
 # The lesson, in the order a student reads it (each file's "Read next" names the next one).
 LESSON = ("config", "embeddings", "attention", "layer", "encoder", "model", "heads", "pooling")
-# The one module outside the lesson that its files may import: the base classes that load and save
-# (as transformers' models inherit PreTrainedModel).
-LESSON_BASE = "minbert.loading.pretrained"
-# The checks every forward runs on its arguments (forward_contract.py): plumbing the lesson files call
-# in one line each, kept out of them so that a student's file holds the lesson.
-LESSON_CHECKS = "minbert.forward_contract"
+# The one package outside the lesson that its files may import: loading/, whose base classes load and save
+# (as transformers' models inherit PreTrainedModel) and check each forward's arguments once.
+LESSON_BASE = "minbert.loading"
 
 
 def minbert_tables() -> list[str]:
@@ -211,16 +209,51 @@ def _names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return ["minbert" if node.level else node.module or ""]  # a relative import inside minbert is ours
 
 
-def test_the_lesson_files_import_only_earlier_lesson_files_and_the_loading_base_class():
+def test_the_lesson_files_import_only_earlier_lesson_files_torch_and_loading():
     wrong = []
     for i, name in enumerate(LESSON):
-        earlier = {f"minbert.{other}" for other in LESSON[:i]} | {LESSON_BASE, LESSON_CHECKS}
+        earlier = {f"minbert.{other}" for other in LESSON[:i]}
         for line, imported in imports(ROOT / "minbert" / f"{name}.py"):
-            if imported.split(".")[0] == "minbert" and not {imported, imported.rsplit(".", 1)[0]} & earlier:
+            top = imported.split(".")[0]
+            if top == "minbert":
+                ok = bool({imported, imported.rsplit(".", 1)[0]} & earlier) or imported.startswith(
+                    LESSON_BASE + ".")
+            else:
+                ok = top == "torch" or top in sys.stdlib_module_names
+            if not ok:
                 wrong.append(f"minbert/{name}.py:{line} imports {imported}")
-    assert not wrong, ("a lesson file imports only the lesson files before it, minbert/loading/pretrained.py "
-                       "and minbert/forward_contract.py "
-                       "(a fast path swaps itself in from outside):\n" + "\n".join(wrong))
+    assert not wrong, ("a lesson file imports only the lesson files before it, torch and minbert/loading/ "
+                       "(a fast path plugs itself in from outside):\n" + "\n".join(wrong))
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_a_bert_model_asked_for_no_fast_path_runs_only_the_lesson_and_loading(kernel):
+    """The student's code is the code that runs: with the fast paths imported (they must not reach in), a
+    BertModel's forward and backward in training mode call functions of the lesson files and loading/ only."""
+    import torch
+
+    import minbert.fast.dropout  # noqa: F401 - imported, as a job's process has them
+    import minbert.fast.unpadded  # noqa: F401
+    from minbert.config import BertConfig
+    from minbert.model import BertModel
+
+    model = BertModel(BertConfig.tiny(), attn_implementation=kernel).train()
+    ids, mask = torch.randint(1, 99, (2, 5)), torch.tensor([[1] * 5, [1, 1, 1, 0, 0]])
+    ran: set[Path] = set()
+
+    def record(frame, event, arg) -> None:
+        if event == "call":
+            ran.add(Path(frame.f_code.co_filename))
+
+    sys.setprofile(record)
+    try:
+        model(ids, mask).last_hidden_state.sum().backward()
+    finally:
+        sys.setprofile(None)
+    ours = {str(path.relative_to(ROOT)) for path in ran if path.is_relative_to(ROOT)}
+    allowed = {f"minbert/{name}.py" for name in LESSON}
+    wrong = sorted(f for f in ours if f not in allowed and not f.startswith("minbert/loading/"))
+    assert "minbert/attention.py" in ours and not wrong, f"BertModel ran code outside the lesson: {wrong}"
 
 
 def test_the_lesson_reads_as_one_chain():
@@ -240,7 +273,7 @@ def test_every_minbert_file_is_in_the_docs_tables_and_minbert_holds_only_the_les
     top = sorted(path.stem for path in (ROOT / "minbert").glob("*.py"))
     # Beside the lesson: the front door, sentence embeddings in one call, and LoRA (a lesson of the full
     # edition that adapts the model from outside; it imports only torch).
-    beside = {"__init__", "sentence_encoder", "lora", "forward_contract"}
+    beside = {"__init__", "sentence_encoder", "lora"}
     assert top == sorted([*LESSON, *beside]), (
         "minbert/'s own files are the lesson and the few beside it; put the others in a subpackage: "
         f"{sorted(set(top) - {*LESSON, *beside})}")
@@ -298,6 +331,23 @@ def test_the_main_jobs_way_in_the_docs_is_every_file_it_loads(main_job_modules):
     assert not run - listed, f"docs/architecture.md's main-job list lacks {sorted(run - listed)}"
     assert not listed - run - other_kernels, f"docs/architecture.md's main-job list names files the job " \
                                              f"does not load: {sorted(listed - run - other_kernels)}"
+
+
+@pytest.mark.slow
+def test_the_drawn_step_is_the_traced_step(tiny_model_dir, data_dir):
+    """docs/architecture.md's drawing of one step names exactly the files of tasks/ that bench/step_path.py's
+    trace of the main job enters, from the CSV row to AdamW's step."""
+    from bench.step_path import WINDOWS, trace_path
+
+    _, windows = trace_path(["--model", str(tiny_model_dir), "--data-dir", str(data_dir), "--limit", "16"])
+    traced = {path for window in WINDOWS for call in windows[window] for path in (call[0], call[2])
+              if path and path.startswith("tasks/")}
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("\n## One step's way", 1)[1].split("\n## ", 1)[0]
+    drawn = set(re.findall(r"tasks/[\w/]+\.py", section))
+    assert not traced - drawn, f"docs/architecture.md's step lacks {sorted(traced - drawn)}"
+    assert not drawn - traced, \
+        f"docs/architecture.md's step draws files it never enters: {sorted(drawn - traced)}"
 
 
 def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_400_lines():

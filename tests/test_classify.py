@@ -25,7 +25,7 @@ from tasks.data.examples import PairExample, SentenceExample
 from tasks.models.classifier import ClassifyModel
 from tasks.training.loop import build_optimizer
 from tasks.training.best import load_checkpoint
-from tasks.training.settings import TrainingSettings
+from tasks.training.settings import TrainingSettings, resolve_settings
 from tasks.data.course import read_predictions
 
 WORDS = "the cat sat on a mat while dogs ran far away from home and birds sang".split()
@@ -184,6 +184,21 @@ def test_seeds_run_writes_every_artefact_and_an_honest_summary(seeds_run):
     assert summary["final"]["accuracy"]["mean"] == pytest.approx(statistics.fmean(values))
     assert summary["final"]["accuracy"]["std"] == pytest.approx(statistics.stdev(values))
     assert all(r["epochs_complete"] == 2 and sum(map(sum, r["dev_confusion_best"])) == 12 for r in results)
+
+
+def test_label_attention_runs_on_the_padded_path_where_auto_would_unpad(seeds_run):
+    """Label attention reads the [CLS] row of every padded sequence: the settings resolve its kernel to sdpa
+    once, where fp32 on a CPU takes the unpadded one without it; config.json records the kernel run."""
+    config = json.loads((seeds_run / "seed-3" / "config.json").read_text())
+    assert (config["label_embedding"], config["attn_implementation"]) == (True, "sdpa")
+    before = torch.get_num_threads()
+    try:
+        for flags, kernel in (([], "unpadded"), (["--label-embedding"], "sdpa")):
+            parsed = classify.build_parser().parse(["--task", "rte", "--precision", "fp32", "--threads", "1",
+                                                    *flags])
+            assert resolve_settings(parsed).job.attn_implementation == kernel
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_best_checkpoint_reloads_with_its_label_embeddings(seeds_run, tiny_model_dir):

@@ -20,13 +20,16 @@ import os
 import subprocess
 import sys
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
-from tasks.training import flags
+from tasks.training import fast_paths, flags
 from tasks.training.flags import SettingsParser, from_dict
 from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, WRITE_TEST, claim_run
-from tasks.training.settings import JobSettings, TrainingSettings, resolve_training
+from tasks.training.settings import (JobSettings, RunSettings, TrainingSettings, attn_implementation_for,
+                                     resolve_training)
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
@@ -124,10 +127,10 @@ def test_a_job_states_its_defaults_once_and_help_shows_them(capsys, monkeypatch)
     from tasks import hierarchical, multitask
 
     monkeypatch.setenv("COLUMNS", "110")  # --help's width where no terminal says otherwise
-    _, job, train, _ = multitask.build_parser().parse([])
+    train = multitask.build_parser().parse([]).training
     assert (train.epochs, train.sampling) == (3, "proportional") and train == multitask.TRAIN_DEFAULTS
-    _, job, train = hierarchical.build_parser().parse(["--dataset", "hwv"])
-    assert (job.max_length, train.epochs) == (256, 5)
+    settings = hierarchical.build_parser().parse(["--dataset", "hwv"])
+    assert (settings.job.max_length, settings.training.epochs) == (256, 5)
     with pytest.raises(SystemExit):
         multitask.main(["--help"])
     shown = capsys.readouterr().out
@@ -143,19 +146,28 @@ def test_the_main_jobs_help_fits_on_two_screens(monkeypatch):
     assert len(text.splitlines()) <= 95, len(text.splitlines())  # 91 lines, 99 before options were cut
 
 
+@dataclass(frozen=True)
+class FineTuning(RunSettings):
+    """A job's settings of the two shared groups alone."""
+
+    job: JobSettings = JobSettings()
+    training: TrainingSettings = TrainingSettings()
+
+
 def test_the_courses_spellings_and_their_hyphenated_aliases_reach_the_same_field():
-    parser = SettingsParser("test", None, JobSettings(), TrainingSettings())
+    parser = SettingsParser("test", None, FineTuning())
     for argv in (["--batch_size", "8", "--hidden_dropout_prob", "0.2", "--use_gpu"],
                  ["--batch-size", "8", "--hidden-dropout-prob", "0.2", "--use-gpu"]):
-        job, train = parser.parse(argv)
-        assert (train.batch_size, job.hidden_dropout_prob, train.use_gpu) == (8, 0.2, True)
+        settings = parser.parse(argv)
+        assert (settings.training.batch_size, settings.job.hidden_dropout_prob,
+                settings.training.use_gpu) == (8, 0.2, True)
 
 
 def test_a_bool_on_by_default_is_turned_off_by_its_no_flag():
-    (train,) = SettingsParser("test", None, TrainingSettings(eval_first=True)).parse(["--no-eval-first"])
-    assert not train.eval_first
+    defaults = FineTuning(training=TrainingSettings(eval_first=True))
+    assert not SettingsParser("test", None, defaults).parse(["--no-eval-first"]).training.eval_first
     with pytest.raises(SystemExit):  # the job's default is on: there is no --eval-first to give
-        SettingsParser("test", None, TrainingSettings(eval_first=True)).parse(["--eval-first"])
+        SettingsParser("test", None, defaults).parse(["--eval-first"])
 
 
 def test_a_contradiction_between_settings_is_a_usage_error_naming_the_flags(capsys):
@@ -181,6 +193,29 @@ def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_cla
     saved = json.loads((tmp_path / "run" / CONFIG_FILE).read_text())
     assert saved["data_kind"] == "sample" and saved["max_length"] == 128
     assert from_dict(TrainingSettings, saved) == resolved
+
+
+def test_the_kernel_is_decided_once_and_predict_keeps_its_runs_on_a_cpu():
+    """--attn-implementation auto: unpadded for fp32 on a CPU, else sdpa; --predict (evaluated_with) keeps the
+    kernel its run evaluated with on a CPU, so that the run's own dev files get its own predictions back."""
+    assert [attn_implementation_for("auto", device, precision) for device, precision in
+            (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["unpadded", "sdpa", "sdpa"]
+    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="sdpa") == "sdpa"
+    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="auto") == "unpadded"  # not a kernel
+    assert attn_implementation_for("auto", "cuda", "fp32", evaluated_with="eager") == "sdpa"
+    assert attn_implementation_for("eager", "cpu", "fp32", evaluated_with="sdpa") == "eager"  # as asked
+
+
+def test_where_the_fast_paths_are_not_shipped_auto_is_the_students_eager_kernel_and_unpadded_is_refused(
+        monkeypatch):
+    """The student handout leaves minbert/fast/ out (grading/config.py): there the jobs run the student's
+    attention, and asking for the fast path says why it is not there."""
+    monkeypatch.setattr(fast_paths, "shipped", lambda: False)
+    assert [attn_implementation_for("auto", device, precision) for device, precision in
+            (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["eager"] * 3
+    assert attn_implementation_for("sdpa", "cpu", "fp32") == "sdpa"  # as asked
+    with pytest.raises(SystemExit, match="--attn-implementation unpadded: this handout leaves the fast paths"):
+        attn_implementation_for("unpadded", "cpu", "fp32")
 
 
 def trained(run) -> None:

@@ -6,9 +6,9 @@ CheckpointError, FileContentError; FileNotFoundError for a missing file) whose m
 the field or the file. Never another exception, never a different result without a word, nothing
 half-written by a refused save. The boundaries and the faults drawn for each:
 
-- BertModel / UnpaddedBertModel / BertForPreTraining forward (minbert/forward_contract.py): each argument's
-  dtype, rank, shape, a mismatch with the ids' shape, values out of range, NaN and inf, empty, not a tensor;
-  and what is accepted (narrow integer ids, bool or float 0/1 masks, a batch of 0) gives the same vectors
+- BertModel / UnpaddedBertModel / BertForPreTraining forward (minbert/loading/forward_contract.py): each
+  argument's dtype, rank, shape, a mismatch with the ids' shape, values out of range, NaN and inf, empty, not a
+  tensor; and what is accepted (narrow integer ids, bool or float 0/1 masks, a batch of 0) gives the same vectors
   in the eager, SDPA and unpadded kernels;
 - config.json: each field replaced by a value of every wrong kind (null, a string, a bool, a list, an
   object, negative, 0, a fraction, NaN, inf) or deleted;

@@ -35,6 +35,7 @@ from tasks.data.examples import DataFileError, MalformedRowError
 from tasks.data.inputs import first_change, fingerprint
 from tasks.data.glue import read_glue, read_trec
 from tasks.data.hierarchy import read_hwv
+from tasks.training.flags import groups
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -284,7 +285,7 @@ def test_a_numeric_flag_takes_ascii_numbers_or_is_a_usage_error_naming_it(data, 
         assert "Traceback" not in errors.getvalue()
     else:
         assert pattern.fullmatch(text.strip(" \t")), f"{flag} {text!r} was accepted"
-        value = next(getattr(s, dest) for s in parsed if hasattr(s, dest))
+        value = next(getattr(s, dest) for s in groups(parsed) if hasattr(s, dest))
         assert value == (int(text) if kind == "N" else float(text))
 
 

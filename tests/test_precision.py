@@ -3,16 +3,22 @@ and the choice reaches the loop and the run's recorded settings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
 from tasks.training.flags import SettingsParser
-from tasks.training.settings import TrainingSettings, resolve_precision, resolve_training
+from tasks.training.settings import RunSettings, TrainingSettings, resolve_precision, resolve_training
+
+
+@dataclass(frozen=True)
+class Training(RunSettings):
+    training: TrainingSettings = TrainingSettings()
 
 
 def parse(*argv: str) -> TrainingSettings:
-    (train,) = SettingsParser("test", None, TrainingSettings()).parse(list(argv))
-    return train
+    return SettingsParser("test", None, Training()).parse(list(argv)).training
 
 
 @pytest.fixture(autouse=True)

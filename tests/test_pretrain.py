@@ -590,8 +590,8 @@ def test_shared_corpora_read_quickly_and_whole(data_dir):
     posts = newsgroups_documents(data_dir / NEWSGROUPS_ARCHIVE, "train")
     assert 11_200 < len(posts) <= 11_314  # SOURCE.txt: 11,314 train posts; a few have no body
     assert not any(s.rstrip().endswith("writes:") for post in posts[:500] for s in post)
-    settings, _ = pretrain_run.build_parser().parse(["--within", "multitask", "--data-dir",
-                                                     str(data_dir / "cs224n")])
+    settings = pretrain_run.build_parser().parse(["--within", "multitask", "--data-dir",
+                                                  str(data_dir / "cs224n")]).pretrain
     documents, description = pretrain_run.read_corpus(settings)
     assert "sst train (8544 rows)" in description and "sts train (6040 rows)" in description
     assert sum(len(d) == 2 for d in documents) > 22_000  # Quora and STS rows: two-sentence documents

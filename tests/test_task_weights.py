@@ -65,8 +65,8 @@ def test_a_non_positive_weight_is_refused_by_the_row():
 
 
 def test_the_flag_defaults_to_the_rows_weights_and_names_every_task_it_weighs():
-    (settings, *_) = multitask.build_parser().parse([])
+    settings = multitask.build_parser().parse([]).multitask
     rows = multitask.with_settings(multitask.TASKS, settings)
     assert settings.task_weights == (("sts", 4.0),) and [t.weight for t in rows] == [1.0, 1.0, 4.0]
-    (settings, *_) = multitask.build_parser().parse(["--task-weights", "sst=2"])
+    settings = multitask.build_parser().parse(["--task-weights", "sst=2"]).multitask
     assert [t.weight for t in multitask.with_settings(multitask.TASKS, settings)] == [2.0, 1.0, 1.0]

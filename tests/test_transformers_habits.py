@@ -24,7 +24,8 @@ import torch.distributed as dist
 import transformers
 from torch import nn
 
-from minbert import BertConfig, BertForPreTraining, BertModel, UnpaddedBertModel
+from minbert import BertConfig, BertForPreTraining, BertModel
+from minbert.fast.unpadded import UnpaddedBertModel
 from minbert.config import REQUIRED_KEYS, ConfigError
 from minbert.heads import PreTrainingOutput
 from minbert.model import BertModelOutput

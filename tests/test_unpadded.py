@@ -17,11 +17,11 @@ import transformers
 
 from minbert.attention import sdpa_attention
 from minbert.config import BertConfig
-from minbert.embeddings import check_ids
+from minbert.loading.forward_contract import check_ids
 from minbert.encoder import BertEncoder
 from minbert.heads import BertForPreTraining
 from minbert.model import BertModel, extended_attention_mask
-from minbert.fast.unpadded import Packing, UnpaddedBertModel, model_class, unpadded_attention
+from minbert.fast.unpadded import Packing, UnpaddedBertModel, UnpaddedSelfAttention, model_class
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -113,19 +113,27 @@ def test_unpadded_matches_transformers_at_real_tokens_with_the_same_gradients(co
         torch.testing.assert_close(param.grad, their_params[name].grad, **TOL, msg=lambda m: f"{name}: {m}")
 
 
-def test_the_unpadded_model_is_the_plain_one_with_its_modules_and_checkpoint_layout(config):
-    model = UnpaddedBertModel(config)
+def test_the_unpadded_model_is_the_plain_one_with_its_attention_subclassed(config):
+    torch.manual_seed(0)
+    model, next_draw = UnpaddedBertModel(config), torch.rand(1)
+    torch.manual_seed(0)
+    plain, plain_next_draw = BertModel(config), torch.rand(1)
     assert isinstance(model, BertModel) and type(model.encoder) is BertEncoder
     assert model.attn_implementation == "unpadded"
-    assert set(model.state_dict()) == set(BertModel(config).state_dict())  # one checkpoint layout
+    assert all(type(layer.attention.self) is UnpaddedSelfAttention for layer in model.encoder.layer)
+    # One checkpoint layout, and the same weights drawn from the same seed: the subclass draws none more
+    # (what a job draws next, its heads' weights, stays the same).
+    assert list(model.state_dict()) == list(plain.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))
+    assert torch.equal(next_draw, plain_next_draw)
 
 
-def test_the_unpadded_kernel_is_refused_where_nothing_packs_the_batch(config):
-    with pytest.raises(ValueError, match=r"'unpadded' is a model of its own.*UnpaddedBertModel\(config\)"):
+def test_the_lesson_knows_no_unpadded_kernel(config):
+    with pytest.raises(ValueError, match=r"must be one of \['eager', 'sdpa'\], got 'unpadded'"):
         BertModel(config, attn_implementation="unpadded")
-    with pytest.raises(ValueError, match="UnpaddedBertModel"):  # pre-training runs padded batches
+    with pytest.raises(ValueError, match="must be one of"):  # pre-training runs padded batches
         BertForPreTraining(config, attn_implementation="unpadded")
-    with pytest.raises(ValueError, match="UnpaddedBertModel runs the 'unpadded' kernel only, got 'sdpa'"):
+    with pytest.raises(ValueError, match="UnpaddedBertModel runs the 'unpadded' attention only, got 'sdpa'"):
         UnpaddedBertModel(config, attn_implementation="sdpa")
 
 
@@ -192,12 +200,28 @@ def test_packing_records_lengths_positions_and_round_trips():
     torch.testing.assert_close(packing.pad(packed), x * mask[..., None], atol=0, rtol=0)
 
 
-def test_unpadded_kernel_given_an_additive_mask_is_the_sdpa_kernel():
+def test_unpadded_attention_given_an_additive_mask_is_the_sdpa_kernel(config):
     """An unpadded model's layers see additive masks when nothing is padded or probabilities are asked."""
-    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    attention = UnpaddedSelfAttention(config).eval()
+    q, k, v = (torch.randn(2, config.num_attention_heads, 5, config.head_dim) for _ in range(3))
     mask = extended_attention_mask(torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), torch.float32)
-    torch.testing.assert_close(unpadded_attention(q, k, v, mask)[0], sdpa_attention(q, k, v, mask)[0],
+    torch.testing.assert_close(attention.attend(q, k, v, mask)[0], sdpa_attention(q, k, v, mask)[0],
                                atol=0, rtol=0)
+
+
+def test_every_forward_checks_its_arguments_once(config, monkeypatch):
+    import minbert.loading.pretrained as pretrained
+
+    calls = []
+    check = pretrained.check_model_inputs
+    monkeypatch.setattr(pretrained, "check_model_inputs", lambda *args: calls.append(1) or check(*args))
+    for mask_name in ("mixed", "none_padded"):
+        input_ids, attention_mask, token_type_ids = make_batch(config, mask_name)
+        for model in (BertModel(config), UnpaddedBertModel(config)):
+            for output_attentions in (False, True):
+                calls.clear()
+                model(input_ids, attention_mask, token_type_ids, output_attentions=output_attentions)
+                assert len(calls) == 1, (type(model).__name__, mask_name, output_attentions)
 
 
 def test_a_packed_row_may_outgrow_the_position_table_but_a_padded_row_may_not(config):

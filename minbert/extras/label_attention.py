@@ -56,7 +56,6 @@ from torch import nn
 from minbert.attention import BertSelfAttention, attention_scores, eager_attention
 from minbert.config import BertConfig
 from minbert.model import BertModel, BertModelOutput
-from minbert.fast.unpadded import UnpaddedBertModel
 
 LABEL_LOSS_PATHS = ("direct", "pooler")
 LABEL_LOSS_REDUCTIONS = ("sum", "mean")
@@ -127,10 +126,10 @@ class LabelSelfAttention(BertSelfAttention):
 def add_label_attention(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int]) -> None:
     """Put LabelSelfAttention in the layers `label_layers` (0-based) of `bert`, in place, each with the
     query, key and value weights of the attention it replaces."""
-    if isinstance(bert, UnpaddedBertModel):
+    if type(bert) is not BertModel:  # UnpaddedBertModel (minbert/fast/unpadded.py) packs the batch
         raise ValueError("label attention reads the [CLS] row of every padded sequence: build the "
                          "encoder as a BertModel with attn_implementation 'sdpa' or 'eager', not an "
-                         "UnpaddedBertModel")
+                         f"{type(bert).__name__}")
     for i in label_layers:
         attention = bert.encoder.layer[i].attention
         replacement = LabelSelfAttention(bert.config, label_embeddings)

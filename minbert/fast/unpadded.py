@@ -9,15 +9,17 @@ sequence attends over its own slice of the row, without padding and without a ma
 variable-length path (`unpad_input` / `pad_input`, one kernel over cumulative sequence lengths) and
 ModernBERT (Warner et al. 2024, §2.1.2) work the same way.
 
-This file wraps the readable modules and changes none of them:
+This file subclasses the readable modules and changes none of them:
 - `Packing` records where the real tokens sit;
-- `unpadded_attention` is the kernel that splits the packed row by sequence; it joins attention.py's
-  registry as "unpadded";
-- `UnpaddedBertModel` is BertModel (model.py) that packs its inputs (ids, segments, each real token's
-  position in its padded row), runs the same embeddings and layers on the row, with the Packing where
-  the additive mask would be (the layers hand the mask to the kernel unread), and pads the outputs
-  again, with 0 at the padding positions, before the pooler. Packing before the embeddings spares them
-  the padding too, and their dropout draws its mask for the N real tokens only.
+- `UnpaddedSelfAttention` is BertSelfAttention (attention.py) whose `attend`, the hook that label
+  attention overrides too, splits the packed row by sequence; the mask it is handed is then the (B,)
+  sequence lengths, a tensor on the host;
+- `UnpaddedBertModel` is BertModel (model.py) with that attention in its layers; it packs its inputs (ids,
+  segments, and as `position_ids` each real token's position in its padded row), runs the same embeddings
+  and layers on the row, with the lengths where the additive mask would be (the layers hand the mask to
+  `attend` unread), and pads the outputs again, with 0 at the padding positions, before the pooler.
+  Packing before the embeddings spares them the padding too, and their dropout draws its mask for the N
+  real tokens only.
 `UnpaddedBertModel(config)` and `UnpaddedBertModel.from_pretrained(...)` build it; its weights and
 checkpoints are BertModel's.
 
@@ -39,10 +41,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from minbert.attention import ATTENTION_KERNELS, attention_scores, sdpa_attention
+from minbert.attention import BertSelfAttention, attention_scores, sdpa_attention
 from minbert.config import BertConfig
 from minbert.fast.dropout import Dropout, keep_masks
-from minbert.forward_contract import check_flags, check_model_inputs
 from minbert.model import BertModel, BertModelOutput
 
 
@@ -61,8 +62,6 @@ class Packing(NamedTuple):
         Any pattern of padding works (left, right or in between): each real token keeps the position
         it has in its padded row, and attends to the real tokens of its row, exactly as when padded.
         """
-        if attention_mask.dim() != 2:
-            raise ValueError(f"attention_mask must have shape (B, T), got {tuple(attention_mask.shape)}")
         B, T = attention_mask.shape
         keep = attention_mask.reshape(B * T) != 0  # (B * T,)
         lengths = keep.view(B, T).sum(dim=1).tolist()  # the host read: shapes below depend on it
@@ -77,9 +76,6 @@ class Packing(NamedTuple):
         if x is None:
             return None
         B, T = self.batch_shape
-        if tuple(x.shape[:2]) != (B, T):
-            raise ValueError(f"attention_mask has shape {(B, T)}, but the input has shape "
-                             f"{tuple(x.shape[:2])}")
         return x.reshape(B * T, *x.shape[2:])[self.indices][None]  # (B * T, ...) -> (N, ...) -> (1, N, ...)
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
@@ -89,20 +85,13 @@ class Packing(NamedTuple):
         return flat.index_copy(0, self.indices, x[0]).view(B, T, *x.shape[2:])
 
 
-def unpadded_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: torch.Tensor | Packing,
-    dropout: nn.Module | None = None, return_probs: bool = False,
-) -> tuple[torch.Tensor, None]:
+def unpadded_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, lengths: tuple[int, ...],
+                       dropout: nn.Module | None = None) -> torch.Tensor:
     """The sdpa kernel, sequence by sequence, for a batch packed into one row of its N real tokens.
 
-    query, key, value: (1, H, N, D); attention_mask: the batch's Packing. Sequence b is the b-th slice
-    of L_b tokens and attends only to itself, with no padding and so no mask. Returns (1, H, N, D).
-    Given an ordinary additive mask (a batch UnpaddedBertModel leaves padded), this is the sdpa kernel.
+    query, key, value: (1, H, N, D); sequence b is the b-th slice of lengths[b] = L_b tokens and attends
+    only to itself, with no padding and so no mask. Returns the context (1, H, N, D).
     """
-    if not isinstance(attention_mask, Packing):
-        return sdpa_attention(query, key, value, attention_mask, dropout, return_probs)
-    if return_probs:
-        raise ValueError("the unpadded kernel cannot return attention probabilities; use the eager kernel")
     # Why a loop of B calls: on 2 CPU cores, bert-base heads, 32 sequences of 2-128 tokens, forward and
     # backward took 25 ms this way, 53 ms padded, 71 ms re-padded around the packed row, 203 ms with a
     # block-diagonal (N, N) mask, 304 ms as nested tensors. torch.split's backward is one concatenation.
@@ -114,11 +103,11 @@ def unpadded_attention(
     with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
         query, key, value = (x.to(torch.float32 if upcast else dtype) for x in (query, key, value))
         if type(dropout) is Dropout and dropout.training and 0.0 < dropout.p < 1.0 and not query.is_cuda:
-            # training with minbert's dropout (the loop swaps it in): the same numbers, less work
-            return dropped_out_attention(query, key, value, attention_mask.lengths, dropout.p).to(dtype), None
-        pieces = zip(*(x.split(attention_mask.lengths, dim=2) for x in (query, key, value)))  # B x (1, H, L_b, D)
+            # training with minbert's dropout (a job puts it in the model): the same numbers, less work
+            return dropped_out_attention(query, key, value, lengths, dropout.p).to(dtype)
+        pieces = zip(*(x.split(lengths, dim=2) for x in (query, key, value)))  # B x (1, H, L_b, D)
         contexts = [sdpa_attention(q, k, v, None, dropout)[0] for q, k, v in pieces]
-        return torch.cat(contexts, dim=2).to(dtype), None  # B x (1, H, L_b, D) -> (1, H, N, D)
+        return torch.cat(contexts, dim=2).to(dtype)  # B x (1, H, L_b, D) -> (1, H, N, D)
 
 
 def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -150,16 +139,37 @@ def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.T
             contexts[b] = piece  # (1, H, L, D)
     return torch.cat(contexts, dim=2)  # B x (1, H, L_b, D) -> (1, H, N, D)
 
-# The registry's third kernel: the layers of an UnpaddedBertModel look it up by this name.
-ATTENTION_KERNELS["unpadded"] = unpadded_attention
+
+class UnpaddedSelfAttention(BertSelfAttention):
+    """BertSelfAttention that attends a packed row sequence by sequence (unpadded_attention).
+
+    Its `attention_mask` says how the row (1, N) is packed: the lengths (L_1, ..., L_B) of the sequences
+    laid end to end in it, a (B,) integer tensor on the host (read back without waiting for an
+    accelerator). Given a padded batch's additive (B, 1, 1, T) mask instead, it attends as
+    BertSelfAttention does, with sdpa, or eager for the probabilities: UnpaddedBertModel leaves a batch
+    padded when nothing in it is padding, or when the probabilities are asked for.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config, "sdpa")
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor,
+               output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if attention_mask.dim() != 1:  # a padded batch's additive mask
+            return super().attend(query, key, value, attention_mask, output_attentions)
+        if output_attentions:
+            raise ValueError("a packed row has no (T, T) attention probabilities: UnpaddedBertModel asked "
+                             "for them runs the padded batch")
+        return unpadded_attention(query, key, value, tuple(attention_mask.tolist()), self.dropout), None
 
 
 class UnpaddedBertModel(BertModel):
     """BertModel on a padded batch's real tokens only: pack the inputs, embed and encode, pad back.
 
     On 2 CPU cores, batches of 32 with half their positions padding ran forward and backward about 2x
-    faster than BertModel with "sdpa", MiniLM and bert-base sizes (bench/model_speed.py). Its layers are
-    built with the "unpadded" kernel; its parameters, and so its checkpoints, are BertModel's. A batch
+    faster than BertModel with "sdpa", MiniLM and bert-base sizes (bench/model_speed.py). Its layers'
+    attention is UnpaddedSelfAttention; its parameters, and so its checkpoints, are BertModel's. A batch
     without padding, or a call that asks for the attention probabilities (only the eager kernel has
     them, on the padded batch), takes BertModel's path unchanged.
     """
@@ -167,11 +177,19 @@ class UnpaddedBertModel(BertModel):
     def __init__(self, config: BertConfig, attn_implementation: str = "unpadded",
                  add_pooling_layer: bool = True) -> None:
         # The argument is there so that from_pretrained(..., attn_implementation=...) reads the same for
-        # both classes; a packed row needs the kernel that splits it by sequence, so no other is taken.
+        # both classes; a packed row needs the attention that splits it by sequence, so no other is taken.
         if attn_implementation != "unpadded":
-            raise ValueError(f"UnpaddedBertModel runs the 'unpadded' kernel only, got "
+            raise ValueError(f"UnpaddedBertModel runs the 'unpadded' attention only, got "
                              f"{attn_implementation!r}; BertModel runs the others")
-        super().__init__(config, attn_implementation, add_pooling_layer)
+        super().__init__(config, "sdpa", add_pooling_layer)
+        for layer in self.encoder.layer:
+            # Built on the meta device, so no weights are drawn (UnpaddedBertModel(config) draws what
+            # BertModel(config) does); the layer's own initialised ones move in.
+            with torch.device("meta"):
+                attention = UnpaddedSelfAttention(config)
+            attention.load_state_dict(layer.attention.self.state_dict(), assign=True)
+            layer.attention.self = attention
+        self.attn_implementation = attn_implementation
 
     def forward(
         self,
@@ -184,20 +202,24 @@ class UnpaddedBertModel(BertModel):
     ) -> BertModelOutput:
         """BertModel.forward's arguments and outputs; the outputs are 0 at the padding positions (the
         padded path computes vectors there that mean nothing)."""
-        # BertModel's contract, before the mask decides the packing (a mask holding 2 must not pack as 1).
-        input_ids, attention_mask, token_type_ids, inputs_embeds = check_model_inputs(
-            self.config, self.dtype, input_ids, attention_mask, token_type_ids, inputs_embeds)
-        check_flags(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
-        packing = None if attention_mask is None or output_attentions else Packing.from_mask(attention_mask)
-        if packing is None:
+        packing = None  # a mask that is no (B, T) tensor is BertModel's to refuse
+        if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 and not output_attentions:
+            packing = Packing.from_mask(attention_mask)
+        if packing is None:  # nothing to pack: BertModel's path, which checks the arguments
             return super().forward(input_ids, attention_mask, token_type_ids, inputs_embeds,
                                    output_hidden_states, output_attentions)
+        # The arguments checked once, as BertModel's are: a mask the checks refuse (one holding 2) may have
+        # been read above, but goes no further.
+        input_ids, attention_mask, token_type_ids, inputs_embeds = self.check_inputs(
+            input_ids, attention_mask, token_type_ids, inputs_embeds,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         input_ids, token_type_ids, inputs_embeds = map(packing.unpad, (input_ids, token_type_ids,
                                                                        inputs_embeds))  # (1, N, ...)
         embedding_output = self.embeddings(input_ids, token_type_ids, inputs_embeds,
                                            position_ids=packing.positions)  # (1, N, C)
-        # (1, N, C) through every layer; the Packing takes the mask's place, for the kernel to read.
-        encoded = self.encoder(embedding_output, packing, output_hidden_states)
+        # (1, N, C) through every layer; the lengths take the mask's place, for UnpaddedSelfAttention.
+        lengths = torch.tensor(packing.lengths, device="cpu")  # (B,)
+        encoded = self.encoder(embedding_output, lengths, output_hidden_states)
         last_hidden_state = packing.pad(encoded.last_hidden_state)  # (1, N, C) -> (B, T, C)
         hidden_states = tuple(map(packing.pad, encoded.hidden_states)) if output_hidden_states else None
         pooled = self.pooler(last_hidden_state) if self.pooler is not None else None

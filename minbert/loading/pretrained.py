@@ -10,14 +10,16 @@ Three small pieces, named as in `transformers`:
 - `BertPreTrainedModel`, the base class of BertModel (model.py) and BertForPreTraining (heads.py), as
   `transformers`' PreTrainedModel is: `from_pretrained` (all loading: hub.py says which directory a name
   means, checkpoint.py copies the weights in), `save_pretrained`, and `dtype`, `device`, `num_parameters()`,
-  `get_input_embeddings()`. It holds no layer and no step of the model; model.py holds those.
+  `get_input_embeddings()`; and `check_inputs` / `check_labels`, the one call at the top of a forward that
+  refuses a wrong argument by name (forward_contract.py). It holds no layer and no step of the model;
+  model.py holds those.
 - `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json, and
   `BertConfig.from_pretrained(name_or_path)`; the fields and their checks are config.py's.
 
 This is the one file of minbert/loading/ that the lesson files import: everything else about loading and
 saving (which folder a name means, the checkpoint's keys, atomic writes) sits behind it.
 
-Read next: hub.py (which folder a model name means).
+Read next: forward_contract.py (what a model's forward accepts).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from minbert.loading.atomic import atomic_write_text
 from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
+from minbert.loading.forward_contract import (CheckedInputs, check_flags, check_model_inputs,
+                                              check_pretraining_labels, check_tensors)
 from minbert.loading.hub import check_name_or_path, resolve_model
 from minbert.loading.schema import Field, Schema, check_fields  # noqa: F401 - config.py declares its fields so
 
@@ -174,6 +178,25 @@ class BertPreTrainedModel(nn.Module):
         """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
         in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
         return save_model(self, directory, tokenizer=tokenizer)
+
+    def check_inputs(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                     token_type_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
+                     **flags: bool) -> CheckedInputs:
+        """forward's arguments checked (forward_contract.py says what is accepted), once per call: the ids
+        widened to a dtype nn.Embedding reads, the rest as given; `flags` (output_attentions=..., ...) must
+        be True or False. A wrong one is a TypeError or ValueError naming it."""
+        checked = check_model_inputs(self.config, self.dtype, input_ids, attention_mask, token_type_ids,
+                                     inputs_embeds)
+        check_flags(**flags)
+        return checked
+
+    def check_labels(self, input_ids: torch.Tensor, labels: torch.Tensor | None,
+                     next_sentence_label: torch.Tensor | None, ignore_index: int) -> None:
+        """Pre-training labels checked against the ids' shape before the model runs, so that a wrong label
+        costs no forward pass (forward_contract.check_pretraining_labels says what is accepted)."""
+        check_tensors(input_ids=input_ids)
+        check_pretraining_labels(labels, next_sentence_label, tuple(input_ids.shape), self.config.vocab_size,
+                                 ignore_index)
 
     @property
     def dtype(self) -> torch.dtype:

@@ -80,12 +80,14 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
     if strategy is None:
         refuse_overlong(tokenizer, texts, pairs, max_length, add_special_tokens)
 
-    batch = tokenizer.batch_encode(texts, pairs, max_length=max_length, truncation=strategy or "head",
-                                   padding=pad or "longest", return_tensors=False,
-                                   add_special_tokens=add_special_tokens)
-    rows = batch._asdict()
-    if pad is None:
-        rows = unpad(rows, batch.attention_mask)
+    if pad is None:  # each example its own length, never padded
+        examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128,
+                                          add_special_tokens)
+        rows = {key: [getattr(e, key) for e in examples] for key in Encoding._fields}
+    else:
+        rows = tokenizer.batch_encode(texts, pairs, max_length=max_length, truncation=strategy or "head",
+                                      padding=pad, return_tensors=False,
+                                      add_special_tokens=add_special_tokens)._asdict()
     # transformers' None means "what the model takes", which for BERT is both.
     if return_token_type_ids is False:
         del rows["token_type_ids"]
@@ -143,12 +145,6 @@ def as_tensor(rows: list[list[int]], return_tensors: str) -> torch.Tensor | np.n
     if return_tensors == "np":
         return np.array(rows, dtype=np.int64).reshape(len(rows), width)  # (B, T)
     return torch.tensor(rows, dtype=torch.long).reshape(len(rows), width)  # (B, T)
-
-
-def unpad(rows: dict[str, list[list[int]]], mask: list[list[int]]) -> dict[str, list[list[int]]]:
-    """Cut each row of a padded list batch back to its own length (padding=False)."""
-    lengths = [sum(row) for row in mask]
-    return {key: [row[:n] for row, n in zip(value, lengths)] for key, value in rows.items()}
 
 
 def refuse_overlong(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int,

@@ -373,17 +373,9 @@ class BertTokenizer:
             raise ValueError(f"padding must be one of {PADDING_STRATEGIES}, got {padding!r}")
         max_length = self._check_options(max_length, truncation, head_tokens, text_pairs is not None,
                                          add_special_tokens)
-        pieces = self._piece_ids(texts + (text_pairs or []))
+        examples = self._encode_each(texts, text_pairs, max_length, truncation, head_tokens,
+                                     add_special_tokens)
         n = len(texts)
-        examples = []
-        for i in range(n):
-            try:
-                examples.append(self._build(pieces[i], pieces[n + i] if text_pairs is not None else None,
-                                            max_length, truncation, head_tokens, add_special_tokens))
-            except ValueError as error:  # only_first / only_second on a pair they cannot fit
-                if n == 1:
-                    raise
-                raise ValueError(f"example {i} of the batch (from 0): {error}") from None
         longest = max((len(e.input_ids) for e in examples), default=0)
         width = max_length if padding == "max_length" else longest
         input_ids = [e.input_ids + [self.pad_token_id] * (width - len(e.input_ids)) for e in examples]
@@ -463,6 +455,22 @@ class BertTokenizer:
             check_text(text_pair, "text_pair")
         return self(text, text_pair, add_special_tokens=add_special_tokens, truncation=truncation,
                     max_length=max_length, padding=False, return_tensors=None)["input_ids"]
+
+    def _encode_each(self, texts: list[str], text_pairs: list[str] | None, max_length: int, truncation: str,
+                     head_tokens: int, add_special_tokens: bool) -> list[Encoding]:
+        """Each example of a checked batch, unpadded: batch_encode pads them, the call's padding=False not."""
+        pieces = self._piece_ids(texts + (text_pairs or []))
+        n = len(texts)
+        examples = []
+        for i in range(n):
+            try:
+                examples.append(self._build(pieces[i], pieces[n + i] if text_pairs is not None else None,
+                                            max_length, truncation, head_tokens, add_special_tokens))
+            except ValueError as error:  # only_first / only_second on a pair they cannot fit
+                if n == 1:
+                    raise
+                raise ValueError(f"example {i} of the batch (from 0): {error}") from None
+        return examples
 
     def _piece_ids(self, texts: list[str]) -> list[list[int]]:
         # encode_batch_fast skips computing character offsets, which we never use.

@@ -4,8 +4,8 @@ The course's own `multitask_classifier.py` names every input and output file on 
 (`--sst_train data/ids-sst-train.csv ... --sts_test_out predictions/sts-test-output.csv`). The main job
 keeps those flags: each replaces the one file that `--data-dir` (for inputs) or the run folder (for
 predictions) would give, and the flags left out keep their defaults. `tasks` below is the job's table (each
-row with a `name`, the course's prefix, and a `dataset`); `settings` is anything with an attribute per flag
-(`sst_train`, ..., `sts_test_out`), None where the flag is not given.
+row with a `name`, the course's prefix, and a `dataset`); `files` is the flags' group of the job's settings
+(tasks/training/job.py's CourseFiles), which says which file each flag names, None where it is not given.
 
 Read next: batching.py (examples to padded batches).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from tasks.data.inputs import not_recorded
 from tasks.data.course import read_course_file, read_splits, task_files
@@ -29,10 +29,12 @@ class Row(Protocol):
     dataset: str  # tasks/data/course.py's name of its files: "sst", "quora", "sts"
 
 
-def course_files(tasks: Sequence[Row], settings: Any,
-                 splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
-    """prefix -> split -> the file a --{prefix}_{split} flag names (None: the data folder's)."""
-    return {t.name: {split: getattr(settings, f"{t.name}_{split}") for split in splits} for t in tasks}
+class NamedFiles(Protocol):
+    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """prefix -> split -> the file its --{prefix}_{split} flag names (None: the data folder's)."""
+
+    def output(self, prefix: str, split: str) -> str | None:
+        """The file --{prefix}_{split}_out names (None: the run folder's)."""
 
 
 def find_data(tasks: Sequence[Row], data_dir: str | None, files: dict[str, dict[str, str | None]],
@@ -45,18 +47,17 @@ def find_data(tasks: Sequence[Row], data_dir: str | None, files: dict[str, dict[
     return source
 
 
-def output_path(settings: Any, prefix: str, split: str, folder: Path) -> Path:
+def output_path(files: NamedFiles, prefix: str, split: str, folder: Path) -> Path:
     """Where the predictions for `prefix`'s `split` go: its --{prefix}_{split}_out flag, or `folder`."""
-    return Path(getattr(settings, f"{prefix}_{split}_out") or folder / f"{prefix}-{split}-output.csv")
+    return Path(files.output(prefix, split) or folder / f"{prefix}-{split}-output.csv")
 
 
-def read_prediction_inputs(tasks: Sequence[Row], settings: Any, data_dir: str | None, strict: bool,
+def read_prediction_inputs(tasks: Sequence[Row], files: NamedFiles, data_dir: str | None, strict: bool,
                            limit: int) -> dict[str, dict[str, list | None]]:
     """prefix -> split ("dev", "test") -> examples to predict: exactly the files the flags name, or, when
     none is named, the data folder's dev files and whichever test files it has."""
-    files = course_files(tasks, settings, OUTPUT_SPLITS)
     with not_recorded():  # --predict trains nothing: no run folder records these
-        return _read_prediction_inputs(tasks, files, data_dir, strict, limit)
+        return _read_prediction_inputs(tasks, files.inputs(OUTPUT_SPLITS), data_dir, strict, limit)
 
 
 def _read_prediction_inputs(tasks: Sequence[Row], files: dict, data_dir: str | None, strict: bool,

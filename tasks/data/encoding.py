@@ -1,5 +1,5 @@
-"""Sentences and sentence pairs to word-piece ids, unpadded: batches are padded later, each to its own longest
-(batching.py).
+"""Sentences and sentence pairs to word-piece ids, unpadded: each batch is padded once, to its own longest,
+when it is collated (batching.py).
 
 Read next: batching.py.
 """
@@ -13,13 +13,12 @@ from minbert.text.tokenizer import BertTokenizer
 
 def encode_texts(tokenizer: BertTokenizer, texts: Sequence[str], max_length: int,
                  truncation: str = "head") -> list[list[int]]:
-    """[CLS] text [SEP] ids for each text, unpadded (batches are padded later, to their own longest).
+    """[CLS] text [SEP] ids for each text, unpadded (the tokenizer's padding=False).
 
-    truncation: what a text longer than max_length keeps (minbert.text.tokenizer.TRUNCATION_STRATEGIES).
+    truncation: what a text longer than max_length keeps (minbert/text/truncation.py's ALL_STRATEGIES).
     """
-    encoded = tokenizer.batch_encode(list(texts), max_length=max_length, truncation=truncation,
-                                     return_tensors=False)
-    return [ids[:sum(mask)] for ids, mask in zip(encoded.input_ids, encoded.attention_mask)]
+    return tokenizer(list(texts), padding=False, truncation=truncation, max_length=max_length,
+                     return_tensors=None, return_attention_mask=False)["input_ids"]
 
 
 def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequence[str], max_length: int,
@@ -28,8 +27,6 @@ def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequenc
 
     Too long a pair loses pieces from its longer side first; each side keeps what `truncation` says.
     """
-    encoded = tokenizer.batch_encode(list(first), list(second), max_length=max_length, truncation=truncation,
-                                     return_tensors=False)
-    lengths = [sum(mask) for mask in encoded.attention_mask]
-    return ([ids[:n] for ids, n in zip(encoded.input_ids, lengths)],
-            [seg[:n] for seg, n in zip(encoded.token_type_ids, lengths)])
+    encoded = tokenizer(list(first), list(second), padding=False, truncation=truncation,
+                        max_length=max_length, return_tensors=None, return_attention_mask=False)
+    return encoded["input_ids"], encoded["token_type_ids"]

@@ -5,8 +5,11 @@ own): the course's prefix and dataset, the head (a classifier over one sentence,
 pair), the loss, how the head's scores become the course's predictions, the metric, the output file's
 column, and the loss's weight. A job's tasks are a table of such rows (tasks/multitask.py); `TaskData`
 puts one row's examples to work in the training loop, and `MultitaskBERT` is the encoder with one head per
-row. A sentence batch is one [CLS] A [SEP] input per example, (B, T); a pair batch stacks the B first
-sentences over the B second ones, (2B, T), so that one encoder call embeds both sides (SBERT's bi-encoder).
+row. A step goes one way: the row's loss calls the model bound to the row, `model(name, tokens)`, which
+runs the encoder once and the row's head, and returns the scores the loss compares with the labels (as a
+sentence-transformers loss calls its model). A sentence batch is one [CLS] A [SEP] input per example,
+(B, T); a pair batch stacks the B first sentences over the B second ones, (2B, T), so that one encoder call
+embeds both sides (SBERT's bi-encoder).
 
 Losses (heads.py holds the formulas): cross-entropy, optionally with R-Drop (Liang et al. 2021: every
 sentence twice through the whole network, so two dropout masks, plus alpha times the symmetric KL between
@@ -38,7 +41,7 @@ from tasks.evaluation import metrics
 from tasks.models.heads import (CosinePairHead, SentenceClassifier, classification_loss, cosine_mse_loss,
                                 symmetric_kl)
 
-Forward = Callable[[TokenBatch], torch.Tensor]  # a batch's tokens -> the task head's scores
+Forward = Callable[[TokenBatch], torch.Tensor]  # the model bound to a row: tokens -> its head's scores
 
 # ----- inputs: one sentence or a pair per example -----------------------------------------------------
 
@@ -112,11 +115,8 @@ class Classifier:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
 
     def build(self, hidden_size: int, dropout: float) -> nn.Module:
+        """(BERT's output, the (B, T) mask) -> logits (B, K)."""
         return SentenceClassifier(hidden_size, self.classes, dropout, self.pooling)
-
-    def scores(self, model: "MultitaskBERT", head: nn.Module, tokens: TokenBatch) -> torch.Tensor:
-        """Logits (B, K)."""
-        return head(model.encode(tokens), tokens.attention_mask)
 
 
 @dataclass(frozen=True)
@@ -128,14 +128,11 @@ class Cosine:
     inputs = Pairs()
 
     def build(self, hidden_size: int, dropout: float) -> nn.Module:
+        """u, v (B, C) each -> (B,): the logit, or the bare cosine."""
         return CosinePairHead(learn_scale=self.learn_scale)
 
-    def scores(self, model: "MultitaskBERT", head: nn.Module, tokens: TokenBatch) -> torch.Tensor:
-        """(B,): the logit, or the bare cosine."""
-        return head(*model.embed_pair(tokens))
 
-
-# ----- losses: (forward, tokens, labels) -> a scalar ----------------------------------------------------
+# ----- losses: (forward, tokens, labels) -> a scalar, where forward is the model bound to the row ------
 
 
 def cross_entropy(forward: Forward, tokens: TokenBatch, labels: torch.Tensor) -> torch.Tensor:
@@ -243,22 +240,25 @@ class MultitaskBERT(nn.Module):
         for task in tasks:
             self.add_module(task.head_name, task.head.build(bert.config.hidden_size, dropout))
 
-    def encode(self, tokens: TokenBatch):
-        return self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
+    def forward(self, name: str, tokens: TokenBatch) -> torch.Tensor:
+        """Task `name`'s head scores (the course's predict_sentiment, predict_paraphrase, ...): one encoder
+        call, then the row's head.
 
-    def embed_pair(self, pair: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """pair: the first sentences stacked over the second ones, (2B, T). Returns u, v: (B, C) each.
-
-        One encoder call for both sides: twice the batch, half the calls. SBERT's mean pooling: the
-        vectors all-MiniLM-L6-v2 was trained to make.
+        A pair batch holds the first sentences stacked over the second ones, (2B, T): one encoder call for
+        both sides (twice the batch, half the calls), SBERT's mean pooling (the vectors all-MiniLM-L6-v2 was
+        trained to make), then u, v: (B, C) each to the cosine head.
         """
-        embeddings = pool(self.encode(pair), pair.attention_mask, "mean")  # (2B, C)
-        return embeddings.chunk(2)
+        task = self.tasks[name]
+        head = getattr(self, task.head_name)
+        output = self.bert(tokens.input_ids, tokens.attention_mask, tokens.token_type_ids)
+        if isinstance(task.head.inputs, Pairs):
+            u, v = pool(output, tokens.attention_mask, "mean").chunk(2)  # (2B, C) -> (B, C) each
+            return head(u, v)
+        return head(output, tokens.attention_mask)
 
     def predict(self, name: str, tokens: TokenBatch) -> torch.Tensor:
-        """Task `name`'s head scores (the course's predict_sentiment, predict_paraphrase, ...)."""
-        task = self.tasks[name]
-        return task.head.scores(self, getattr(self, task.head_name), tokens)
+        """The course's name for model(name, tokens)."""
+        return self(name, tokens)
 
 
 class TaskData:
@@ -281,16 +281,16 @@ class TaskData:
                                   [self.train_labels[i] for i in g]) for g in groups]
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
-        """The row's loss of one batch, (tokens, labels)."""
+        """The row's loss of one batch, (tokens, labels): the loss calls the model, bound to this row."""
         tokens, labels = batch
         device = device_of(model)
-        return self.task.loss(partial(model.predict, self.name), tokens.to(device), labels.to(device))
+        return self.task.loss(partial(model, self.name), tokens.to(device), labels.to(device))
 
     def predictions(self, model: nn.Module, inputs: Sequence) -> list:
         """The course's prediction per encoded example, in the input's order."""
         def batch_predictions(group: list[int]) -> list:
             tokens = self.inputs.collate([inputs[i] for i in group], self.pad_id).to(device_of(model))
-            return self.task.predict(model.predict(self.name, tokens))
+            return self.task.predict(model(self.name, tokens))
         return predict_in_order(self.inputs.lengths(inputs), batch_predictions)
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:

@@ -31,6 +31,7 @@ from minbert.loading.schema import check_fields
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.training.checkpoints import TrainState
+from tasks.training.flags import Flags
 from tasks.training.run_records import read_heads, settings_schema
 
 
@@ -95,12 +96,12 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     model.load_state_dict({**model.state_dict(), **heads})
 
 
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[type] = ()
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[Flags] = ()
                       ) -> tuple[Path, dict]:
     """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
 
-    The settings must name `job`, hold every one of `keys`, and each of the `settings` classes' fields it
-    holds must be of the flag's kind; anything else is a one-line error."""
+    The settings must name `job`, hold every one of `keys`, and each flag of the `settings` groups it holds
+    must be of the flag's kind; anything else is a one-line error."""
     best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
     best = best if best.is_dir() else Path(run_dir)
     path = best / HEADS_SETTINGS

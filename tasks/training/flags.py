@@ -1,17 +1,19 @@
 """The command line: settings declared once as dataclass fields that are also flags, and the checked types
 of their values. It imports only the standard library (grading/ uses the types too).
 
-A job's settings are frozen dataclasses: settings.py's TrainingSettings (the loop) and JobSettings (model and
-data), and the job's own. A field made with `flag(...)` is a flag too; its metadata holds the help and the
-checking type or the choices, as in transformers' HfArgumentParser. The flag is the field's name with
-hyphens (`layerwise_decay`: --layerwise-decay); the course's spellings keep their underscores and take
-hyphens as well (`course=True`: --batch_size, --batch-size); a bool that is on by default is turned off by
---no-<name> (its help, a noun phrase, then reads "without ...").
+A job's settings are one typed object: a frozen dataclass whose fields are groups of flags (`Flags`):
+settings.py's TrainingSettings (the loop) and JobSettings (model and data), and the job's own. In a group, a
+field made with `flag(...)` is a flag too; its metadata holds the help and the checking type or the choices,
+as in transformers' HfArgumentParser. The flag is the field's name with hyphens (`layerwise_decay`:
+--layerwise-decay); the course's spellings keep their underscores and take hyphens as well (`course=True`:
+--batch_size, --batch-size); a bool that is on by default is turned off by --no-<name> (its help, a noun
+phrase, then reads "without ...").
 
-A job states its defaults once, as instances: `TrainingSettings(epochs=3)`. `SettingsParser` makes one help
-group per instance, with those values as the defaults that --help shows, and `parse` returns new instances,
-each checked by its `__post_init__` (a contradiction is a usage error that names the flags). `as_dict` and
-`from_dict` carry them into a run's config.json and back (run_folder.py compares them on --resume).
+A job states its defaults once, in its settings object's fields (`training: TrainingSettings =
+TrainingSettings(epochs=3)`). `SettingsParser` makes a help group per group, in the fields' order, showing
+those defaults; `parse` returns a new object, each group checked by its `__post_init__`, the whole by its
+`check` (a contradiction is a usage error naming the flags). `as_dict` and `from_dict` carry the groups into
+config.json and back (run_folder.py compares them on --resume).
 
 The types check a flag's value where argparse reads it, before any work starts: each is a function from the
 command line's string to the value, raising argparse.ArgumentTypeError with what would be accepted; argparse
@@ -52,8 +54,25 @@ def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
         same_on_resume=same_on_resume))
 
 
-def flag_fields(settings: Any) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(settings) if "help" in f.metadata]
+class Flags:
+    """A group of flags (one help group): a frozen dataclass whose fields made with `flag(...)` are its flags.
+    A group whose flags depend on the job (job.py's CourseFiles: five per row of its table) overrides these."""
+
+    def flag_fields(self) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(self) if "help" in f.metadata]
+
+    def values(self) -> dict[str, Any]:
+        """Every field's value, by name (config.json's part of this group)."""
+        return dataclasses.asdict(self)
+
+    def replaced(self, values: dict[str, Any]) -> Any:
+        """A new group with these flags' values (checked by `__post_init__`)."""
+        return dataclasses.replace(self, **values)
+
+
+def groups(settings: Any) -> tuple[Flags, ...]:
+    """A job's settings object as its groups of flags, in their fields' order (the order of --help)."""
+    return tuple(getattr(settings, f.name) for f in dataclasses.fields(settings))
 
 
 def flag_names(field: dataclasses.Field, default: Any) -> list[str]:
@@ -93,26 +112,26 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class SettingsParser(argparse.ArgumentParser):
-    """A job's command line, made from its settings' default instances; `parse` gives new instances back."""
+    """A job's command line, made from its settings' default instance; `parse` gives a new instance back."""
 
-    def __init__(self, prog: str, description: str | None, *defaults: Any,
-                 check: Callable[..., None] | None = None, fixed: Sequence[str] = ()) -> None:
-        """fixed: fields the job does not offer as flags (they keep the defaults' values)."""
-        course = any(f.metadata["course"] for d in defaults for f in flag_fields(d))
+    def __init__(self, prog: str, description: str | None, defaults: Any, fixed: Sequence[str] = ()) -> None:
+        """defaults: the job's settings object; fixed: flags it does not offer (they keep their defaults)."""
+        course = any(f.metadata["course"] for g in groups(defaults) for f in g.flag_fields())
         super().__init__(prog=prog, description=description, usage="%(prog)s [options]",
                          epilog="Flags spelled with underscores (the course's) also take hyphens." if course
                          else None, formatter_class=HelpFormatter, allow_abbrev=False)
-        self.defaults, self.check, self.fixed = defaults, check, set(fixed)
-        for settings in defaults:
+        self.defaults, self.fixed = defaults, set(fixed)
+        for settings in groups(defaults):
             title = (type(settings).__doc__ or type(settings).__name__).splitlines()[0].rstrip(".")
             group = self.add_argument_group(title)
-            for field in flag_fields(settings):
+            values = settings.values()
+            for field in settings.flag_fields():
                 if field.name not in self.fixed:
-                    add_flag(group, field, getattr(settings, field.name))
+                    add_flag(group, field, values[field.name])
 
-    def parse(self, argv: Sequence[str] | None = None) -> tuple:
-        """The command line as new instances of the defaults' classes, in their order, checked by each
-        class's `__post_init__` and then together by `check`: a contradiction is a usage error (status 2)."""
+    def parse(self, argv: Sequence[str] | None = None) -> Any:
+        """The command line as a new instance of the defaults' class, each group checked by its
+        `__post_init__`, then the whole by its `check`: a contradiction is a usage error (status 2)."""
         args = self.parse_args(argv)
         for action in self._actions:  # argparse reads "--lr=--" as an empty list, past the flag's type
             if action.option_strings and action.nargs is None and isinstance(getattr(args, action.dest, None),
@@ -120,14 +139,14 @@ class SettingsParser(argparse.ArgumentParser):
                 self.error(f"argument {'/'.join(action.option_strings)}: expected one value, got '--' (the "
                            "end of the options)")
         try:
-            settings = tuple(dataclasses.replace(d, **{f.name: frozen(getattr(args, f.name))
-                                                       for f in flag_fields(d) if f.name not in self.fixed})
-                             for d in self.defaults)
-            if self.check:
-                self.check(*settings)
+            parsed = {f.name: group.replaced({g.name: frozen(getattr(args, g.name))
+                                              for g in group.flag_fields() if g.name not in self.fixed})
+                      for f, group in zip(dataclasses.fields(self.defaults), groups(self.defaults))}
+            settings = dataclasses.replace(self.defaults, **parsed)
+            settings.check()
+            return settings
         except ValueError as error:  # the messages name the flags
             self.error(str(error))
-        return settings
 
 
 def add_flag(group, field: dataclasses.Field, default: Any) -> None:
@@ -145,12 +164,9 @@ def add_flag(group, field: dataclasses.Field, default: Any) -> None:
                        metavar=meta["metavar"] or getattr(meta["type"], "metavar", None), help=text)
 
 
-def as_dict(*settings: Any) -> dict[str, Any]:
-    """Several settings instances as one flat dict (their field names never clash: each is a flag)."""
-    merged: dict[str, Any] = {}
-    for instance in settings:
-        merged.update(dataclasses.asdict(instance))
-    return merged
+def as_dict(*settings: Flags) -> dict[str, Any]:
+    """Several groups of flags as one flat dict (their field names never clash: each is a flag)."""
+    return {name: value for group in settings for name, value in group.values().items()}
 
 
 def from_dict(cls: type, saved: dict[str, Any]) -> Any:

@@ -5,8 +5,8 @@ seeds.py).
 A job says only what is its own (its settings, data, model, tasks and outputs); the rest is here:
 
     with user_errors():  # one line, "error: ...", for what a user can fix
-        settings, job, training = parse_settings(build_parser(), argv)  # threads, precision, kernel decided
-        with JobRun("sentiment", (settings, job, training), {"task": settings.task}) as run:  # seed, folder
+        settings = parse_settings(build_parser(), argv)  # one object; threads, precision, kernel decided
+        with JobRun("sentiment", settings, {"task": settings.sentiment.task}) as run:  # seed, folder
             run.write_config(data_path=...)  # config.json: every setting, and where the data was
             bert, tokenizer, model_dir = run.load_encoder()  # checked against --max-length
             ...  # the job's model and tasks
@@ -19,9 +19,10 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
   ours, whose traceback ends saying so;
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
   epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
-- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded;
-- `course_file_flags`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks,
-  settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name).
+- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded (the one
+  place an encoder is loaded; `load_job_encoder`: --model's, as JobSettings say);
+- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks, a group
+  of its settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name).
 
 Read next: ../sentiment.py (the smallest job).
 """
@@ -29,11 +30,12 @@ Read next: ../sentiment.py (the smallest job).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import signal
 import sys
-from dataclasses import make_dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -48,14 +50,15 @@ from minbert.text.tokenizer import BertTokenizer
 from tasks.data.course import task_files
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
+from tasks.training.fast_paths import use_fast_paths
 from tasks.training.world import process_rank
-from tasks.training.flags import SettingsParser, env_switch, existing_file, flag, output_file
+from tasks.training.flags import Flags, SettingsParser, env_switch, existing_file, flag, groups, output_file
 from tasks.training.loop import train
 from tasks.training.best import load_checkpoint, save_checkpoint
 from tasks.training.checkpoints import TrainState
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.signals import Interrupted, signals_stop_the_job
-from tasks.training.settings import JobSettings, TrainingSettings, resolve_job, resolve_training
+from tasks.training.settings import JobSettings, RunSettings, resolve_settings
 
 
 def course_input(dataset: str, split: str) -> Any:
@@ -69,17 +72,43 @@ def course_output(prefix: str, split: str) -> Any:
                 course=True, same_on_resume=False)
 
 
-def course_file_flags(tasks: Mapping[str, str]) -> type:
-    """The course's file flags of `tasks` (prefix -> dataset: {"sst": "sst", "para": "quora", ...}) as a
-    settings class: --{prefix}_{train,dev,test} for the inputs, then --{prefix}_{dev,test}_out for the
-    predictions, each None unless given."""
-    inputs = [(f"{p}_{split}", str | None, course_input(dataset, split))
-              for p, dataset in tasks.items() for split in ("train", "dev", "test")]
-    outputs = [(f"{p}_{split}_out", str | None, course_output(p, split))
-               for p in tasks for split in ("dev", "test")]
-    files = make_dataclass("CourseFiles", inputs + outputs, frozen=True)
-    files.__doc__ = "The course's files (each flag replaces one file that --data-dir or --out gives)."
-    return files
+@dataclass(frozen=True)
+class CourseFiles(Flags):
+    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
+
+    rows: tuple[tuple[str, str], ...]  # (prefix, dataset) of each row of the job's table: ("para", "quora")
+    paths: tuple[tuple[str, str], ...] = ()  # (flag's field name, the file it names) of the flags given
+
+    @classmethod
+    def of(cls, tasks: Mapping[str, str]) -> "CourseFiles":
+        """`tasks`: prefix -> dataset ({"sst": "sst", "para": "quora", ...})."""
+        return cls(tuple(tasks.items()))
+
+    def flag_fields(self) -> list[dataclasses.Field]:
+        """--{prefix}_{train,dev,test} for the inputs, then --{prefix}_{dev,test}_out for the predictions,
+        each None unless given; as str | None fields for config.json's schema (run_records.py)."""
+        fields = [(f"{p}_{split}", course_input(dataset, split))
+                  for p, dataset in self.rows for split in ("train", "dev", "test")]
+        fields += [(f"{p}_{split}_out", course_output(p, split))
+                   for p, _ in self.rows for split in ("dev", "test")]
+        for name, field in fields:
+            field.name, field.type = name, str | None
+        return [field for _, field in fields]
+
+    def values(self) -> dict[str, str | None]:
+        return {**{f.name: None for f in self.flag_fields()}, **dict(self.paths)}
+
+    def replaced(self, values: dict[str, str | None]) -> "CourseFiles":
+        return replace(self, paths=tuple((k, v) for k, v in values.items() if v is not None))
+
+    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """prefix -> split -> the file its --{prefix}_{split} flag names (None: the data folder's)."""
+        given = dict(self.paths)
+        return {p: {split: given.get(f"{p}_{split}") for split in splits} for p, _ in self.rows}
+
+    def output(self, prefix: str, split: str) -> str | None:
+        """The file --{prefix}_{split}_out names (None: the run folder's)."""
+        return dict(self.paths).get(f"{prefix}_{split}_out")
 
 
 # A failure that is ours, not the user's, keeps its traceback; this note ends it.
@@ -204,29 +233,29 @@ def load_encoder(name_or_path: str,
     return bert, tokenizer, model_dir
 
 
+def load_job_encoder(job: JobSettings, pairs: bool = False) -> tuple[BertModel, BertTokenizer, Path]:
+    """--model's encoder with the resolved --attn-implementation, its tokenizer and its folder; --max-length
+    checked against it (pairs: two [SEP])."""
+    bert, tokenizer, model_dir = load_encoder(job.model, job.attn_implementation)
+    check_max_length(job.max_length, bert.config, pairs)
+    return bert, tokenizer, model_dir
+
+
 def freeze(module: nn.Module) -> None:
     """The course's `--option pretrain`: the encoder's weights stay as loaded, only heads learn."""
     for param in module.parameters():
         param.requires_grad_(False)
 
 
-def parse_settings(parser: SettingsParser, argv: Sequence[str] | None, resolve: bool = True) -> tuple:
-    """The command line as the job's settings instances (its own first, with --seeds checked against --seed)
-    and, unless `resolve` is False, the run's real ones decided (`resolve_settings`)."""
+def parse_settings(parser: SettingsParser, argv: Sequence[str] | None,
+                   resolve: bool = True) -> RunSettings:
+    """The command line as the job's settings object (with --seeds checked against --seed) and, unless
+    `resolve` is False, the run's real settings decided (settings.py's `resolve_settings`)."""
     settings = parser.parse(argv)
-    seeds = getattr(settings[0], "seeds", None)
-    if seeds is not None:  # a job without --seeds loads nothing of them
+    if settings.seeds is not None:  # a job without --seeds loads nothing of them
         from tasks.training.seeds import check_seeds
-        check_seeds(parser, seeds, argv)
-    return resolve_settings(*settings) if resolve else settings
-
-
-def resolve_settings(*settings: Any) -> tuple:
-    """The instances, with TrainingSettings resolved (--use_gpu checked, threads and precision decided, each
-    said on stderr) and JobSettings' attention kernel decided for it."""
-    training = resolve_training(next(s for s in settings if isinstance(s, TrainingSettings)))
-    return tuple(training if isinstance(s, TrainingSettings) else resolve_job(s, training)
-                 if isinstance(s, JobSettings) else s for s in settings)
+        check_seeds(parser, settings.seeds, argv)
+    return resolve_settings(settings) if resolve else settings
 
 
 class JobRun:
@@ -236,16 +265,15 @@ class JobRun:
     and claims the folder (`claim_run`: --out, else runs/<job>/<date-time>; checked against --resume and the
     settings it started with, locked, failed.txt if the job fails). Inside, `write_config` records the
     settings, `load_encoder` loads the pre-trained encoder, and `train` runs the loop and loads best/ back.
-    `settings`: every settings instance the job parsed, its own first (config.json holds them all);
-    `identity`: what else a --resume must match (the task, the dataset, ...).
+    `settings`: the job's settings object (config.json holds every group of it); `identity`: what else a
+    --resume must match (the task, the dataset, ...).
     """
 
-    def __init__(self, name: str, settings: Sequence[Any], identity: dict | None = None, *,
+    def __init__(self, name: str, settings: RunSettings, identity: dict | None = None, *,
                  out: str | Path | None = None, resume: bool | None = None, model: str | None = None,
                  seed: bool = True) -> None:
-        self.name, self.settings, self.identity, self.seed = name, tuple(settings), identity or {}, seed
-        self.job = next((s for s in settings if isinstance(s, JobSettings)), None)
-        self.training = next(s for s in settings if isinstance(s, TrainingSettings))
+        self.name, self.settings, self.identity, self.seed = name, settings, identity or {}, seed
+        self.job, self.training = settings.job, settings.training
         self.out = out or (self.job.out if self.job else None) or default_run_dir(name)
         self.resume = self.training.resume if resume is None else resume
         self.model = model or self.job.model
@@ -255,7 +283,8 @@ class JobRun:
         check_out_apart(Path(self.out), self.job.data_dir if self.job else None, self.model)
         if self.seed:
             torch.manual_seed(self.training.seed)
-        self._claim = claim_run(self.out, self.name, self.model, self.identity, self.resume, self.settings)
+        self._claim = claim_run(self.out, self.name, self.model, self.identity, self.resume,
+                                groups(self.settings))
         self.folder = self._claim.__enter__()
         return self
 
@@ -263,20 +292,17 @@ class JobRun:
         return self._claim.__exit__(*error)
 
     def write_config(self, **facts: Any) -> None:
-        """config.json: every settings instance as the run really uses it, and `facts` (where the data
+        """config.json: every group of the settings as the run really uses it, and `facts` (where the data
         was, ...). Called once the job has read its data: first inputs.json, the fingerprints of the data
         files read and of the model folder, which a --resume must find unchanged (checked before anything
         is written)."""
         model_dir = resolve_model(self.model)
         self.folder.record_inputs(recorded(), model_fingerprint(model_dir), self.resume)
-        self.folder.write_config(*self.settings, **facts)
+        self.folder.write_config(*groups(self.settings), **facts)
 
     def load_encoder(self, pairs: bool = False) -> tuple[BertModel, BertTokenizer, Path]:
-        """--model's encoder, its tokenizer and its folder; --max-length checked against it (pairs: two
-        [SEP])."""
-        bert, tokenizer, model_dir = load_encoder(self.job.model, self.job.attn_implementation)
-        check_max_length(self.job.max_length, bert.config, pairs)
-        return bert, tokenizer, model_dir
+        """--model's encoder, its tokenizer and its folder (`load_job_encoder`)."""
+        return load_job_encoder(self.job, pairs)
 
     def train(self, model: nn.Module, tasks: Sequence, overall_score: Callable[[dict], float], *,
               tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
@@ -294,6 +320,7 @@ class JobRun:
             from tasks.training.lora_run import add_adapters  # LoRA's files load only under --lora
             add_adapters(model.bert, self.job.lora, self.job.lora_alpha, self.job.lora_dropout,
                          self.job.lora_targets)
+        use_fast_paths(model)  # the model now whole (encoder, heads, adapters): the loop trains it as given
         if save_best is None:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)

@@ -45,12 +45,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.atomic import atomic_directory, record_checksums
+from minbert.model import BertModel
 from optim.adamw import AdamW
 from optim.param_groups import make_param_groups, uses_weight_decay
 from optim.schedules import SCHEDULES
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.fast_paths import use_fast_paths
+from tasks.training.fast_paths import optimizer_class
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -113,12 +114,16 @@ def train(
     world = join_world(training.device)
     device = world.device_for(training.device)
     model.to(device)
-    use_fast_paths(model)
     by_name = {t.name: t for t in tasks}
     task_loss = world.wrap(TaskLosses(model, by_name), device)
     optimizer = build_optimizer(model, training)
-    steps_per_epoch = len(interleave({t.name: t.train_batches(0) for t in tasks}, training.sampling,
-                                     training.seed, 0))
+
+    def epoch_steps(epoch: int) -> list[list[tuple[str, Any]]]:
+        return interleave({t.name: t.train_batches(epoch) for t in tasks}, training.sampling, training.seed,
+                          epoch)
+
+    built = {0: epoch_steps(0)}  # epoch 1's steps, built once: counted for the schedule, trained on below
+    steps_per_epoch = len(built[0])
     total_steps = steps_per_epoch * training.epochs  # --max-steps stops early but never reshapes the schedule
     scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -159,8 +164,7 @@ def train(
 
         while state.epoch < training.epochs:
             position = (state.epoch, state.global_step)
-            steps = interleave({t.name: t.train_batches(state.epoch) for t in tasks}, training.sampling,
-                               training.seed, state.epoch)
+            steps = built.pop(state.epoch) if state.epoch in built else epoch_steps(state.epoch)
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             losses: dict[str, list[float]] = state.epoch_losses
@@ -342,23 +346,26 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
-    """AdamW over the model: the encoder (`model.bert`) at `lr` with optional layer-wise decay, the heads
-    at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters (--option pretrain's encoder,
-    all but the adapters under --lora) are left out: no state is kept for them."""
-    groups = make_param_groups(model.bert, lr=training.lr, weight_decay=training.weight_decay,
+    """AdamW (fast_paths.py picks the class) over the model's one BertModel at `lr`, with optional layer-wise
+    decay, and the rest (the heads) at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters
+    (--option pretrain's encoder, all but the adapters under --lora) are left out: no state is kept."""
+    encoders = [module for module in model.modules() if isinstance(module, BertModel)]
+    if len(encoders) != 1:
+        raise TypeError(f"build_optimizer: {type(model).__name__} holds {len(encoders)} BertModels, not one")
+    groups = make_param_groups(encoders[0], lr=training.lr, weight_decay=training.weight_decay,
                                layer_decay=training.layerwise_decay)
     groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
                "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
               for g in groups]
     groups = [g for g in groups if g["params"]]
-    heads = [(name, p) for name, p in model.named_parameters() if not name.startswith("bert.")
-             and p.requires_grad]
+    in_encoder = {id(p) for p in encoders[0].parameters()}
+    heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
     for decay in (True, False):
         chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
         if chosen:
             groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
                            "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
-    return AdamW(groups, lr=training.lr, weight_decay=training.weight_decay)
+    return optimizer_class()(groups, lr=training.lr, weight_decay=training.weight_decay)
 
 
 def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,

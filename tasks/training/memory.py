@@ -13,7 +13,7 @@ keeps it anyway: the same blocks come back every step).
 
 Only glibc has mallopt; elsewhere (macOS, musl) this does nothing.
 
-Read next: loop.py (which calls it, through fast_paths.py, before the first step).
+Read next: fast_paths.py (through which a job calls it, before the loop).
 """
 
 from __future__ import annotations

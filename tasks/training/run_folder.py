@@ -32,7 +32,7 @@ from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
 from tasks.training.world import process_rank
 from tasks.training.checkpoints import PREVIOUS, TrainState
-from tasks.training.flags import as_dict, flag_fields, flag_names, frozen
+from tasks.training.flags import as_dict, flag_names, frozen
 from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
 from tasks.training.signals import Interrupted, resume_command
 
@@ -172,9 +172,10 @@ def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
     if not settings or not config_file.is_file():
         return  # nothing to compare: a run that stopped before it wrote its settings
     saved = read_document(config_file, settings_schema(*settings))
-    differ = [(flag_names(f, f.default)[0], saved[f.name], getattr(s, f.name))
-              for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
-              and f.name in saved and frozen(saved[f.name]) != getattr(s, f.name)]
+    now = as_dict(*settings)
+    differ = [(flag_names(f, f.default)[0], saved[f.name], now[f.name])
+              for s in settings for f in s.flag_fields() if f.metadata["same_on_resume"]
+              and f.name in saved and frozen(saved[f.name]) != now[f.name]]
     if differ:
         said = ", ".join(f"{name} {was}" for name, was, _ in differ)
         asked = ", ".join(f"{name} {now}" for name, _, now in differ)

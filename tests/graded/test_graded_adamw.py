@@ -211,7 +211,7 @@ def test_readable_optimizer_path_trains_like_torch():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
     ref = copy.deepcopy(model)
-    ours = AdamW(model.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
+    ours = AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     theirs = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
     for _ in range(4):
         x = torch.randn(8, 4)

@@ -110,8 +110,7 @@ def moved_positions(emb: BertEmbeddings, position_ids: torch.Tensor) -> BertEmbe
 
 @pytest.mark.points(1)
 def test_embeddings_use_the_position_ids_given(config):
-    # A packed row (fast/unpadded.py) numbers its tokens by their place in the padded row: the position of
-    # token t is position_ids[t], not t.
+    # Hugging Face's position_ids argument: the position of token t is position_ids[t], not t.
     emb, t = stored(config)
     ids, segments = t["ids"], t["segments"]
     B, T = ids.shape
@@ -126,7 +125,7 @@ def test_embeddings_use_the_position_ids_given(config):
             ids[b:b + 1], segments[b:b + 1]) for b in range(B)])
         check_close(emb(ids, segments, position_ids=position_ids), expected, f"the embeddings with {what}", [
             (t["output"], "position_ids was ignored: every token got position 0, 1, ..., T - 1; add the "
-             "vectors of the positions given (a packed row numbers its tokens by their padded row)")])
+             "vectors of the positions given")])
 
 
 @pytest.mark.points(1)

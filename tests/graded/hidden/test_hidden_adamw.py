@@ -20,7 +20,7 @@ def test_ten_steps_on_a_small_network_match_torch_adamw():
     model = nn.Sequential(nn.Embedding(99, 16), nn.LayerNorm(16), nn.Linear(16, 8), nn.GELU(),
                           nn.Linear(8, 3))
     ref = copy.deepcopy(model)
-    ours = AdamW(model.parameters(), lr=1e-3, weight_decay=0.05, foreach=False)
+    ours = AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     theirs = torch.optim.AdamW(ref.parameters(), lr=1e-3, weight_decay=0.05, foreach=False)
     for _ in range(10):
         ids = torch.randint(1, 99, (2, 6))

@@ -1,4 +1,4 @@
-"""What BertModel.forward accepts: every argument checked in one place, before the model reads it.
+"""What BertModel.forward accepts: every argument checked in one place, once, before the model reads it.
 
 A wrong input to a neural network rarely fails where it is wrong: ids of the wrong dtype fail inside the
 embedding, a mask holding 2 is quietly read as "attend twice as little" (and the eager and SDPA kernels
@@ -18,7 +18,10 @@ tensors outside torch.compile only, with one reduction per argument: on an accel
 step (there, a bad id still fails inside the embedding, as a device-side assert). Shapes and dtypes are
 checked everywhere.
 
-Read next: embeddings.py (the first module the checked inputs reach).
+The models reach these checks through their base class (pretrained.py's `check_inputs` and `check_labels`),
+one call at the top of each forward; the modules inside (embeddings, layers) read what arrives checked.
+
+Read next: hub.py (which folder a model name means).
 """
 
 from __future__ import annotations
@@ -26,8 +29,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-
-from minbert.config import BertConfig
 
 # Integer dtypes an id tensor may have; nn.Embedding reads int32 and int64, the narrower ones are widened.
 _ID_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
@@ -42,10 +43,11 @@ class CheckedInputs(NamedTuple):
     inputs_embeds: torch.Tensor | None
 
 
-def check_model_inputs(config: BertConfig, model_dtype: torch.dtype, input_ids: torch.Tensor | None,
+def check_model_inputs(config, model_dtype: torch.dtype, input_ids: torch.Tensor | None,
                        attention_mask: torch.Tensor | None, token_type_ids: torch.Tensor | None,
                        inputs_embeds: torch.Tensor | None) -> CheckedInputs:
-    """BertModel.forward's contract (the module docstring): refuse what is wrong, naming the argument."""
+    """BertModel.forward's contract (the module docstring): refuse what is wrong, naming the argument.
+    config: the model's BertConfig (vocab_size, type_vocab_size, hidden_size, max_position_embeddings)."""
     check_tensors(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                   inputs_embeds=inputs_embeds)
     if (input_ids is None) == (inputs_embeds is None):
