@@ -346,19 +346,20 @@ def _done(state: TrainState, training: TrainingSettings) -> bool:
 
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
-    """AdamW (fast_paths.py picks the class) over the model's one BertModel at `lr`, with optional layer-wise
-    decay, and the rest (the heads) at `head_lr`; biases and LayerNorm weights never decay. Frozen parameters
-    (--option pretrain's encoder, all but the adapters under --lora) are left out: no state is kept."""
+    """AdamW (fast_paths.py picks the class): the model's one BertModel (or, without one, all of it) at `lr`,
+    with optional layer-wise decay, the rest (heads) at `head_lr`; biases and LayerNorm weights never decay.
+    Frozen parameters (--option pretrain's encoder, all but --lora's adapters) are left out: no state kept."""
     encoders = [module for module in model.modules() if isinstance(module, BertModel)]
-    if len(encoders) != 1:
+    if len(encoders) > 1:
         raise TypeError(f"build_optimizer: {type(model).__name__} holds {len(encoders)} BertModels, not one")
-    groups = make_param_groups(encoders[0], lr=training.lr, weight_decay=training.weight_decay,
+    encoder = encoders[0] if encoders else model
+    groups = make_param_groups(encoder, lr=training.lr, weight_decay=training.weight_decay,
                                layer_decay=training.layerwise_decay)
     groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
                "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
               for g in groups]
     groups = [g for g in groups if g["params"]]
-    in_encoder = {id(p) for p in encoders[0].parameters()}
+    in_encoder = {id(p) for p in encoder.parameters()}
     heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
     for decay in (True, False):
         chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
