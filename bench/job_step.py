@@ -50,7 +50,7 @@ from minbert.loading.hub import embedded_model_dir
 from minbert.pooling import mean_pool
 from tasks.training.flags import positive_int
 from tasks.training.fast_paths import use_fast_paths
-from tasks.training.loop import build_optimizer, make_schedule
+from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.lora_run import add_adapters
 from tasks.training.memory import M_MMAP_MAX, M_TRIM_THRESHOLD, glibc, keep_freed_memory
 

@@ -25,7 +25,7 @@ import torch
 from bench.step_profile import build_job
 from tasks.training.flags import positive_int
 from tasks.training.fast_paths import use_fast_paths
-from tasks.training.loop import build_optimizer, make_schedule
+from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.lora_run import add_adapters
 
 RANKS = (8, 16)

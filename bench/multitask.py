@@ -74,7 +74,8 @@ from tasks.models.course_task import RDrop, TaskData
 from tasks.multitask import TASKS, MultitaskBERT, overall_score
 from tasks.training.flags import existing_dir, integer, non_negative_int, positive_int
 from tasks.training.job import load_encoder
-from tasks.training.loop import build_optimizer, interleave
+from tasks.training.loop import interleave
+from tasks.training.optimizer import build_optimizer
 from tasks.training.best import head_state
 from tasks.training.run_folder import RunDir
 from tasks.training.settings import DEFAULT_MODEL, TrainingSettings

@@ -41,7 +41,8 @@ from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import non_negative_int, positive_int
 from tasks.training.job import freeze, load_job_encoder
 from tasks.training.fast_paths import use_fast_paths
-from tasks.training.loop import build_optimizer, interleave, make_schedule
+from tasks.training.loop import interleave
+from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.settings import resolve_settings
 
 REGIONS = ("forward", "backward", "clip", "optimizer")

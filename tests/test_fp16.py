@@ -14,7 +14,8 @@ from torch import nn
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
-from tasks.training.loop import build_optimizer, train
+from tasks.training.loop import train
+from tasks.training.optimizer import build_optimizer
 from tasks.training.checkpoints import load_training_state
 from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings

@@ -3,7 +3,8 @@
     flags.py       the command line: settings declared as dataclass fields that are flags, checked types
     settings.py    the settings every job shares: TrainingSettings (the loop), JobSettings (model and data),
                    and the run's real ones decided (threads, precision, attention kernel)
-    loop.py        the loop: task sampling, steps, AdamW and its schedule, evaluation, progress lines
+    loop.py        the loop: task sampling, steps, evaluation, progress lines
+    optimizer.py   AdamW over parameter groups (encoder, heads) and the --schedule
     run_folder.py  the run's folder: claimed, locked, and its records (config.json, run.json, inputs.json)
     checkpoints.py the resume state (checkpoints/last.pt)
     best.py        best/: the best epoch's model saved, verified and loaded back

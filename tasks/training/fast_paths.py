@@ -1,5 +1,5 @@
 """The fast paths a job chooses, each giving the same numbers as the lesson's code it stands in for:
-optim/fast_adamw.py's FastAdamW for the lesson's AdamW (build_optimizer, loop.py), and for the model it has
+optim/fast_adamw.py's FastAdamW for the lesson's AdamW (build_optimizer, optimizer.py), and for the model it has
 built and will train (JobRun.train, job.py, once the encoder is loaded and its heads and adapters are in
 place) minbert/fast/dropout.py's dropout with a cheaper random mask on a CPU in place of every nn.Dropout, and
 memory.py's freed pages kept for the next step's large gradients. The loop trains the model as it is given.

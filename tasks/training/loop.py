@@ -8,10 +8,9 @@ This loop does the rest, the same way for every job:
   run out drop out); "proportional" takes one task per step, chosen with probability proportional to its
   remaining batches. Either way every training example is used exactly once per epoch.
 - our AdamW with no decay on biases and LayerNorm, a separate (larger) learning rate for the freshly
-  initialised heads, optional layer-wise learning-rate decay, warm-up then decay (below), global
+  initialised heads, optional layer-wise learning-rate decay, warm-up then decay (optimizer.py), global
   gradient clipping, optional bf16 autocast or fp16 autocast with a dynamic loss scale (below), optional task
-  loss weights (a task's `weight`); the settings
-  are settings.py's TrainingSettings;
+  loss weights (a task's `weight`); the settings are settings.py's TrainingSettings;
 - fp16 (`--precision fp16`): float16's 5-bit exponent underflows small gradients, so the loss is multiplied by
   a scale before backward (torch.amp.GradScaler, PyTorch's AMP recipe): the gradients are unscaled before
   clipping; a step whose gradients hold an inf or NaN is skipped and the scale halves; after 2000 good steps
@@ -45,13 +44,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from minbert.loading.atomic import atomic_directory, record_checksums
-from minbert.model import BertModel
-from optim.adamw import AdamW
-from optim.param_groups import make_param_groups, uses_weight_decay
-from optim.schedules import SCHEDULES
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.fast_paths import optimizer_class
+from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -340,46 +335,6 @@ def check_progress_possible(state: TrainState, training: TrainingSettings, steps
 
 def _done(state: TrainState, training: TrainingSettings) -> bool:
     return bool(training.max_steps) and state.global_step >= training.max_steps
-
-
-# ----- the optimizer and the schedule --------------------------------------------------------------
-
-
-def build_optimizer(model: nn.Module, training: TrainingSettings) -> AdamW:
-    """AdamW (fast_paths.py picks the class): the model's one BertModel (or, without one, all of it) at `lr`,
-    with optional layer-wise decay, the rest (heads) at `head_lr`; biases and LayerNorm weights never decay.
-    Frozen parameters (--option pretrain's encoder, all but --lora's adapters) are left out: no state kept."""
-    encoders = [module for module in model.modules() if isinstance(module, BertModel)]
-    if len(encoders) > 1:
-        raise TypeError(f"build_optimizer: {type(model).__name__} holds {len(encoders)} BertModels, not one")
-    encoder = encoders[0] if encoders else model
-    groups = make_param_groups(encoder, lr=training.lr, weight_decay=training.weight_decay,
-                               layer_decay=training.layerwise_decay)
-    groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
-               "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
-              for g in groups]
-    groups = [g for g in groups if g["params"]]
-    in_encoder = {id(p) for p in encoder.parameters()}
-    heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
-    for decay in (True, False):
-        chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
-        if chosen:
-            groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
-                           "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
-    return optimizer_class()(groups, lr=training.lr, weight_decay=training.weight_decay)
-
-
-def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,
-                  steps_per_epoch: int):
-    """The --schedule's LambdaLR; --warmup is its warm-up fraction (slanted triangular: cut_frac)."""
-    warmup_steps = int(training.warmup * total_steps)
-    if training.schedule in ("linear", "cosine"):
-        return SCHEDULES[training.schedule](optimizer, warmup_steps, total_steps)
-    if training.schedule == "constant":
-        return SCHEDULES["constant"](optimizer, warmup_steps)
-    if training.schedule == "slanted_triangular":
-        return SCHEDULES["slanted_triangular"](optimizer, total_steps, cut_frac=training.warmup or 0.1)
-    return SCHEDULES["exponential"](optimizer, steps_per_epoch=steps_per_epoch)  # CS224N reports: gamma 0.96
 
 
 # ----- progress lines where no bar is drawn -------------------------------------------------------
