@@ -26,7 +26,7 @@ import torch
 
 from minbert.loading.files import FileContentError, check_file, read_text
 from minbert.loading.checkpoint import CheckpointError, read_weights
-from minbert.loading.schema import Field, Schema, read_document
+from minbert.loading.schema import Field, Schema
 from tasks.training.flags import Flags
 
 _TEXT = Field("string")
