@@ -159,7 +159,8 @@ def train(
 
         while state.epoch < training.epochs:
             position = (state.epoch, state.global_step)
-            steps = built.pop(state.epoch) if state.epoch in built else epoch_steps(state.epoch)
+            steps = built.pop(state.epoch, None) or epoch_steps(state.epoch)
+            built.clear()  # resumed past epoch 1, the run trains no more on the steps counted above
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             losses: dict[str, list[float]] = state.epoch_losses
