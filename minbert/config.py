@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from minbert.loading.pretrained import ConfigError, Field, PretrainedConfig, Schema, check_fields
+from minbert.loading.pretrained import ConfigError, PretrainedConfig
+from minbert.loading.schema import Field, Schema, check_fields
 
 # What a config.json may say, as data (schema.py checks it): each field's type and range, and the keys whose
 # other values would change what the model computes in ways minbert does not implement (an allow-list of

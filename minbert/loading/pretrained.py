@@ -42,7 +42,6 @@ from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_
 from minbert.loading.forward_contract import (CheckedInputs, check_flags, check_model_inputs,
                                               check_pretraining_labels, check_tensors)
 from minbert.loading.hub import check_name_or_path, resolve_model
-from minbert.loading.schema import Field, Schema, check_fields  # noqa: F401 - config.py declares its fields so
 
 
 class ConfigError(MinbertError, ValueError):
