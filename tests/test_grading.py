@@ -119,6 +119,16 @@ def test_editions_name_real_components_and_full_is_every_one():
         edition_components("nope")
 
 
+def test_the_jobs_ask_for_exactly_the_fast_paths_the_handout_leaves_out():
+    # fast_paths.shipped() looks for these modules; were one listed on one side only, a handout would ship
+    # a fast path the jobs then import, or miss one they still take for shipped.
+    from tasks.training.fast_paths import FAST_MODULES
+
+    root = Path(__file__).resolve().parents[1]
+    asked = {m.replace(".", "/") + ("/" if (root / m.replace(".", "/")).is_dir() else ".py") for m in FAST_MODULES}
+    assert asked == {path for path in HANDOUT_FAST_PATHS if not path.endswith(".c")}
+
+
 def test_region_outside_a_function_is_refused():
     with pytest.raises(RegionError, match=r"m\.py:1: solution region is not inside a function"):
         strip_regions("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n", "m.py")
