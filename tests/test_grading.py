@@ -125,7 +125,8 @@ def test_the_jobs_ask_for_exactly_the_fast_paths_the_handout_leaves_out():
     from tasks.training.fast_paths import FAST_MODULES
 
     root = Path(__file__).resolve().parents[1]
-    asked = {m.replace(".", "/") + ("/" if (root / m.replace(".", "/")).is_dir() else ".py") for m in FAST_MODULES}
+    asked = {path + ("/" if (root / path).is_dir() else ".py")
+             for path in (m.replace(".", "/") for m in FAST_MODULES)}
     assert asked == {path for path in HANDOUT_FAST_PATHS if not path.endswith(".c")}
 
 
