@@ -69,7 +69,7 @@ from minbert.fast.dropout import use_fast_dropout
 from tasks.data.batching import TokenBatch
 from tasks.data.course import read_split, task_files
 from tasks.data.sources import resolve_data_dir
-from tasks.models.heads import cosine_mse_loss
+from minbert.task_heads import cosine_mse_loss
 from tasks.models.course_task import RDrop, TaskData
 from tasks.multitask import TASKS, MultitaskBERT, overall_score
 from tasks.training.flags import existing_dir, integer, non_negative_int, positive_int

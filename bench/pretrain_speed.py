@@ -33,7 +33,7 @@ import transformers
 from bench.model_speed import SIZES
 from minbert.heads import BertForPreTraining
 from pretrain.corpus import PretrainingExample
-from pretrain.masking import MaskingVocab, mask_tokens
+from minbert.masking import MaskingVocab, mask_tokens
 from pretrain.run import PretrainingModel, collate
 from tasks.training.flags import integer, non_negative_int, positive_int
 

@@ -33,11 +33,11 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "minbert/layer.py::BertLayer.forward": ("minbert/layer.py::AddNorm.forward",),
     "minbert/attention.py::BertSelfAttention.merge_heads":
         ("minbert/attention.py::BertSelfAttention.split_heads",),
-    "pretrain/masking.py::mask_tokens": ("pretrain/masking.py::maskable_units",
-                                         "pretrain/masking.py::choose_replacement"),
-    "pretrain/masking.py::span_mask": ("pretrain/masking.py::maskable_units",
-                                       "pretrain/masking.py::choose_replacement"),
-    "tasks/evaluation/metrics.py::r_precision": ("tasks/evaluation/metrics.py::top_labels",),
+    "minbert/masking.py::mask_tokens": ("minbert/masking.py::maskable_units",
+                                         "minbert/masking.py::choose_replacement"),
+    "minbert/masking.py::span_mask": ("minbert/masking.py::maskable_units",
+                                       "minbert/masking.py::choose_replacement"),
+    "minbert/metrics.py::r_precision": ("minbert/metrics.py::top_labels",),
 }
 
 

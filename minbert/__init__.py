@@ -2,12 +2,13 @@
 
 The lesson, the model a student writes, is this folder's files, read bottom-up:
 
-    config.py -> embeddings.py -> attention.py -> layer.py -> encoder.py -> model.py -> heads.py -> pooling.py
+    config.py -> embeddings.py -> attention.py -> layer.py -> encoder.py -> model.py -> heads.py
+    -> masking.py -> pooling.py -> task_heads.py -> label_attention.py -> metrics.py (then ../optim/)
 
 Around it, each in a folder of its own: text/ (the tokenizer), loading/ (from_pretrained, checkpoints,
 the model cache, sentence-transformers' files), fast/ (the unpadded model and a cheaper CPU dropout, each
-tested equal to the lesson's modules; the student handout leaves it out), extras/ (label attention, layer
-analysis), and sentence_encoder.py (sentence embeddings in one call).
+tested equal to the lesson's modules; the student handout leaves it out), extras/ (layer analysis), and
+sentence_encoder.py (sentence embeddings in one call).
 
 The names a library user needs, each defined in the file named:
 

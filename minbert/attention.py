@@ -9,7 +9,7 @@ Interchangeable kernels compute the same thing, looked up by name in ATTENTION_K
   probabilities);
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
 A variant that attends differently subclasses BertSelfAttention and overrides its `attend` (label
-attention, extras/label_attention.py; the unpadded fast path, fast/unpadded.py).
+attention, label_attention.py; the unpadded fast path, fast/unpadded.py).
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
 
@@ -32,7 +32,7 @@ def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """S = Q K^T / sqrt(D): how well each query matches each key (Vaswani et al. eq. 1, inside the softmax).
 
     query: (B, H, T_q, D), key: (B, H, T_k, D). Returns (B, H, T_q, T_k). Label attention
-    (extras/label_attention.py) scores its label queries with it too.
+    (label_attention.py) scores its label queries with it too.
     """
     # Hint: without the 1/sqrt(D) the dot products grow with D and the softmax saturates (paper §3.2.1).
     # BEGIN SOLUTION
@@ -133,7 +133,7 @@ class BertSelfAttention(nn.Module):
         """This layer's kernel on (B, H, T, D) heads: context (B, H, T, D) and maybe probabilities.
 
         A variant that attends differently overrides this method (LabelSelfAttention, in
-        extras/label_attention.py).
+        label_attention.py).
         """
         # Only the eager kernel can hand back the probabilities, so asking for them selects it.
         kernel = ATTENTION_KERNELS["eager" if output_attentions else self.attn_implementation]

@@ -10,7 +10,7 @@ cls.seq_relationship.*.
 
 Shape legend: B batch, T tokens, C hidden size, V vocabulary size.
 
-Read next: pooling.py.
+Read next: masking.py (what the masked-LM head is trained to predict).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The model knows nothing about tasks: it maps token ids to one contextual vector per token
 (`last_hidden_state`) and one vector per sequence (`pooler_output`, tanh(W h_[CLS] + b), the input of
-BERT's next-sentence head). Task heads live in tasks/, pre-training heads in heads.py.
+BERT's next-sentence head). Pre-training heads live in heads.py, fine-tuning heads in task_heads.py.
 
 Loading and saving (`BertModel.from_pretrained`, `save_pretrained`) and the rest of what a `transformers`
 user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class in loading/pretrained.py; the

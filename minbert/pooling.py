@@ -8,8 +8,7 @@ a sentence's vector may not depend on how long its batch-mates are.
 
 Shape legend: B batch, T tokens, C hidden size.
 
-Read next: lora.py (fine-tuning through small low-rank adapters), then text/tokenizer.py (text to the ids
-the model reads) and sentence_encoder.py (sentence embeddings in one call).
+Read next: task_heads.py (the heads fine-tuning puts on a pooled vector).
 """
 
 from __future__ import annotations

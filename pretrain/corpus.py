@@ -23,7 +23,7 @@ Google's code then always draws a random B, which makes the labels 2/3 "random" 
 make it a single-segment `[CLS] A [SEP]` example that trains masked-LM only (NSP label ignored), so
 the NSP labels stay a fair coin.
 
-Read next: masking.py, run.py.
+Read next: ../minbert/masking.py (what the model must predict), run.py.
 """
 
 from __future__ import annotations

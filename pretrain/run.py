@@ -45,7 +45,7 @@ from minbert.text.tokenizer import BertTokenizer
 from pretrain.corpus import (NO_NSP_LABEL, NSP_MIN_DOCUMENTS, TEXT_FORMATS, Document, PretrainingExample,
                              create_examples, newsgroups_documents, read_text_documents, split_heldout,
                              task_documents, tokenize_documents)
-from pretrain.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
+from minbert.masking import IGNORE_INDEX, MASKING_STRATEGIES, MaskingVocab, mask_sequence
 from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_targets
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE

@@ -11,7 +11,7 @@ span's start:
 and y_i goes through the masked-LM decoder (here: tied to the word embeddings, with its own bias): the head
 is a BertLMPredictionHead (minbert/heads.py) whose transform is the two layers above, so the decoder is
 written once.
-The SBO loss is added to the masked-LM loss. Our spans never touch each other (masking.py), so the
+The SBO loss is added to the masked-LM loss. Our spans never touch each other (minbert/masking.py), so the
 boundary tokens are always unmasked, as the objective intends. Relative positions beyond the embedding
 table (a span can be longer in pieces than in words) share the last embedding.
 

@@ -22,7 +22,7 @@ vector (--pooling), or other layers' (--layer-features, --layer-combine); a text
 cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/models/features.py).
 `--label-embedding` adds one learned embedding per class, read by the [CLS] row of the chosen layers'
 attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the method and how the
-authors' code differs are in minbert/extras/label_attention.py).
+authors' code differs are in minbert/label_attention.py).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
 ± standard deviation (tasks/training/job.py) in <out>/summary.json, both for the last epoch (the fixed
@@ -32,7 +32,7 @@ epoch and scores it). `--resume` skips finished seeds and continues the others.
 Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
 checkpoints/, best/, predictions/<task>-dev-output.csv with label names) plus result.json.
 
-Read next: ../minbert/extras/label_attention.py.
+Read next: ../minbert/label_attention.py.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 import torch
 
-from minbert.extras.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT,
+from minbert.label_attention import (LABEL_LOSS_PATHS, LABEL_LOSS_REDUCTIONS, LABEL_LOSS_WEIGHT,
                                      init_from_class_means, init_from_keywords, label_loss)
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
@@ -56,10 +56,10 @@ from tasks.data.batching import (EVAL_BATCH_SIZE, TokenBatch, bucketed_batches, 
 from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
 from tasks.data.course import write_predictions
 from tasks.data.examples import PairExample
-from tasks.evaluation import metrics
+from minbert import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
-from tasks.models.heads import classification_loss
+from minbert.task_heads import classification_loss
 from tasks.training.flags import Flags, SettingsParser, flag, integer, non_negative, nonempty, real
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
@@ -313,7 +313,7 @@ class ClassifySettings(Flags):
 
 @dataclass(frozen=True)
 class LabelSettings(Flags):
-    """Label-embedding attention (Wang et al. 2020; minbert/extras/label_attention.py)."""
+    """Label-embedding attention (Wang et al. 2020; minbert/label_attention.py)."""
 
     label_embedding: bool = flag(False, "label-embedding attention and the label loss")
     label_lambda: float = flag(LABEL_LOSS_WEIGHT, "weight of the label loss, lambda (0: off)",

@@ -43,7 +43,7 @@ from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, pad_ba
                                  sorted_batches)
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
                                   read_dataset)
-from tasks.evaluation.metrics import top_labels
+from minbert.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
 from tasks.training.flags import Flags, SettingsParser, flag, nonempty

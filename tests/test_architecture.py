@@ -125,7 +125,8 @@ def find_cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
 
 
 # The lesson, in the order a student reads it (each file's "Read next" names the next one).
-LESSON = ("config", "embeddings", "attention", "layer", "encoder", "model", "heads", "pooling")
+LESSON = ("config", "embeddings", "attention", "layer", "encoder", "model", "heads", "masking", "pooling",
+          "task_heads", "label_attention", "metrics")
 # The one package outside the lesson that its files may import: loading/, whose base classes load and save
 # (as transformers' models inherit PreTrainedModel) and check each forward's arguments once.
 LESSON_BASE = "minbert.loading"

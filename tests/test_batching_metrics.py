@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tasks.data.batching import bucketed_batches, pad_batch, predict_in_order, sorted_batches
-from tasks.evaluation import metrics
+from minbert import metrics
 from tasks.training.loop import interleave
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from minbert.config import BertConfig
-from minbert.extras.label_attention import label_loss
+from minbert.label_attention import label_loss
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks import classify

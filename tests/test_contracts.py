@@ -39,7 +39,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import minbert.loading.files
-from minbert.config import BertConfig, REQUIRED_KEYS
+from minbert.config import BertConfig
+from minbert.loading.config_json import REQUIRED_KEYS
 from minbert.fast.unpadded import UnpaddedBertModel
 from minbert.heads import BertForPreTraining
 from minbert.loading.checkpoint import CheckpointError, save_model

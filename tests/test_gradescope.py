@@ -188,7 +188,7 @@ def plant(root: Path, todo: str, body: str) -> None:
 def test_a_hidden_test_shows_neither_what_the_students_code_raised_or_printed_nor_its_skip_reason(tmp_path):
     hidden = {c: f"{GRADED_TESTS}/hidden/test_hidden_{c}.py" for c in ("cosine", "schedule")}
     submission = copy_reference(tmp_path / "submission")
-    plant(submission, "tasks/models/heads.py::cosine_similarity",
+    plant(submission, "minbert/task_heads.py::cosine_similarity",
           f"text = open({hidden['cosine']!r}).read(); print(text); raise RuntimeError(text)")
     plant(submission, "optim/schedules.py::linear_warmup_decay_factor",
           f"__import__('pytest').skip(open({hidden['schedule']!r}).read())")
@@ -205,7 +205,7 @@ def test_a_hidden_test_shows_neither_what_the_students_code_raised_or_printed_no
         assert not quoted, f"{entry['name']} shows hidden code: {quoted}\n{entry['output']}"
     by_name = {entry["name"]: entry["output"] for entry in results["tests"]}
     assert "raised in your code during a hidden test" in by_name["cosine: test_large_batch_and_a_zero_vector"]
-    assert "raised at tasks/models/heads.py:" in by_name["cosine: test_large_batch_and_a_zero_vector"]
+    assert "raised at minbert/task_heads.py:" in by_name["cosine: test_large_batch_and_a_zero_vector"]
     assert "skipped: (its reason is not shown)" in by_name["schedule: test_many_warmup_and_total_pairs"]
     # a visible test shows the student's own message and output, with the hidden test's lines cut out
     assert "[a line of a hidden test: withheld]" in by_name["cosine: test_cosine_similarity_by_hand"]
@@ -221,8 +221,8 @@ def test_student_readme_says_where_the_data_is_how_to_run_and_the_real_order(han
         assert needed in readme, needed
     assert "any order." not in readme.replace("components can be done in any order.", "")
     order = re.findall(r"^- `(\S+)` after (.+)$", readme, flags=re.M)
-    assert ("pretrain/masking.py::mask_tokens",
-            "`pretrain/masking.py::maskable_units`, `pretrain/masking.py::choose_replacement`") in order
+    assert ("minbert/masking.py::mask_tokens",
+            "`minbert/masking.py::maskable_units`, `minbert/masking.py::choose_replacement`") in order
 
 
 @pytest.mark.slow

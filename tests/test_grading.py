@@ -484,7 +484,7 @@ def test_hangs_crashes_floods_and_edited_tests_are_contained(tmp_path, handout):
     for package in SUBMITTED_PACKAGES:
         if (STAFF_ROOT / package).is_dir():
             shutil.copytree(STAFF_ROOT / package, sub / package, ignore=shutil.ignore_patterns("__pycache__"))
-    heads = sub / "tasks" / "models" / "heads.py"
+    heads = sub / "minbert" / "task_heads.py"
     # cosine: hangs on one input, ignoring pytest-timeout's alarm (the watcher must kill it)
     _patch(heads, "    return (u * v).sum(dim=-1) /", "    if u.shape[0] == 4:\n        import signal\n"
            "        signal.signal(signal.SIGALRM, signal.SIG_IGN)\n        while True:\n            pass\n"
@@ -528,7 +528,7 @@ def test_a_module_that_kills_the_interpreter_on_import_costs_only_the_tests_that
         if (STAFF_ROOT / package).is_dir():
             shutil.copytree(STAFF_ROOT / package, tmp_path / package,
                             ignore=shutil.ignore_patterns("__pycache__"))
-    heads = tmp_path / "tasks" / "models" / "heads.py"
+    heads = tmp_path / "minbert" / "task_heads.py"
     heads.write_text("import os\nos._exit(7)\n" + heads.read_text())
     results = grade(tmp_path, components=["adamw", "cosine"])
     check_no_paths(results)

@@ -74,7 +74,7 @@ REPOSITORY = {
             Model().forward(2)
         ''',
     "pretrain/__init__.py": "",
-    "pretrain/masking.py": '''
+    "minbert/masking.py": '''
         def helper(x):
             # BEGIN SOLUTION
             return x
@@ -86,12 +86,12 @@ REPOSITORY = {
         ''',
     "pretrain/run.py": '''
         from minbert.model import Model
-        from pretrain.masking import mask
+        from minbert.masking import mask
         if __name__ == "__main__":
             mask(Model().forward(3))
         ''',
     "pretrain/other_job.py": '''
-        from pretrain import masking
+        from minbert import masking
         if __name__ == "__main__":
             masking.unused_here(1)
         ''',
@@ -120,7 +120,7 @@ REPOSITORY = {
     "docs/other.md": "",
     "bench/speed.py": "import minbert.model\nif __name__ == '__main__':\n    pass\n",
 }
-TODOS = frozenset({"minbert/layer.py::Layer.forward", "pretrain/masking.py::helper"})
+TODOS = frozenset({"minbert/layer.py::Layer.forward", "minbert/masking.py::helper"})
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_a_job_ships_when_it_reaches_a_todo_the_main_job_does_not(shipped):
     # pretrain.run calls mask, which runs the TODO helper; tasks.tag and pretrain.other_job reach only what
     # the main job reaches (the model) or no TODO at all (unused_here)
     assert shipped.jobs == ["tasks.multitask", "pretrain.run"]
-    assert {"tasks/multitask.py", "pretrain/run.py", "pretrain/masking.py"} <= shipped.files
+    assert {"tasks/multitask.py", "pretrain/run.py", "minbert/masking.py"} <= shipped.files
     assert not {"tasks/tag.py", "pretrain/other_job.py", "bench/speed.py"} & shipped.files
 
 

@@ -13,10 +13,10 @@ import math
 import pytest
 import torch
 
-from minbert.extras import label_attention as la
+from minbert import label_attention as la
 from minbert.attention import BertSelfAttention
 from minbert.config import BertConfig
-from minbert.extras.label_attention import (LabelAttentionBert, LabelSelfAttention, add_label_attention,
+from minbert.label_attention import (LabelAttentionBert, LabelSelfAttention, add_label_attention,
                                      init_from_class_means, init_from_keywords, label_loss,
                                      merge_label_scores, parse_label_layers)
 from minbert.model import BertModel, extended_attention_mask

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from tasks import multitask
 from tasks.data.course import read_split
 from tasks.data.sources import SAMPLE_DIR
-from tasks.models.heads import classification_loss, symmetric_kl
+from minbert.task_heads import classification_loss, symmetric_kl
 from tasks.models.course_task import RDrop, TaskData
 from tasks.training.job import load_encoder
 

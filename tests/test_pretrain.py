@@ -31,7 +31,7 @@ from minbert.text.tokenizer import BertTokenizer
 from pretrain import run as pretrain_run
 from pretrain.corpus import (IS_NEXT, NO_NSP_LABEL, NOT_NEXT, create_examples, newsgroups_documents,
                              read_text_documents, split_heldout, split_sentences, truncate_pair)
-from pretrain.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
+from minbert.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
                               number_to_predict, sample_span_length, span_mask)
 from pretrain.run import PretrainingBatch, PretrainingModel, collate
 from pretrain.span_boundary import SpanBoundaryHead, span_targets

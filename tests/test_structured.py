@@ -1,4 +1,4 @@
-"""Structured classifiers (tasks/models/structured.py) and R-Precision (tasks/evaluation/metrics.py): the
+"""Structured classifiers (tasks/models/structured.py) and R-Precision (minbert/metrics.py): the
 paper's five layer maps, the generalisation rule worked by hand at other depths, spread, parse_layer_map, the
 level weighting identity, the classifier against its Linear layers, level targets, and R-Precision worked by
 hand.
@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.evaluation.metrics import mean_r_precision, r_precision
+from minbert.metrics import mean_r_precision, r_precision
 from tasks.models.structured import (VARIANTS, StructuredClassifier, layer_map, level_targets,
                                      level_weighted_bce, parse_layer_map, r_precision_report, spread)
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from minbert.model import BertModelOutput
 from minbert.pooling import attention_pool, max_pool, mean_pool, pool
-from tasks.models.heads import (CosinePairHead, SentenceClassifier, cosine_mse_loss, cosine_similarity,
+from minbert.task_heads import (CosinePairHead, SentenceClassifier, cosine_mse_loss, cosine_similarity,
                                 symmetric_kl)
 
 HIDDEN = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],

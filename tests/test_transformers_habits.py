@@ -26,7 +26,8 @@ from torch import nn
 
 from minbert import BertConfig, BertForPreTraining, BertModel
 from minbert.fast.unpadded import UnpaddedBertModel
-from minbert.config import REQUIRED_KEYS, ConfigError
+from minbert.loading.config_json import REQUIRED_KEYS
+from minbert.loading.pretrained import ConfigError
 from minbert.heads import PreTrainingOutput
 from minbert.model import BertModelOutput
 

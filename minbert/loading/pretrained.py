@@ -13,8 +13,9 @@ Three small pieces, named as in `transformers`:
   `get_input_embeddings()`; and `check_inputs` / `check_labels`, the one call at the top of a forward that
   refuses a wrong argument by name (forward_contract.py). It holds no layer and no step of the model;
   model.py holds those.
-- `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json, and
-  `BertConfig.from_pretrained(name_or_path)`; the fields and their checks are config.py's.
+- `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json,
+  `BertConfig.from_pretrained(name_or_path)`, and each field's type and range checked when a config is
+  built (config_json.py's schema); the sizes and their invariants are config.py's.
 
 This is the one file of minbert/loading/ that the lesson files import: everything else about loading and
 saving (which folder a name means, the checkpoint's keys, atomic writes) sits behind it.
@@ -36,12 +37,14 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
+from minbert.loading.config_json import CONFIG_JSON, FIELDS
 from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
 from minbert.loading.checkpoint import LoadReport, as_dtype, load_weights, save_model, saved_dtype
 from minbert.loading.forward_contract import (CheckedInputs, check_flags, check_model_inputs,
                                               check_pretraining_labels, check_tensors)
 from minbert.loading.hub import check_name_or_path, resolve_model
+from minbert.loading.schema import Schema, check_fields
 
 
 class ConfigError(MinbertError, ValueError):
@@ -49,7 +52,25 @@ class ConfigError(MinbertError, ValueError):
 
 
 class PretrainedConfig:
-    """config.json in and out, through the subclass's `from_dict` and `to_dict` (BertConfig, a dataclass)."""
+    """config.json in and out for a dataclass subclass (BertConfig), whose fields are config.json's keys."""
+
+    def __post_init__(self) -> None:
+        check_fields(dataclasses.asdict(self), Schema(FIELDS), f"{type(self).__name__}.", ValueError)
+
+    def to_dict(self) -> dict:
+        """The fields as config.json writes them, plus the keys `transformers` needs to open it."""
+        return {"architectures": ["BertModel"], "model_type": "bert", **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config", *, return_ignored: bool = False):
+        """Build a config from config.json's dictionary; `source` names the file in error messages.
+        return_ignored: (config, the keys minbert ignores, as transformers does, sorted)."""
+        ignored = check_fields(values, CONFIG_JSON, f"{source}: ", ConfigError)
+        try:
+            config = cls(**{k: v for k, v in values.items() if k in FIELDS})
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{source}: {error}") from None
+        return (config, ignored) if return_ignored else config
 
     @classmethod
     @user_faults

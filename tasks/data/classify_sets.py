@@ -3,7 +3,7 @@
 GLUE CoLA, MRPC, RTE, WNLI and SST-2 (glue.py), TREC coarse and fine (a fixed stratified dev split of the
 train file, glue.py's trec_split), the course's CFIMDB reviews (course.py) and 20 Newsgroups as flat
 classes (hierarchy.py's reader and split). Labels become class indices; the keywords per class are the
-default start of --label-init keywords (minbert/extras/label_attention.py).
+default start of --label-init keywords (minbert/label_attention.py).
 
 Read next: ../classify.py (the job that trains on them).
 """

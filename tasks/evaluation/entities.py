@@ -29,7 +29,7 @@ repeat, so this changes nothing for `score_bio`.
 A span is (type, start, end) over words start .. end-1 (Python slice convention, so a one-word entity at
 word 3 is (type, 3, 4)).
 
-Read next: metrics.py (the sentence-level scores of the classification tasks).
+Read next: ../../minbert/metrics.py (the sentence-level scores of the classification tasks).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What the classifier reads: the last layer pooled (--pooling), or other layers' [CLS] vectors combined
 (--layer-features, features.py); a long text encoded window by window and pooled per text (--chunks);
 with --label-embedding, one learned vector per class read by the [CLS] row of chosen layers' attention
-(Wang et al. 2020; minbert/extras/label_attention.py).
+(Wang et al. 2020; minbert/label_attention.py).
 
 Shape legend: B batch, N chunks per text, T tokens, C hidden size, D classifier input, M classes.
 
@@ -18,11 +18,11 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import nn
 
-from minbert.extras.label_attention import add_label_attention, parse_label_layers
+from minbert.label_attention import add_label_attention, parse_label_layers
 from minbert.model import BertModel, BertModelOutput
 from tasks.data.batching import TokenBatch
 from tasks.models.features import ChunkPooling, feature_size, layer_features, select_layers
-from tasks.models.heads import SentenceClassifier
+from minbert.task_heads import SentenceClassifier
 
 
 class ChunkBatch(NamedTuple):

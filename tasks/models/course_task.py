@@ -37,8 +37,8 @@ from minbert.text.tokenizer import BertTokenizer
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
 from tasks.data.course import task_spec
 from tasks.data.encoding import encode_texts
-from tasks.evaluation import metrics
-from tasks.models.heads import (CosinePairHead, SentenceClassifier, classification_loss, cosine_mse_loss,
+from minbert import metrics
+from minbert.task_heads import (CosinePairHead, SentenceClassifier, classification_loss, cosine_mse_loss,
                                 symmetric_kl)
 
 Forward = Callable[[TokenBatch], torch.Tensor]  # the model bound to a row: tokens -> its head's scores

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.evaluation import metrics
+from minbert import metrics
 
 VARIANTS = ("flat", "last-six", "one-by-one", "in-pairs", "hybrid")
 LayerMap = tuple[tuple[int, ...], ...]  # index n - 1: the layers (1-based) that level n reads

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from graded_helpers import check_close, check_value, fail, randomize
 from torch import nn
 
-import tasks.models.heads
+import minbert.task_heads
 from minbert.model import BertModelOutput
-from tasks.models.heads import SentenceClassifier, classification_loss
+from minbert.task_heads import SentenceClassifier, classification_loss
 
 pytestmark = pytest.mark.component("classifier")
 
@@ -34,7 +34,7 @@ def pooled(monkeypatch):
         calls.append(how)
         return POOLED[how]
 
-    monkeypatch.setattr(tasks.models.heads, "pool", stand_in)
+    monkeypatch.setattr(minbert.task_heads, "pool", stand_in)
     return calls
 
 
@@ -108,7 +108,7 @@ def test_the_mask_reaches_the_pooling_and_the_gradient_reaches_the_encoder(monke
         seen.append(attention_mask)
         return (output.last_hidden_state * attention_mask[..., None]).sum(dim=1)
 
-    monkeypatch.setattr(tasks.models.heads, "pool", masked_sum)
+    monkeypatch.setattr(minbert.task_heads, "pool", masked_sum)
     head = randomize(SentenceClassifier(C, K, dropout=0.1, pooling="mean")).eval()
     out = output()
     out.last_hidden_state.requires_grad_(True)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from graded_helpers import check_close, fail
 
-from tasks.models.heads import CosinePairHead, cosine_similarity
+from minbert.task_heads import CosinePairHead, cosine_similarity
 
 pytestmark = pytest.mark.component("cosine")
 

@@ -13,7 +13,7 @@ import torch
 from graded_helpers import check_close, fail
 from safetensors.torch import load_file
 
-from minbert.extras.label_attention import merge_label_scores
+from minbert.label_attention import merge_label_scores
 
 pytestmark = pytest.mark.component("label_attention")
 

@@ -1,4 +1,4 @@
-"""Graded: BERT's masked-LM corruption (pretrain/masking.py): which positions, and what replaces them.
+"""Graded: BERT's masked-LM corruption (minbert/masking.py): which positions, and what replaces them.
 
 A toy vocabulary of 60 ids: 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK], 5-39 ordinary words, 40-59 "##"
 continuation pieces. Shares are measured on ~10k draws; the tolerances (0.02) are about 5 standard errors.
@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from graded_helpers import fail
 
-from pretrain.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
+from minbert.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
                               span_mask)
 from pretrain.span_boundary import span_targets
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from graded_helpers import check_value, fail
 
-from tasks.evaluation.metrics import mean_r_precision, r_precision, top_labels
+from minbert.metrics import mean_r_precision, r_precision, top_labels
 
 pytestmark = [pytest.mark.component("r_precision"), pytest.mark.todo("r_precision")]
 

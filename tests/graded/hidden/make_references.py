@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from minbert.config import BertConfig
 from minbert.embeddings import BertEmbeddings
 from minbert.heads import BertLMPredictionHead
-from minbert.extras.label_attention import merge_label_scores
+from minbert.label_attention import merge_label_scores
 from minbert.layer import AddNorm, BertIntermediate
 from minbert.model import BertPooler
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from graded_helpers import check_value, fail
 
-import tasks.models.heads
+import minbert.task_heads
 from minbert.model import BertModelOutput
-from tasks.models.heads import SentenceClassifier, classification_loss
+from minbert.task_heads import SentenceClassifier, classification_loss
 
 pytestmark = [pytest.mark.component("classifier"), pytest.mark.visibility("after_published")]
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.component("classifier"), pytest.mark.visibility("after
 @pytest.mark.todo("SentenceClassifier.forward")
 def test_head_drops_out_in_training_and_not_in_eval(monkeypatch):
     pooled = torch.randn(6, 16)
-    monkeypatch.setattr(tasks.models.heads, "pool", lambda output, mask, how: pooled)
+    monkeypatch.setattr(minbert.task_heads, "pool", lambda output, mask, how: pooled)
     head = SentenceClassifier(16, 3, dropout=0.5, pooling="mean")
     out = BertModelOutput(torch.randn(6, 4, 16), None, None, None)
     mask = torch.ones(6, 4, dtype=torch.long)

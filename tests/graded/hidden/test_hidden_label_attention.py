@@ -6,7 +6,7 @@ import pytest
 import torch
 from graded_helpers import check_close
 
-from minbert.extras.label_attention import merge_label_scores
+from minbert.label_attention import merge_label_scores
 
 pytestmark = [pytest.mark.component("label_attention"), pytest.mark.visibility("after_published")]
 

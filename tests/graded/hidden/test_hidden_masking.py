@@ -7,7 +7,7 @@ import random
 import pytest
 from graded_helpers import fail
 
-from pretrain.masking import IGNORE_INDEX, MaskingVocab, mask_tokens
+from minbert.masking import IGNORE_INDEX, MaskingVocab, mask_tokens
 
 pytestmark = [pytest.mark.component("mlm_masking"), pytest.mark.visibility("after_published"),
               pytest.mark.todo("mask_tokens")]

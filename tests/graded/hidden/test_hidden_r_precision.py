@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from graded_helpers import check_value
 
-from tasks.evaluation.metrics import r_precision
+from minbert.metrics import r_precision
 
 pytestmark = [pytest.mark.component("r_precision"), pytest.mark.visibility("after_published"),
               pytest.mark.todo("r_precision")]

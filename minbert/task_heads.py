@@ -10,7 +10,7 @@ Every head returns raw scores; the losses at the bottom turn scores and labels i
 
 Shape legend: B batch, T tokens, C hidden size, K classes.
 
-Read next: ../training/loop.py (where the losses are minimised).
+Read next: label_attention.py (a variant of attention that also reads learned class embeddings).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class SentenceClassifier(nn.Module):
         """output: BertModel's, (B, T, C) token vectors; attention_mask: (B, T). Returns logits (B, K).
 
         The pooled vector s is read through self.sentence_vector(output, attention_mask), always: a
-        subclass changes the vector there and keeps this forward (tasks/models/classifier.py's
-        FeatureClassifier combines other layers' [CLS] vectors, or takes a text's pooled chunks).
+        subclass changes the vector there and keeps this forward (tasks.classify's FeatureClassifier
+        combines other layers' [CLS] vectors, or takes a text's pooled chunks).
         """
         # Hint: z = W dropout(s) + b, where s = self.sentence_vector(output, attention_mask) is the pooled
         # vector this head was built to read; dropout between the pooled vector and the linear layer.
@@ -95,8 +95,8 @@ class CosinePairHead(nn.Module):
 def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The mean cross-entropy of raw class scores against the gold classes. (B, K), (B,) -> scalar.
 
-    Every job that classifies sentences trains with it: sentiment (tasks/sentiment.py, the main job's SST)
-    and the small classification sets (tasks/classify.py).
+    Every job that classifies sentences trains with it: sentiment (python -m tasks.sentiment, the main job's
+    SST) and the small classification sets (python -m tasks.classify).
     """
     # Hint: L = -1/B sum_b log softmax(z_b)[y_b] from the raw logits z; the loss applies the softmax
     # itself, so a softmax (or log-softmax) of your own before it is one too many.

@@ -42,7 +42,7 @@ tasks.classify's model), beside the encoder, so the encoder still saves as a pla
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size, M classes.
 
-Read next: ../tasks/classify.py (the job that trains this model on small classification sets).
+Read next: metrics.py (how the jobs score what the heads predict).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Plain NumPy, so a student can check each against its textbook definition; tests compare them with
 hand-worked examples and with SciPy/scikit-learn formulas.
 
-Read next: ../models/heads.py.
+Read next: ../optim/adamw.py (the optimizer that trains all of it).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Options:
 Everything works on Python lists of ids for one sequence, with a `random.Random` passed in, so a run
 masks the same way every time it is given the same seed.
 
-Read next: corpus.py (where the sequences come from), span_boundary.py.
+Read next: pooling.py (one vector per sentence, for the fine-tuning heads).
 """
 
 from __future__ import annotations
