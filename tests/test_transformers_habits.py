@@ -14,10 +14,12 @@ stored tensors.
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import warnings
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 import torch
 import torch.distributed as dist
@@ -170,6 +172,106 @@ def test_torch_compile_takes_the_whole_model_and_its_output(folders, batch):
         out, ref = compiled(**batch, output_hidden_states=True), theirs(**batch, output_hidden_states=True)
     assert isinstance(out, BertModelOutput) and list(out) == list(ref)
     torch.testing.assert_close(dict(out), dict(ref), **TOL)
+
+
+def test_an_output_is_a_dict_that_pickles_and_traces_as_transformers_does(folders, batch):
+    """transformers' ModelOutput subclasses OrderedDict: isinstance(out, dict), and torch.jit.trace refuses a
+    dict output unless strict=False, then gives it back as a dict."""
+    ours = BertModel.from_pretrained(folders["encoder"])
+    theirs = hf_load(BertModel, folders["encoder"])
+    args = (batch["input_ids"], batch["attention_mask"])
+    with torch.no_grad():
+        out, ref = ours(*args), theirs(*args)
+    assert isinstance(out, dict) and isinstance(ref, dict) and not isinstance(out, tuple)
+    again = pickle.loads(pickle.dumps(out))
+    assert type(again) is type(out) and list(again) == list(out) and again.pooler_output is not None
+    for model in (ours, theirs):
+        with pytest.raises(RuntimeError, match="Encountering a dict at the output of the tracer"):
+            torch.jit.trace(model, args)
+    traced = torch.jit.trace(ours, args, strict=False)
+    with torch.no_grad():
+        torch.testing.assert_close(traced(*args), dict(ref), **TOL)
+        other = (batch["input_ids"][:2], batch["attention_mask"][:2])  # another batch size runs the same graph
+        torch.testing.assert_close(traced(*other)["last_hidden_state"], theirs(*other).last_hidden_state, **TOL)
+
+
+@pytest.mark.parametrize("cls", [BertModel, UnpaddedBertModel])
+def test_gradient_checkpointing_gives_transformers_gradients_and_the_same_with_dropout(folders, batch, cls):
+    ours = cls.from_pretrained(folders["encoder"]).train()
+    theirs = hf_load(BertModel, folders["encoder"]).train()
+    ours.gradient_checkpointing_enable()
+    theirs.gradient_checkpointing_enable()
+    assert ours.is_gradient_checkpointing and theirs.is_gradient_checkpointing
+    real = batch["attention_mask"][..., None]  # the unpadded model computes nothing at padding
+    for model in (ours, theirs):
+        (model(**batch).last_hidden_state * real).square().sum().backward()
+    reference = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(p.grad, reference[name].grad, **TOL, msg=lambda m: f"{name}: {m}")
+    # With dropout on, the recomputed forward draws the same masks (checkpoint keeps the RNG state).
+    dropping = cls(BertConfig.tiny(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)).train()
+    grads = []
+    for enabled in (False, True):
+        dropping.gradient_checkpointing_enable() if enabled else dropping.gradient_checkpointing_disable()
+        dropping.zero_grad()
+        torch.manual_seed(4)
+        dropping(**batch).last_hidden_state.square().sum().backward()
+        grads.append([p.grad.clone() for p in dropping.parameters() if p.grad is not None])
+    assert dropping.is_gradient_checkpointing
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-6)
+    dropping.gradient_checkpointing_disable()
+    assert not dropping.is_gradient_checkpointing
+
+
+def test_save_pretrained_shards_as_transformers_does_and_transformers_loads_the_shards(folders, batch, tmp_path):
+    ours = BertModel.from_pretrained(folders["encoder"])
+    theirs = hf_load(BertModel, folders["encoder"])
+    ours.save_pretrained(tmp_path / "ours", max_shard_size="20KB")
+    theirs.save_pretrained(tmp_path / "theirs", max_shard_size="20KB")
+    names = sorted(p.name for p in (tmp_path / "ours").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "theirs").iterdir() if p.name != "generation_config.json")
+    assert "model-00001-of-00005.safetensors" in names and "model.safetensors" not in names
+    ours_index, theirs_index = (json.loads((tmp_path / d / "model.safetensors.index.json").read_text())
+                                for d in ("ours", "theirs"))
+    assert ours_index["metadata"] == theirs_index["metadata"] and set(ours_index) == set(theirs_index)
+    # Which tensor goes in which shard: huggingface_hub's split, which transformers' save_pretrained calls (on
+    # the state dict in the order it holds after its own loading, which may differ from the module's).
+    split = huggingface_hub.split_torch_state_dict_into_shards(ours.state_dict(), max_shard_size="20KB")
+    assert ours_index["weight_map"] == split.tensor_to_filename
+    with torch.no_grad():
+        for loaded in (hf_load(BertModel, tmp_path / "ours"), BertModel.from_pretrained(tmp_path / "ours")):
+            torch.testing.assert_close(loaded(**batch).last_hidden_state, theirs(**batch).last_hidden_state, **TOL)
+    ours.save_pretrained(tmp_path / "ours", max_shard_size=10**9)  # fits one file: the shards go
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == ["config.json", "model.safetensors"]
+    with pytest.raises(ValueError, match="max_shard_size must be a number of bytes or a size such as '5GB'"):
+        ours.save_pretrained(tmp_path / "bad", max_shard_size="5 parsecs")
+
+
+def test_config_save_pretrained_writes_a_config_json_transformers_reads(tmp_path):
+    config = BertConfig.tiny(hidden_dropout_prob=0.25)
+    assert config.save_pretrained(tmp_path / "new") == tmp_path / "new" / "config.json"
+    assert BertConfig.from_pretrained(tmp_path / "new") == config
+    theirs = transformers.BertConfig.from_pretrained(tmp_path / "new")
+    assert (theirs.hidden_size, theirs.intermediate_size, theirs.hidden_dropout_prob) == (32, 37, 0.25)
+
+
+@pytest.mark.parametrize("grow, multiple", [(7, None), (-3, None), (2, 8)])
+def test_resize_token_embeddings_draws_the_rows_transformers_draws(folders, batch, grow, multiple):
+    ours = BertForPreTraining.from_pretrained(folders["pretraining"], attn_implementation="eager")
+    theirs = hf_load(BertForPreTraining, folders["pretraining"])
+    size = TINY["vocab_size"] + grow
+    for model in (ours, theirs):
+        torch.manual_seed(9)  # the same draw from N(mean, 1e-9 cov) of the old rows
+        table = model.resize_token_embeddings(size, pad_to_multiple_of=multiple)
+        assert table is model.get_input_embeddings()
+    assert ours.config.vocab_size == ours.bert.config.vocab_size == theirs.config.vocab_size
+    torch.testing.assert_close(ours.get_input_embeddings().weight, theirs.get_input_embeddings().weight,
+                               atol=0, rtol=0)
+    ids = batch["input_ids"].clamp(max=min(size, TINY["vocab_size"]) - 1)
+    ids[0, 0] = ours.config.vocab_size - 1  # a new row, where the table grew
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids, batch["attention_mask"]).prediction_logits,
+                                   theirs(ids, batch["attention_mask"]).prediction_logits, **TOL)
 
 
 # ----- what a transformers user asks of a model --------------------------------------------------------

@@ -329,23 +329,55 @@ def _copy(model: nn.Module, state: dict, source: Path) -> str:
 
 def save_model(model: nn.Module, directory: str | os.PathLike,
                format: Literal["safetensors", "bin"] = "safetensors",
-               tokenizer: object | None = None) -> Path:
+               tokenizer: object | None = None, max_shard_size: int | str | None = None) -> Path:
     """Write config.json and the weights (and the tokenizer's vocabulary, if given) into `directory`, whole
     or not at all (atomic.py): a failure half-way leaves the folder as it was. Other files in the folder stay,
     except a weights file of either format left from an earlier save, which the reader would prefer."""
     with model_folder(directory) as new:
-        write_model(model, new, format, tokenizer)
+        write_model(model, new, format, tokenizer, max_shard_size)
     return Path(directory)
 
 
 def model_folder(directory: str | os.PathLike):
     """atomic_directory for a model folder: refused before anything is written when `directory` or a parent
-    is a file; an earlier save's weights, of either format, are replaced, the folder's other files kept."""
-    return atomic_directory(check_output_dir(directory), replaces=WEIGHTS_FILES + INDEX_FILES)
+    is a file; an earlier save's weights, of either format and sharded or not, are replaced, the folder's
+    other files kept."""
+    shards = tuple(p.name for p in Path(directory).glob("model-*-of-*.safetensors"))
+    return atomic_directory(check_output_dir(directory), replaces=WEIGHTS_FILES + INDEX_FILES + shards)
+
+
+def shard(state: dict[str, torch.Tensor], max_shard_size: int | str) -> dict[str, dict[str, torch.Tensor]]:
+    """{file name: its tensors}, as huggingface_hub's split_torch_state_dict_into_shards (which transformers'
+    save_pretrained calls) splits them: in key order, a new shard when the next tensor would pass the size,
+    a tensor bigger than it alone; one shard is model.safetensors, N are model-0000i-of-0000N.safetensors.
+    Sizes: bytes, or a number and KB, MB, GB or TB (powers of 1000), as there."""
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+    text = str(max_shard_size).strip().upper()
+    try:
+        limit = int(max_shard_size) if isinstance(max_shard_size, int) else int(float(text[:-2]) * units[text[-2:]])
+    except (KeyError, ValueError):
+        raise ValueError(f"max_shard_size must be a number of bytes or a size such as '5GB' or '200MB' (KB, MB, "
+                         f"GB, TB), got {max_shard_size!r}") from None
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for key, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if nbytes > limit:
+            shards.insert(len(shards) - 1, {key: tensor})  # alone, before the shard being filled
+            continue
+        if size + nbytes > limit and shards[-1]:
+            shards.append({})
+            size = 0
+        shards[-1][key] = tensor
+        size += nbytes
+    shards = [s for s in shards if s]
+    if len(shards) == 1:
+        return {WEIGHTS_FILES[0]: shards[0]}
+    return {f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors": s for i, s in enumerate(shards)}
 
 
 def write_model(model: nn.Module, directory: Path, format: Literal["safetensors", "bin"] = "safetensors",
-                tokenizer: object | None = None) -> None:
+                tokenizer: object | None = None, max_shard_size: int | str | None = None) -> None:
     """save_model's files, into a folder that atomic_directory is writing.
 
     The keys are the model's own (BertModel: embeddings.*; BertForPreTraining: bert.*, cls.*) and
@@ -353,6 +385,8 @@ def write_model(model: nn.Module, directory: Path, format: Literal["safetensors"
     """
     if format not in ("safetensors", "bin"):
         raise ValueError(f"format must be 'safetensors' or 'bin', got {format!r}")
+    if max_shard_size is not None and format != "safetensors":
+        raise ValueError("max_shard_size shards safetensors files only (format='safetensors')")
     config = getattr(model, "config", None)
     if not callable(getattr(config, "to_dict", None)):  # a BertConfig (config.py, which imports this file)
         raise TypeError(f"save_model needs a model with a BertConfig at .config, got {type(model).__name__}")
@@ -361,9 +395,14 @@ def write_model(model: nn.Module, directory: Path, format: Literal["safetensors"
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     _refuse_shared(state)
     if format == "safetensors":
-        # transformers refuses safetensors files without format metadata.
-        write_file(directory / WEIGHTS_FILES[0],
-                   lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
+        shards = shard(state, max_shard_size) if max_shard_size is not None else {WEIGHTS_FILES[0]: state}
+        for name, tensors in shards.items():  # transformers refuses safetensors files without format metadata
+            write_file(directory / name, lambda path: save_safetensors(tensors, str(path), metadata={"format": "pt"}))
+        if len(shards) > 1:  # transformers' index: its metadata, and each key's file
+            index = {"metadata": {"total_parameters": sum(p.numel() for p in model.parameters()),
+                                  "total_size": sum(v.numel() * v.element_size() for v in state.values())},
+                     "weight_map": {key: name for name, tensors in shards.items() for key in tensors}}
+            write_text(directory / INDEX_FILES[0], json.dumps(index, indent=2, sort_keys=True) + "\n")
     else:  # through a file object, a full disk's error keeps its errno
         write_hashed(directory / WEIGHTS_FILES[1], lambda file: torch.save(state, file))
 

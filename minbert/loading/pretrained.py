@@ -2,17 +2,18 @@
 
 Three small pieces, named as in `transformers`:
 
-- `ModelOutput`, the type of what a model returns: read `out.last_hidden_state`, `out["last_hidden_state"]`,
-  `out[0]`, `out.keys()`, `"pooler_output" in out` or `out.to_tuple()`. The keys are the fields that are not
-  None, so hidden states nobody asked for are no key and `out[i]` counts only what is there. Like a dict,
-  iterating gives the keys: `a, b = out` unpacks two names, not two tensors (read by name, or unpack
-  `out.to_tuple()`).
+- `ModelOutput`, the type of what a model returns, an OrderedDict as in `transformers`: read
+  `out.last_hidden_state`, `out["last_hidden_state"]`, `out[0]`, `out.keys()`, `"pooler_output" in out` or
+  `out.to_tuple()`. The keys are the fields that are not None, so hidden states nobody asked for are no key
+  and `out[i]` counts only what is there. Like a dict, iterating gives the keys: `a, b = out` unpacks two
+  names, not two tensors (read by name, or unpack `out.to_tuple()`).
 - `BertPreTrainedModel`, the base class of BertModel (model.py) and BertForPreTraining (heads.py), as
   `transformers`' PreTrainedModel is: `from_pretrained` (all loading: hub.py says which directory a name
-  means, checkpoint.py copies the weights in), `save_pretrained`, and `dtype`, `device`, `num_parameters()`,
-  `get_input_embeddings()`; and `check_inputs` / `check_labels`, the one call at the top of a forward that
-  refuses a wrong argument by name (forward_contract.py). It holds no layer and no step of the model;
-  model.py holds those.
+  means, checkpoint.py copies the weights in), `save_pretrained` (sharded with max_shard_size), and `dtype`,
+  `device`, `num_parameters()`, `get_input_embeddings()`, `resize_token_embeddings`, gradient
+  checkpointing; and `check_inputs` / `check_labels`, the one call at the top of a forward that refuses a
+  wrong argument by name (forward_contract.py). It holds no layer and no step of the model; model.py holds
+  those.
 - `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json,
   `BertConfig.from_pretrained(name_or_path)`, and each field's type and range checked when a config is
   built (config_json.py's schema); the sizes and their invariants are config.py's.
@@ -29,11 +30,12 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
 import torch.utils._pytree as pytree
+import torch.utils.checkpoint
 from torch import nn
 
 from minbert.loading.atomic import atomic_write_text
@@ -103,10 +105,16 @@ class PretrainedConfig:
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
         return path
 
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write config.json into `directory` (made if missing), as transformers' config.save_pretrained."""
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        return self.to_json_file(Path(directory) / "config.json")
 
-class ModelOutput(Mapping):
-    """A read-only mapping of a dataclass's fields that are not None, in field order (transformers'
-    ModelOutput). Subclasses are dataclasses; see the module docstring for the ways to read one."""
+
+class ModelOutput(OrderedDict):
+    """A dataclass that is also an OrderedDict of its fields that are not None, in field order, as
+    transformers' ModelOutput is (so `isinstance(out, dict)` holds and torch.jit.trace(..., strict=False)
+    returns it as a dict). Subclasses are dataclasses; see the module docstring for the ways to read one."""
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -116,14 +124,15 @@ class ModelOutput(Mapping):
         pytree.register_pytree_node(cls, _flatten, functools.partial(_unflatten, cls),
                                     serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
 
-    def __iter__(self) -> Iterator[str]:
-        return (f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+    def __post_init__(self) -> None:  # the dataclass's __init__ calls it: the fields become the keys
+        for f in dataclasses.fields(self):
+            if getattr(self, f.name) is not None:
+                super().__setitem__(f.name, getattr(self, f.name))
 
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-    def __contains__(self, key: object) -> bool:
-        return key in iter(self)  # Mapping's own would try self[key], which for an int is an index
+    def __setattr__(self, name: str, value) -> None:  # a field set later stays its key, as in transformers
+        if name in self and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
 
     def __getitem__(self, key: str | int | slice):
         """out["name"] by key; out[0], out[-1], out[1:] over the values that are there."""
@@ -132,11 +141,35 @@ class ModelOutput(Mapping):
         if key not in self:
             raise KeyError(f"{key!r} is not a key of this {type(self).__name__}: its keys are {list(self)} "
                            "(a field that is None, such as hidden_states nobody asked for, is no key)")
-        return getattr(self, key)
+        return super().__getitem__(key)
+
+    def __reduce__(self):  # pickled by its fields: OrderedDict's own would call cls() without them
+        callable_, _, *rest = super().__reduce__()
+        return (callable_, tuple(getattr(self, f.name) for f in dataclasses.fields(self)), *rest)
 
     def to_tuple(self) -> tuple:
         """The values that are not None, in field order."""
-        return tuple(getattr(self, key) for key in self)
+        return tuple(self.values())
+
+
+def _checkpointed(forward, kwargs: dict, *args, **keywords):
+    """A layer's forward under torch.utils.checkpoint, when a backward will need it."""
+    if forward.__self__.training and torch.is_grad_enabled():
+        return torch.utils.checkpoint.checkpoint(forward, *args, **keywords, **kwargs)
+    return forward(*args, **keywords)
+
+
+def _added_rows(weight: torch.Tensor, n: int, mean_resizing: bool, std: float) -> torch.Tensor:
+    """(n, C) new embedding rows, drawn as transformers' resize_token_embeddings draws them."""
+    if not mean_resizing:
+        return torch.randn(n, weight.shape[1], dtype=weight.dtype, device=weight.device) * std
+    old = weight.float()
+    mean = old.mean(dim=0)
+    covariance = (old - mean).T @ (old - mean) / old.shape[0]
+    if not torch.distributions.constraints.positive_definite.check(1e-9 * covariance).all():
+        return mean.expand(n, -1).to(weight.dtype)
+    return torch.distributions.MultivariateNormal(mean, covariance_matrix=1e-9 * covariance).sample((n,)).to(
+        weight.dtype)
 
 
 def _flatten(output: ModelOutput) -> tuple[list, list[str]]:
@@ -194,10 +227,66 @@ class BertPreTrainedModel(nn.Module):
         return (model, model.load_report) if return_report else model
 
     @user_faults
-    def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None) -> Path:
+    def save_pretrained(self, directory: str | os.PathLike, *, tokenizer: object | None = None,
+                        max_shard_size: int | str | None = None) -> Path:
         """Write config.json and model.safetensors (and the tokenizer's files, if given) into `directory`,
-        in the format from_pretrained and `transformers` read (checkpoint.save_model)."""
-        return save_model(self, directory, tokenizer=tokenizer)
+        in the format from_pretrained and `transformers` read (checkpoint.save_model). max_shard_size
+        ("5GB", "200MB", or bytes): weights past it are written as transformers' shards,
+        model-00001-of-0000N.safetensors and model.safetensors.index.json."""
+        return save_model(self, directory, tokenizer=tokenizer, max_shard_size=max_shard_size)
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs: dict | None = None) -> None:
+        """Keep no layer's activations for backward, and recompute them there instead (Chen et al. 2016),
+        with torch.utils.checkpoint as transformers 5 does it: each layer's forward (not its hooks),
+        only in training mode with gradients on, with use_reentrant=False unless the kwargs say otherwise;
+        the gradients are the same, the memory of L layers' activations is saved for one more forward."""
+        kwargs = {"use_reentrant": False, **(gradient_checkpointing_kwargs or {})}
+        for layer in self.base_model.encoder.layer:
+            layer.forward = functools.partial(_checkpointed, type(layer).forward.__get__(layer), kwargs)
+
+    def gradient_checkpointing_disable(self) -> None:
+        for layer in self.base_model.encoder.layer:
+            layer.__dict__.pop("forward", None)
+
+    @property
+    def is_gradient_checkpointing(self) -> bool:
+        return any("forward" in layer.__dict__ for layer in self.base_model.encoder.layer)
+
+    # transformers 5's names (the ones above are its deprecated aliases)
+    activation_checkpointing_enable = gradient_checkpointing_enable
+    activation_checkpointing_disable = gradient_checkpointing_disable
+    is_activation_checkpointing = is_gradient_checkpointing
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None,
+                                mean_resizing: bool = True) -> nn.Embedding:
+        """Give the word embeddings `new_num_tokens` rows (rounded up to pad_to_multiple_of), as
+        transformers does after tokenizer.add_tokens: rows kept in order, rows past the end dropped, new
+        rows drawn from N(mean, 1e-9 cov) of the old rows (mean_resizing; else N(0, initializer_range^2));
+        a masked-LM head's bias (tied decoder) grows with them, its new entries 0, as there. config.vocab_size
+        follows. Returns the new table."""
+        old = self.get_input_embeddings()
+        rows = old.num_embeddings if new_num_tokens is None else new_num_tokens
+        if pad_to_multiple_of is not None:
+            rows = -(-rows // pad_to_multiple_of) * pad_to_multiple_of
+        if rows == old.num_embeddings:
+            return old
+        weight, kept = old.weight.detach(), min(rows, old.num_embeddings)
+        new = nn.Embedding(rows, old.embedding_dim, old.padding_idx if (old.padding_idx or 0) < rows else None,
+                           device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            new.weight[:kept] = weight[:kept]
+            if rows > kept:
+                new.weight[kept:] = _added_rows(weight, rows - kept, mean_resizing, self.config.initializer_range)
+        new.requires_grad_(old.weight.requires_grad)
+        self.set_input_embeddings(new)
+        head = getattr(getattr(self, "cls", None), "predictions", None)
+        if head is not None:  # the tied decoder's bias: (V,)
+            bias = head.bias.detach()
+            head.bias = nn.Parameter(torch.cat([bias[:kept], bias.new_zeros(rows - kept)]),
+                                     requires_grad=head.bias.requires_grad)
+        for module in {self, self.base_model}:
+            module.config = module.config.replace(vocab_size=rows)
+        return new
 
     def check_inputs(self, input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
                      token_type_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None,
