@@ -24,6 +24,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from minbert import BertConfig, BertModel
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import PAIR_STRATEGIES, pair_budgets
 
@@ -218,7 +219,7 @@ def test_a_tokenizer_json_that_is_not_bert_wordpiece_is_a_value_error_naming_the
         ({"normalizer": {"type": "Lowercase"}}, "normalizer is 'Lowercase', not 'BertNormalizer'"),
         ({"pre_tokenizer": None}, "pre_tokenizer is None, not 'BertPreTokenizer'"),
         ({"model": {**saved["model"], "continuing_subword_prefix": "@@"}}, "continuing_subword_prefix='@@'"),
-        ({"added_tokens": [{"id": len(VOCAB), "content": "<new>"}]}, "added token '<new>'"),
+        ({"added_tokens": [{"id": len(VOCAB) + 5, "content": "<new>"}]}, "added token '<new>' has id"),
         ({"normalizer": {**saved["normalizer"], "lowercase": "no"}}, "BertNormalizer's lowercase is 'no'"),
         ({"model": {**saved["model"], "vocab": {"[UNK]": 0, "a": 2}}}, "gives 'a' the id 2"),
     ]:
@@ -345,6 +346,141 @@ def test_call_errors_name_the_argument(tok):
     for error, message, call in cases:
         with pytest.raises(error, match=message):
             call()
+
+
+# ---------------------------------------------------------------- what the tokenizers Encodings hold
+
+
+ENCODING_KEYS = dict(return_offsets_mapping=True, return_special_tokens_mask=True)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"return_tensors": None},
+    {"return_tensors": "pt", "max_length": 9},
+    {"return_tensors": "np", "padding": "max_length", "max_length": 16, "truncation": "only_second"},
+    {"return_tensors": None, "padding": False, "add_special_tokens": False, "max_length": 5},
+    {"return_tensors": "pt", "max_length": 9, "return_overflowing_tokens": True, "stride": 2},
+    {"return_tensors": None, "max_length": 18, "truncation": "only_first", "return_overflowing_tokens": True},
+    {"return_tensors": "pt", "max_length": 7, "truncation": "tail"},
+], ids=str)
+def test_offsets_special_tokens_mask_overflow_and_word_ids_equal_transformers(tok, reference, kwargs):
+    options = {"padding": True, "truncation": True, **kwargs}
+    if options["truncation"] == "tail":  # transformers says it with truncation_side
+        options["truncation"], reference.truncation_side = True, "left"
+    try:
+        for a, b in ((SENTENCES, None), (SENTENCES[:3], SENTENCES[3:])):
+            if b is None and options["truncation"] == "only_second":
+                continue
+            got, want = tok(a, b, **ENCODING_KEYS, **kwargs), reference(a, b, **ENCODING_KEYS, **options)
+            same(got, want)
+            assert [got.word_ids(i) for i in range(len(got["input_ids"]))] == [
+                want.word_ids(i) for i in range(len(want["input_ids"]))]
+        same(tok(SENTENCES[2], **ENCODING_KEYS, **kwargs), reference(SENTENCES[2], **ENCODING_KEYS, **options))
+    finally:
+        reference.truncation_side = "right"
+
+
+def test_overflowing_windows_of_a_long_text_with_stride_equal_transformers(tok, reference):
+    text = " ".join(SENTENCES)
+    for max_length, stride in ((8, 0), (8, 3), (12, 5)):
+        got = tok([text, "a dog"], max_length=max_length, stride=stride, return_overflowing_tokens=True)
+        want = reference([text, "a dog"], max_length=max_length, stride=stride, return_overflowing_tokens=True,
+                         truncation=True, padding=True, return_tensors="pt")
+        same(got, want)
+        assert got["overflow_to_sample_mapping"].tolist() == [0] * (len(got["input_ids"]) - 1) + [1]
+    with pytest.raises(ValueError, match="stride=6 must be below the 6 word pieces a window of max_length=8"):
+        tok(text, max_length=8, stride=6, return_overflowing_tokens=True)  # tokenizers would panic
+    with pytest.raises(ValueError, match="stride=2 is the overlap of the overflowing windows: pass "
+                                         "return_overflowing_tokens=True"):
+        tok(text, stride=2)
+    with pytest.raises(ValueError, match="truncation='head\\+tail' keeps two ends of a text"):
+        tok(text, truncation="head+tail", return_offsets_mapping=True)
+    with pytest.raises(ValueError, match="word_ids\\(\\) reads the tokenizers Encodings"):
+        tok(text).word_ids()
+
+
+def test_is_split_into_words_equals_transformers(tok, reference):
+    words = [sentence.split() for sentence in SENTENCES]
+    for kwargs in ({"return_tensors": None}, {"return_tensors": "pt", "max_length": 6}):
+        options = {"padding": True, "truncation": True, **kwargs}
+        got = tok(words, is_split_into_words=True, **kwargs)
+        same(got, reference(words, is_split_into_words=True, **options))
+        assert got.word_ids(2) == reference(words, is_split_into_words=True, **options).word_ids(2)
+        same(tok(words[:3], words[3:], is_split_into_words=True, **kwargs),
+             reference(words[:3], words[3:], is_split_into_words=True, **options))
+        same(tok(words[4], is_split_into_words=True, **kwargs),  # one list of words: one example
+             reference(words[4], is_split_into_words=True, **options))
+    with pytest.raises(ValueError, match="text\\[0\\] is 30 tokens, more than max_length=8, and truncation=False"):
+        tok(words[4] * 2, is_split_into_words=True, truncation=False, max_length=8)
+
+
+def test_decode_keeps_transformers_5_spaces_unless_the_folder_or_call_cleans_up(embedded_model_dir, tmp_path):
+    ours, theirs = BertTokenizer.from_pretrained(embedded_model_dir), fast_reference(embedded_model_dir)
+    texts = MIXED + ["it's a test, don't.", "we're here , aren't we ?"]
+    rows = ours(texts, padding=False, return_tensors=None)["input_ids"]
+    for clean in (None, True, False):
+        for skip in (False, True):
+            assert ours.batch_decode(rows, skip, clean) == theirs.batch_decode(
+                rows, skip_special_tokens=skip, clean_up_tokenization_spaces=clean)
+    assert ours.decode(ours.encode("it's a test, don't.")) == "[CLS] it ' s a test, don ' t. [SEP]"
+    shutil.copytree(embedded_model_dir, tmp_path, dirs_exist_ok=True)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    cleaning, reference = BertTokenizer.from_pretrained(tmp_path), fast_reference(tmp_path)
+    assert cleaning.batch_decode(rows) == reference.batch_decode(rows)
+    assert cleaning.decode(rows[-2]) == "[CLS] it's a test, don't. [SEP]"
+
+
+@pytest.mark.checkpoint
+def test_added_tokens_and_get_vocab_equal_transformers_and_survive_both_saves(embedded_model_dir, tmp_path):
+    ours, theirs = BertTokenizer.from_pretrained(embedded_model_dir), fast_reference(embedded_model_dir)
+    assert ours.get_vocab() == theirs.get_vocab()
+    texts = ["a newword and [SPEC] x Newwords", "hellothere [SPEC]newword", "plain text, hello world"]
+    for tokenizer in (ours, theirs):
+        assert tokenizer.add_tokens(["newword", "hello"]) == 2  # hello is in the vocabulary: matched whole now
+        assert tokenizer.add_tokens("[SPEC]", special_tokens=True) == 1
+        assert tokenizer.add_tokens("newword") == 0
+    assert (len(ours), ours.vocab_size) == (len(theirs), theirs.vocab_size) == (30524, 30522)
+    assert ours.get_vocab() == theirs.get_vocab()
+
+    def assert_same(mine) -> None:
+        assert [mine.tokenize(t) for t in texts] == [theirs.tokenize(t) for t in texts]
+        ids = mine(texts, return_tensors=None)["input_ids"]
+        assert ids == theirs(texts, padding=True)["input_ids"]
+        for skip in (False, True):
+            assert mine.batch_decode(ids, skip) == theirs.batch_decode(ids, skip_special_tokens=skip)
+
+    assert_same(ours)
+    ours.save(tmp_path / "ours")  # vocab.txt and tokenizer_config.json's added_tokens_decoder
+    theirs.save_pretrained(str(tmp_path / "theirs"))  # tokenizer.json's added_tokens
+    assert_same(BertTokenizer.from_pretrained(tmp_path / "ours"))
+    assert_same(BertTokenizer.from_pretrained(tmp_path / "theirs"))
+    assert [fast_reference(tmp_path / "ours").tokenize(t) for t in texts] == [theirs.tokenize(t) for t in texts]
+    model = BertModel(BertConfig.tiny(vocab_size=ours.vocab_size, hidden_size=8, num_attention_heads=2,
+                                      max_position_embeddings=16))
+    model.resize_token_embeddings(len(ours))  # the new ids have rows now
+    assert model(**ours(texts[:1])).last_hidden_state.shape == (1, 9, 8)
+
+
+def test_pad_is_what_transformers_data_collator_with_padding_gets(tok, reference):
+    features = [dict(tok(text, return_tensors=None, return_special_tokens_mask=True), label=i)
+                for i, text in enumerate(SENTENCES)]
+    for kwargs in ({}, {"pad_to_multiple_of": 8}, {"padding": "max_length", "max_length": 20},
+                   {"return_tensors": "np"}, {"return_tensors": None}):
+        options = {"return_tensors": "pt", **kwargs}
+        same(tok.pad(features, **kwargs), reference.pad(features, **options))
+    no_mask = [{"input_ids": f["input_ids"]} for f in features]
+    same(tok.pad(no_mask), reference.pad(no_mask, return_tensors="pt"))  # the mask is made
+    same(tok.pad(no_mask, return_attention_mask=False), reference.pad(no_mask, return_attention_mask=False,
+                                                                      return_tensors="pt"))
+    columns = {"input_ids": [f["input_ids"] for f in features]}
+    same(tok.pad(columns, return_tensors=None), reference.pad(columns))
+    same(tok.pad(features[0], return_tensors=None), reference.pad(features[0]))  # one example
+    collated = transformers.DataCollatorWithPadding(tok)(features)
+    same(collated, transformers.DataCollatorWithPadding(reference)(features))
+    assert set(collated) == {"input_ids", "token_type_ids", "attention_mask", "special_tokens_mask", "labels"}
+    with pytest.raises(TypeError, match="pad takes a list of encoded examples"):
+        tok.pad(["the cat"])
 
 
 # ---------------------------------------------------------------- pair truncation

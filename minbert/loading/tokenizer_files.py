@@ -7,9 +7,10 @@ vocabulary and the normalizer's three settings; from them it builds the same pip
 so both files give the same ids. The normalizer may also be a Sequence of the BertNormalizer and steps that
 only lowercase (Lowercase) or strip accents (NFD then StripAccents), as sentence-transformers saves a
 lowercasing model (Sequence[Lowercase, BertNormalizer]): they fold into the same three settings. Anything
-that is not this BERT pipeline (a BPE or Unigram model, another normalizer or step, such as NFKC or Replace,
-added tokens outside the vocabulary) is a FileContentError (a ValueError) naming the file and what it
-holds.
+that is not this BERT pipeline (a BPE or Unigram model, another normalizer or step, such as NFKC or Replace)
+is a FileContentError (a ValueError) naming the file and what it holds. Tokens added past the vocabulary
+(transformers' add_tokens: tokenizer.json's added_tokens, tokenizer_config.json's added_tokens_decoder) are
+read as `added_tokens` reads them: ids from the vocabulary's size on, in order.
 
 Read next: sentence_files.py (sentence-transformers' files).
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import NamedTuple
+
+from tokenizers import AddedToken
 
 from minbert.loading.files import FileContentError, read_json_object
 from minbert.loading.schema import Field, Schema, check_fields
@@ -32,6 +35,7 @@ class TokenizerJson(NamedTuple):
     strip_accents: bool | None  # None: follow lowercase, as BERT does
     tokenize_chinese_chars: bool
     max_input_chars_per_word: int
+    added: list[AddedToken]  # tokens past the vocabulary, in id order
 
 
 def read_tokenizer_json(path: str | Path) -> TokenizerJson:
@@ -53,17 +57,35 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
         raise FileContentError(f"{path}: the WordPiece model uses continuing_subword_prefix={prefix!r} and "
                                f"unk_token={unk!r}; BERT's are '##' and '[UNK]'")
     vocab = _vocab_list(path, model.get("vocab"))
-    for token in saved.get("added_tokens") or []:
-        # BERT's special tokens are vocabulary entries; a token added on top would need a bigger embedding.
-        token_id, content = token.get("id"), token.get("content")
-        if not (isinstance(token_id, int) and 0 <= token_id < len(vocab) and vocab[token_id] == content):
-            raise FileContentError(f"{path}: added token {content!r} (id {token_id}) is not the vocabulary's "
-                                   "own entry; BertTokenizer supports no tokens added beyond the WordPiece "
-                                   "vocabulary")
+    entries = saved.get("added_tokens") or []
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise FileContentError(f"{path}: added_tokens must be a list of tokens, got {json.dumps(entries)[:80]}")
+    added = added_tokens({str(e.get("id")): e for e in entries}, vocab, path)
     lowercase, strip_accents, chinese = _normalizer_settings(path, normalizer)
     return TokenizerJson(vocab=vocab, lowercase=lowercase, strip_accents=strip_accents,
                          tokenize_chinese_chars=chinese,
-                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)))
+                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)), added=added)
+
+
+def added_tokens(decoder: object, vocab: list[str], path: Path) -> list[AddedToken]:
+    """The tokens of an added-tokens map ({"30522": {"content": ..., "special": ...}, ...}, transformers'
+    added_tokens_decoder), in id order, for add_tokens: an id inside the vocabulary `vocab` (index = id)
+    must be its own entry (BERT's special tokens are); the others follow it, each once, as add_tokens gave
+    them; BERT's five special tokens, added anyway, are left out."""
+    tokens: list[AddedToken] = []
+    for key, entry in sorted((decoder or {}).items(), key=lambda item: int(item[0]) if item[0].isdigit() else -1):
+        content = entry.get("content") if isinstance(entry, dict) else None
+        token_id = int(key) if key.isdigit() else None
+        known = token_id is not None and token_id < len(vocab) and vocab[token_id] == content
+        past = len(vocab) + sum(t.content not in vocab for t in tokens)
+        if not (known or token_id == past) or not isinstance(content, str) or not content:
+            raise FileContentError(f"{path}: added token {content!r} has id {key}; a token added past the "
+                                   f"{len(vocab)} of the vocabulary takes the next id from {len(vocab)} on")
+        if content not in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"):
+            tokens.append(AddedToken(content, **{k: bool(entry.get(k, d)) for k, d in (
+                ("single_word", False), ("lstrip", False), ("rstrip", False), ("normalized", True),
+                ("special", False))}))
+    return tokens
 
 
 def _normalizer_settings(path: Path, normalizer: dict) -> tuple[bool, bool | None, bool]:
@@ -122,7 +144,9 @@ def _vocab_list(path: Path, vocab: object) -> list[str]:
 # other keys are transformers' and kept.
 SETTINGS = Schema({"do_lower_case": Field("boolean"), "strip_accents": Field("boolean", null=True),
                    "tokenize_chinese_chars": Field("boolean"),
-                   "model_max_length": Field("integer", "[1, inf]", null=True)}, unknown="keep")
+                   "model_max_length": Field("integer", "[1, inf]", null=True),
+                   "clean_up_tokenization_spaces": Field("boolean"),
+                   "added_tokens_decoder": Field("object", items=Field("object"))}, unknown="keep")
 
 
 def check_settings(config: dict, path: Path) -> None:
@@ -139,8 +163,8 @@ def check_fits_model(tokenizer, model_dir: Path, source: Path):
         vocab_size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
     except (OSError, ValueError, AttributeError):
         return tokenizer  # no readable config.json here: loading the model names what is wrong with it
-    if isinstance(vocab_size, int) and tokenizer.vocab_size > vocab_size:
-        raise FileContentError(f"{source} holds {tokenizer.vocab_size} tokens, but {config} gives the model "
+    if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
+        raise FileContentError(f"{source} holds {len(tokenizer)} tokens, but {config} gives the model "
                                f"vocab_size {vocab_size} embeddings: ids from {vocab_size} on would fail; "
                                "the vocabulary and the model do not belong together")
     return tokenizer

@@ -3,7 +3,10 @@
 `BertTokenizer.encode_example` gives one `Encoding` (lists), `batch_encode` a padded `BatchEncoding`
 (tensors); calling the tokenizer gives `ModelInputs`, a dict of the same three tensors, so that
 `model(**inputs)` passes them as keywords, as `transformers` users write it. The call's arguments
-(`transformers`' names, forms and defaults) are sorted out here, so that tokenizer.py keeps the lesson.
+(`transformers`' names, forms and defaults) are sorted out here, so that tokenizer.py keeps the lesson;
+a call that asks for what only the `tokenizers` library's Encodings hold (offsets, overflowing windows,
+the special tokens mask, words given split) takes them from there (`from_encodings`), as transformers'
+fast tokenizer does; and `pad_inputs` pads examples encoded already (transformers' tokenizer.pad).
 
 Shape legend: B batch, T tokens.
 
@@ -12,7 +15,7 @@ Read next: truncation.py (which pieces survive a window too short for them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import NamedTuple
 
 import numpy as np
@@ -46,6 +49,16 @@ class ModelInputs(dict):
     the keys also read as attributes (inputs.input_ids), and `.to(device)` moves the tensors.
     """
 
+    encodings: list | None = None  # the tokenizers Encodings, when the call asked for what they hold
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """The word each token of row `batch_index` comes from (None: a special token or padding), as
+        transformers' BatchEncoding.word_ids."""
+        if self.encodings is None:
+            raise ValueError("word_ids() reads the tokenizers Encodings, which a call keeps when it asks for "
+                             "what they hold: pass return_offsets_mapping=True (or is_split_into_words=True)")
+        return self.encodings[batch_index].word_ids
+
     def __getattr__(self, name: str):
         try:
             return self[name]
@@ -60,16 +73,21 @@ class ModelInputs(dict):
             what = "a numpy array" if isinstance(value, np.ndarray) else f"a {type(value).__name__}"
             raise TypeError(f"{key} is {what}, not a tensor: call the tokenizer with "
                             "return_tensors='pt' to get tensors that can move to a device")
-        return ModelInputs({key: value.to(device) for key, value in self.items()})
+        moved = ModelInputs({key: value.to(device) for key, value in self.items()})
+        moved.encodings = self.encodings
+        return moved
 
 
 def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = True,
                    truncation: bool | str = True, max_length: int | None = None,
                    return_tensors: str | None = "pt", add_special_tokens: bool = True,
                    return_token_type_ids: bool | None = True,
-                   return_attention_mask: bool | None = True) -> ModelInputs:
-    """BertTokenizer.__call__ (see its docstring): batch_encode behind transformers' argument names."""
-    texts, pairs, single = split_inputs(text, text_pair)
+                   return_attention_mask: bool | None = True, return_special_tokens_mask: bool = False,
+                   return_offsets_mapping: bool = False, return_overflowing_tokens: bool = False,
+                   stride: int = 0, is_split_into_words: bool = False) -> ModelInputs:
+    """BertTokenizer.__call__ (see its docstring): batch_encode behind transformers' argument names, or the
+    `tokenizers` library's Encodings where the call asks for what only they hold."""
+    texts, pairs, single = (split_words if is_split_into_words else split_inputs)(text, text_pair)
     pad = _padding_strategy(padding)
     strategy = _truncation_strategy(truncation)
     if return_tensors not in RETURN_TENSORS:
@@ -77,27 +95,144 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
                          f"got {return_tensors!r}")
     max_length = tokenizer._check_options(max_length, strategy or "head", 128, pairs is not None,
                                           add_special_tokens)
-    if strategy is None:
-        refuse_overlong(tokenizer, texts, pairs, max_length, add_special_tokens)
-
-    if pad is None:  # each example its own length, never padded
-        examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128,
-                                          add_special_tokens)
-        rows = {key: [getattr(e, key) for e in examples] for key in Encoding._fields}
+    if stride and not return_overflowing_tokens:
+        raise ValueError(f"stride={stride} is the overlap of the overflowing windows: pass "
+                         "return_overflowing_tokens=True with it")
+    encodings = None
+    if return_special_tokens_mask or return_offsets_mapping or return_overflowing_tokens or is_split_into_words:
+        rows, encodings = from_encodings(tokenizer, texts, pairs, pad, strategy, max_length, add_special_tokens,
+                                         return_overflowing_tokens, stride, is_split_into_words)
+        single = single and not return_overflowing_tokens  # windows are rows, as in transformers
+        for key, wanted in (("special_tokens_mask", return_special_tokens_mask),
+                            ("offset_mapping", return_offsets_mapping)):
+            rows.pop(key) if not wanted else None
     else:
-        rows = tokenizer.batch_encode(texts, pairs, max_length=max_length, truncation=strategy or "head",
-                                      padding=pad, return_tensors=False,
-                                      add_special_tokens=add_special_tokens)._asdict()
+        if strategy is None:
+            refuse_overlong(tokenizer, texts, pairs, max_length, add_special_tokens)
+        if pad is None:  # each example its own length, never padded
+            examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128,
+                                              add_special_tokens)
+            rows = {key: [getattr(e, key) for e in examples] for key in Encoding._fields}
+        else:
+            rows = tokenizer.batch_encode(texts, pairs, max_length=max_length, truncation=strategy or "head",
+                                          padding=pad, return_tensors=False,
+                                          add_special_tokens=add_special_tokens)._asdict()
     # transformers' None means "what the model takes", which for BERT is both.
     if return_token_type_ids is False:
         del rows["token_type_ids"]
     if return_attention_mask is False:
         del rows["attention_mask"]
     if return_tensors is not None:
-        return ModelInputs({key: as_tensor(value, return_tensors) for key, value in rows.items()})
-    if single:
-        return ModelInputs({key: value[0] for key, value in rows.items()})
-    return ModelInputs(rows)
+        inputs = ModelInputs({key: as_tensor(value, return_tensors) for key, value in rows.items()})
+    else:
+        inputs = ModelInputs({key: value[0] for key, value in rows.items()} if single else rows)
+    inputs.encodings = encodings
+    return inputs
+
+
+def from_encodings(tokenizer, texts: list, pairs: list | None, pad: str | None, strategy: str | None,
+                   max_length: int, add_special_tokens: bool, overflow: bool, stride: int,
+                   words: bool) -> tuple[dict[str, list], list]:
+    """The rows of the call from the `tokenizers` library's own Encodings (its truncation, with `stride`
+    windows as overflow, and its padding), as transformers' BertTokenizerFast gets them: (rows by key,
+    the Encodings, one per row)."""
+    if not isinstance(stride, int) or isinstance(stride, bool) or stride < 0:
+        raise ValueError(f"stride must be an int >= 0, got {stride!r}")
+    if strategy == "head+tail":
+        raise ValueError("truncation='head+tail' keeps two ends of a text, which the tokenizers library's "
+                         "Encodings (offsets, overflow, special tokens mask, words) cannot cut: use 'head', "
+                         "'tail' or a pair strategy")
+    budget = max_length - ((3 if pairs is not None else 2) if add_special_tokens else 0)
+    if overflow and strategy and pairs is None and stride >= budget:  # tokenizers would panic
+        raise ValueError(f"stride={stride} must be below the {budget} word pieces a window of "
+                         f"max_length={max_length} holds")
+    backend = tokenizer.backend
+    if strategy is not None:
+        backend.enable_truncation(max_length, stride=stride if overflow else 0,
+                                  strategy="longest_first" if strategy in ("head", "tail") else strategy,
+                                  direction="left" if strategy == "tail" else "right")
+    try:
+        encodings = backend.encode_batch(texts if pairs is None else list(zip(texts, pairs)),
+                                         is_pretokenized=words, add_special_tokens=add_special_tokens)
+    except BaseException as error:  # a truncation the pair cannot take (tokenizers' Exception, or its panic)
+        if not (type(error) is Exception or type(error).__name__ == "PanicException"):
+            raise
+        raise ValueError(f"truncation={strategy!r}, max_length={max_length}, stride={stride}: "
+                         f"{str(error).splitlines()[0]}") from None
+    finally:
+        backend.no_truncation()
+    if strategy is None and any(len(e.ids) > max_length for e in encodings):
+        i = next(i for i, e in enumerate(encodings) if len(e.ids) > max_length)
+        raise ValueError(f"text[{i}] is {len(encodings[i].ids)} tokens, more than max_length={max_length}, and "
+                         "truncation=False; pass truncation=True to cut it")
+    samples = [i for i, e in enumerate(encodings) for _ in range(1 + (len(e.overflowing) if overflow else 0))]
+    encodings = [w for e in encodings for w in ([e, *e.overflowing] if overflow else [e])]
+    width = max_length if pad == "max_length" else max((len(e.ids) for e in encodings), default=0)
+    for e in encodings if pad else ():
+        e.pad(width, pad_id=tokenizer.pad_token_id, pad_token="[PAD]")
+    rows = {key: [getattr(e, name) for e in encodings] for key, name in (
+        ("input_ids", "ids"), ("token_type_ids", "type_ids"), ("attention_mask", "attention_mask"),
+        ("special_tokens_mask", "special_tokens_mask"), ("offset_mapping", "offsets"))}
+    if overflow:
+        rows["overflow_to_sample_mapping"] = samples
+    return rows, encodings
+
+
+def split_words(text: object, text_pair: object) -> tuple[list[list[str]], list[list[str]] | None, bool]:
+    """is_split_into_words: text is one list of words, or a batch of such lists (text_pair likewise)."""
+    def batch(value: object, name: str) -> tuple[list[list[str]], bool]:
+        items = check_list(value, name)
+        if all(isinstance(word, str) for word in items):
+            return [items], True
+        return [check_texts(words, f"{name}[{i}]") for i, words in enumerate(items)], False
+    texts, single = batch(text, "text")
+    pairs = None if text_pair is None else batch(text_pair, "text_pair")[0]
+    if pairs is not None and len(pairs) != len(texts):
+        raise ValueError(f"text_pair has {len(pairs)} items but text has {len(texts)}")
+    return texts, pairs, single
+
+
+# What pad() fills each key with past an example's end (input_ids: the tokenizer's [PAD] id), as transformers.
+PAD_VALUES = {"input_ids": None, "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1}
+
+
+def pad_inputs(tokenizer, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
+               pad_to_multiple_of: int | None = None, return_attention_mask: bool | None = None,
+               return_tensors: str | None = "pt") -> ModelInputs:
+    """BertTokenizer.pad (see its docstring)."""
+    if isinstance(encoded_inputs, Sequence) and encoded_inputs and all(isinstance(f, Mapping) for f in encoded_inputs):
+        columns = {key: [f[key] for f in encoded_inputs] for key in encoded_inputs[0]}  # a collator's features
+    elif isinstance(encoded_inputs, Mapping) and "input_ids" in encoded_inputs:
+        columns = dict(encoded_inputs)
+    else:
+        raise TypeError("pad takes a list of encoded examples (dicts with input_ids) or a dict of lists, got "
+                        f"{type(encoded_inputs).__name__}")
+    def as_list(value):  # a dataset's tensors or arrays, as lists
+        return value.tolist() if isinstance(value, (torch.Tensor, np.ndarray)) else value
+    columns = {key: as_list(value) for key, value in columns.items()}
+    single = bool(columns["input_ids"]) and isinstance(columns["input_ids"][0], int)  # one example's dict
+    columns = {key: [value] if single else [as_list(x) for x in value] for key, value in columns.items()}
+    if return_attention_mask is not False and "attention_mask" not in columns:
+        columns["attention_mask"] = [[1] * len(row) for row in columns["input_ids"]]
+    strategy = _padding_strategy(padding)
+    width = max(map(len, columns["input_ids"]), default=0)
+    if strategy == "max_length":
+        width = tokenizer.model_max_length if max_length is None else max_length
+    if strategy and pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    for key, fill in {**PAD_VALUES, "input_ids": tokenizer.pad_token_id}.items():
+        if key in columns and strategy:
+            columns[key] = [list(row) + [fill] * (width - len(row)) for row in columns[key]]
+    if return_tensors not in RETURN_TENSORS:
+        raise ValueError(f"return_tensors must be 'pt', 'np' or None, got {return_tensors!r}")
+    if return_tensors is None:
+        return ModelInputs({k: v[0] for k, v in columns.items()} if single else columns)
+    try:
+        return ModelInputs({k: as_tensor(v, return_tensors) if k in PAD_VALUES else
+                            (np.array(v) if return_tensors == "np" else torch.tensor(v)) for k, v in columns.items()})
+    except (TypeError, ValueError, RuntimeError) as error:
+        key = next(k for k, v in columns.items() if k not in PAD_VALUES) if "padding=False" not in str(error) else ""
+        raise ValueError(f"pad: {key or 'the batch'} cannot be one tensor ({str(error).splitlines()[0]})") from None
 
 
 def split_inputs(text: object, text_pair: object) -> tuple[list[str], list[str] | None, bool]:
@@ -134,8 +269,12 @@ def split_inputs(text: object, text_pair: object) -> tuple[list[str], list[str] 
     return texts, pairs, False
 
 
-def as_tensor(rows: list[list[int]], return_tensors: str) -> torch.Tensor | np.ndarray:
-    """Equal-length rows of ids as one (B, T) tensor: torch.long ("pt") or numpy int64 ("np")."""
+def as_tensor(rows: list, return_tensors: str) -> torch.Tensor | np.ndarray:
+    """Equal-length rows of ids as one (B, T) tensor: torch.long ("pt") or numpy int64 ("np"); rows of
+    (start, end) offsets as (B, T, 2), a flat list (overflow_to_sample_mapping) as (B,)."""
+    if rows and not isinstance(rows[0], (list, tuple)):
+        return np.array(rows, dtype=np.int64) if return_tensors == "np" else torch.tensor(rows, dtype=torch.long)
+    pairs = (2,) if any(row and isinstance(row[0], tuple) for row in rows) else ()
     lengths = {len(row) for row in rows}
     if len(lengths) > 1:
         raise ValueError(f"padding=False left examples of {min(lengths)} to {max(lengths)} tokens, which "
@@ -143,8 +282,8 @@ def as_tensor(rows: list[list[int]], return_tensors: str) -> torch.Tensor | np.n
     width = lengths.pop() if lengths else 0
     # reshape keeps the (B, T) shape when B or T is 0, where a tensor of [] would be (0,).
     if return_tensors == "np":
-        return np.array(rows, dtype=np.int64).reshape(len(rows), width)  # (B, T)
-    return torch.tensor(rows, dtype=torch.long).reshape(len(rows), width)  # (B, T)
+        return np.array(rows, dtype=np.int64).reshape(len(rows), width, *pairs)  # (B, T)
+    return torch.tensor(rows, dtype=torch.long).reshape(len(rows), width, *pairs)  # (B, T)
 
 
 def refuse_overlong(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int,

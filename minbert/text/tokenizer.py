@@ -22,8 +22,10 @@ Truncation (head, tail, head+tail; longest_first, only_first, only_second for a 
 
 `encode_example` and `batch_encode` are the lesson. The rest is the habits of `transformers` users:
 calling the tokenizer, `tokenizer(text, text_pair)`, gives the same batch as a dict (ModelInputs,
-inputs.py) for `model(**inputs)`; `encode` gives a list of ids; `decode`, `batch_decode`, `len()` and
-the `*_token_id` names mean what they mean there.
+inputs.py) for `model(**inputs)`, or, asked for offsets, overflowing windows, the special tokens mask or
+words, the `tokenizers` library's own Encodings' (inputs.py); `encode` gives a list of ids; `pad`,
+`decode`, `batch_decode`, `add_tokens`, `get_vocab`, `len()` and the `*_token_id` names mean what they
+mean there.
 
 Read next: inputs.py (the batches it returns), then truncation.py.
 """
@@ -37,14 +39,15 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from minbert.loading.atomic import atomic_directory, write_text
 from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
-from minbert.text.inputs import BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts
+from minbert.text.inputs import (BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts,
+                                 pad_inputs)
 from minbert.loading.files import FileContentError, read_json_object, read_text
-from minbert.loading.tokenizer_files import check_fits_model, check_settings, read_tokenizer_json
+from minbert.loading.tokenizer_files import added_tokens, check_fits_model, check_settings, read_tokenizer_json
 from minbert.text.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
 
 
@@ -79,11 +82,13 @@ class BertTokenizer:
         tokenize_chinese_chars: bool = True,
         model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
         max_input_chars_per_word: int = 100,
+        clean_up_tokenization_spaces: bool = False,
     ) -> None:
         """Build from the list of tokens (index = id). Prefer `from_vocab_file` or `from_pretrained`.
 
         strip_accents=None follows `lowercase`, as in BERT: uncased models strip accents, cased ones
         keep them. max_input_chars_per_word=100 is BERT's: longer "words" (URLs, DNA) become [UNK].
+        clean_up_tokenization_spaces: decode's default, False as in transformers 5.
         """
         if isinstance(vocab, str):
             raise TypeError("vocab must be a list of tokens: for a file use BertTokenizer.from_vocab_file")
@@ -112,14 +117,15 @@ class BertTokenizer:
         self.tokenize_chinese_chars = bool(tokenize_chinese_chars)
         self.model_max_length = int(model_max_length)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.clean_up_tokenization_spaces = bool(clean_up_tokenization_spaces)
+        self._base_size = len(self._id_to_token)  # add_tokens puts its tokens after these
+        self._added: dict[int, AddedToken] = {}  # add_tokens' tokens by id
         # `transformers`' names for the special tokens' ids.
         self.cls_token_id = self._token_to_id[CLS]
         self.sep_token_id = self._token_to_id[SEP]
         self.pad_token_id = self._token_to_id[PAD]
         self.mask_token_id = self._token_to_id[MASK]
         self.unk_token_id = self._token_to_id[UNK]
-        self._special_ids = {self.cls_token_id, self.sep_token_id, self.pad_token_id, self.mask_token_id,
-                             self.unk_token_id}
         self._backend = self._build_backend()
 
     def _build_backend(self) -> Tokenizer:
@@ -138,6 +144,12 @@ class BertTokenizer:
                 backend.pre_tokenizer, pre_tokenizers.Split(_MISSING_CJK, behavior="isolated")])
         # Special tokens typed in the text ("[MASK]") map to their ids, as in Hugging Face's tokenizers.
         backend.add_special_tokens(list(SPECIAL_TOKENS))
+        # What transformers' BertTokenizerFast adds around the word pieces, for the calls that ask tokenizers
+        # for its Encodings (offsets, overflow, special tokens mask: inputs.py), and its decoder.
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{CLS}:0 $A:0 {SEP}:0", pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
+            special_tokens=[(CLS, self.cls_token_id), (SEP, self.sep_token_id)])
+        backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)
         return backend
 
     # ---------------------------------------------------------------- construction and saving
@@ -218,6 +230,8 @@ class BertTokenizer:
                 tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
                 model_max_length=int(max_length),
             )
+            tokenizer.clean_up_tokenization_spaces = config.get("clean_up_tokenization_spaces", False)
+            tokenizer.add_tokens(added_tokens(config.get("added_tokens_decoder"), tokenizer._id_to_token, config_path))
             return check_fits_model(tokenizer, model_dir, model_dir / "vocab.txt")
         saved = read_tokenizer_json(model_dir / "tokenizer.json")
         tokenizer = cls(
@@ -227,7 +241,9 @@ class BertTokenizer:
             tokenize_chinese_chars=config.get("tokenize_chinese_chars", saved.tokenize_chinese_chars),
             model_max_length=int(max_length),
             max_input_chars_per_word=saved.max_input_chars_per_word,
+            clean_up_tokenization_spaces=config.get("clean_up_tokenization_spaces", False),
         )
+        tokenizer.add_tokens(saved.added)
         return check_fits_model(tokenizer, model_dir, model_dir / "tokenizer.json")
 
     @user_faults
@@ -240,10 +256,15 @@ class BertTokenizer:
             "strip_accents": self.strip_accents,
             "tokenize_chinese_chars": self.tokenize_chinese_chars,
             "model_max_length": self.model_max_length,
+            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
             "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
+            # transformers' record of add_tokens' tokens
+            "added_tokens_decoder": {str(i): {
+                "content": t.content, "lstrip": t.lstrip, "normalized": t.normalized, "rstrip": t.rstrip,
+                "single_word": t.single_word, "special": t.special} for i, t in sorted(self._added.items())},
         }
         with atomic_directory(directory) as new:
-            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token))
+            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token[:self._base_size]))
             write_text(new / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
         return Path(directory)
 
@@ -253,16 +274,43 @@ class BertTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of ids (lines of vocab.txt): the size of the word embedding matrix."""
-        return len(self._id_to_token)
+        """The lines of vocab.txt, without added tokens (transformers' meaning; len() counts them too)."""
+        return self._base_size
 
     def __len__(self) -> int:
-        """The vocabulary size, as len() of a `transformers` tokenizer (no tokens are ever added)."""
-        return self.vocab_size
+        """Every id, added tokens included: the rows the word embedding matrix needs, as in transformers."""
+        return len(self._id_to_token)
+
+    def get_vocab(self) -> dict[str, int]:
+        """token -> id, added tokens included (transformers' get_vocab)."""
+        return dict(self._token_to_id)
+
+    def add_tokens(self, new_tokens: str | AddedToken | Sequence[str | AddedToken],
+                   special_tokens: bool = False) -> int:
+        """Add tokens to the `tokenizers` library's added vocabulary, as transformers' add_tokens: each is
+        matched whole in the text before the word pieces are cut, a new one taking the next id from
+        len(tokenizer) on; special ones match before normalisation, and decode(..., skip_special_tokens=True)
+        drops them. Returns the library's count of tokens added; then give the model as many rows:
+        `model.resize_token_embeddings(len(tokenizer))`."""
+        tokens = [new_tokens] if isinstance(new_tokens, (str, AddedToken)) else list(new_tokens)
+        if not all(isinstance(t, (str, AddedToken)) and str(t) for t in tokens):
+            raise TypeError(f"add_tokens takes non-empty str (or tokenizers.AddedToken), got {tokens!r:.80}")
+        count = 0
+        for token in tokens:
+            token = AddedToken(token, normalized=not special_tokens) if isinstance(token, str) else token
+            token.special = token.special or special_tokens
+            count += (self._backend.add_special_tokens if token.special else self._backend.add_tokens)([token])
+            token_id = self._backend.token_to_id(token.content)
+            if token_id == len(self._id_to_token):  # a new one, past the vocabulary
+                self._token_to_id[token.content] = token_id
+                self._id_to_token.append(token.content)
+            self._added[token_id] = token
+        return count
 
     @property
     def backend(self) -> Tokenizer:
-        """The underlying `tokenizers.Tokenizer` (normalizer, pre-tokenizer, WordPiece; no [CLS]/[SEP])."""
+        """The underlying `tokenizers.Tokenizer` (normalizer, pre-tokenizer, WordPiece, [CLS]/[SEP] template,
+        decoder), as transformers' backend_tokenizer."""
         return self._backend
 
     def tokenize(self, text: str) -> list[str]:
@@ -277,30 +325,29 @@ class BertTokenizer:
         return [self._token_to_id.get(token, self.unk_token_id) for token in tokens]
 
     def convert_ids_to_tokens(self, ids: Sequence[int] | torch.Tensor) -> list[str]:
-        """The token of each id; an id outside [0, vocab_size) is a ValueError."""
+        """The token of each id; an id outside [0, len(tokenizer)) is a ValueError."""
         return [self._id_to_token[i] for i in self._check_ids(ids)]
 
-    def decode(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray,
-               skip_special_tokens: bool = False) -> str:
-        """Join word pieces back into text: "##" pieces glued on, then Hugging Face's space clean-up.
+    def decode(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray, skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None) -> str:
+        """Join word pieces back into text with the `tokenizers` WordPiece decoder, as transformers 5 does
+        ("##" pieces glued on, the space before a lone "." or "," dropped; "it ' s" stays).
 
         Lower-casing, stripped accents and [UNK] cannot be undone, so this is not the input text.
-        skip_special_tokens (False, as in `transformers`) drops all five special tokens, [UNK] and [MASK]
-        included. The clean-up ("don ' t" -> "don't") is the pure-Python BertTokenizer's; transformers
-        5's own BertTokenizer cleans up less by default.
+        skip_special_tokens (False, as in `transformers`) drops the special tokens, [UNK] and [MASK]
+        included. clean_up_tokenization_spaces (None: the tokenizer's, False unless its folder says so, as
+        in transformers 5) also joins "it ' s" and "don ' t", as older transformers did by default.
         """
-        tokens = [self._id_to_token[i] for i in self._check_ids(ids)
-                  if not (skip_special_tokens and i in self._special_ids)]
-        text = " ".join(tokens).replace(" ##", "").strip()
-        # Hugging Face's clean_up_tokenization, so decoded text reads like the original: "don't", "end."
-        for spaced, joined in _CLEANUP:
-            text = text.replace(spaced, joined)
+        text = self._backend.decode(self._check_ids(ids), skip_special_tokens=skip_special_tokens)
+        if self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces:
+            for spaced, joined in _CLEANUP:  # transformers' clean_up_tokenization
+                text = text.replace(spaced, joined)
         return text
 
     def batch_decode(self, sequences: Sequence[Sequence[int]] | torch.Tensor | np.ndarray,
-                     skip_special_tokens: bool = False) -> list[str]:
+                     skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None) -> list[str]:
         """`decode` of each row of a batch ((B, T) tensor or array, or a list of lists of ids)."""
-        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in sequences]
+        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def _check_ids(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray) -> list[int]:
         if isinstance(ids, (int, np.integer)):
@@ -313,9 +360,9 @@ class BertTokenizer:
         if not_ids:  # int(1.5) would quietly read 1
             raise TypeError(f"ids must be integers, got {not_ids[0]!r} ({type(not_ids[0]).__name__})")
         ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        bad = [i for i in ids if not 0 <= i < len(self)]
         if bad:
-            raise ValueError(f"id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"id {bad[0]} is outside the vocabulary [0, {len(self)})")
         return ids
 
     # ---------------------------------------------------------------- model inputs
@@ -399,6 +446,11 @@ class BertTokenizer:
         add_special_tokens: bool = True,
         return_token_type_ids: bool | None = True,
         return_attention_mask: bool | None = True,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_overflowing_tokens: bool = False,
+        stride: int = 0,
+        is_split_into_words: bool = False,
     ) -> ModelInputs:
         """Encode a batch the way `transformers` users call a tokenizer: `model(**tokenizer(text))`.
 
@@ -421,6 +473,11 @@ class BertTokenizer:
         add_special_tokens: False leaves out [CLS] and [SEP] (segment ids stay 0 for text, 1 for
             text_pair); max_length then counts word pieces only.
         return_token_type_ids, return_attention_mask: False leaves that key out (None: True).
+        return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens (with stride: the
+        pieces each window repeats of the one before), is_split_into_words (text is a list of words, or a
+        batch of such lists): transformers' meanings, read from the `tokenizers` library's Encodings
+        (inputs.py), kept at `inputs.encodings` with `inputs.word_ids(i)`; their truncation is the
+        library's own, so "head+tail" is refused there.
 
         The defaults that differ from `transformers`' (padding=True, truncation=True, return_tensors="pt")
         are on purpose: `model(**tokenizer(texts))` then runs as written, where a ragged batch cannot be
@@ -434,7 +491,21 @@ class BertTokenizer:
                               max_length=max_length, return_tensors=return_tensors,
                               add_special_tokens=add_special_tokens,
                               return_token_type_ids=return_token_type_ids,
-                              return_attention_mask=return_attention_mask)
+                              return_attention_mask=return_attention_mask,
+                              return_special_tokens_mask=return_special_tokens_mask,
+                              return_offsets_mapping=return_offsets_mapping,
+                              return_overflowing_tokens=return_overflowing_tokens, stride=stride,
+                              is_split_into_words=is_split_into_words)
+
+    def pad(self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
+            pad_to_multiple_of: int | None = None, return_attention_mask: bool | None = None,
+            return_tensors: str | None = "pt") -> ModelInputs:
+        """Pad examples already encoded (a list of dicts, or a dict of lists) into one batch, as
+        transformers' tokenizer.pad, which its DataCollatorWithPadding calls: input_ids with [PAD],
+        token_type_ids 0, attention_mask 0 (made where missing), special_tokens_mask 1; other keys (labels)
+        are stacked as they are. return_tensors="pt" by default, as the call's (transformers': None)."""
+        return pad_inputs(self, encoded_inputs, padding, max_length, pad_to_multiple_of, return_attention_mask,
+                          return_tensors)
 
     def encode(
         self,
