@@ -38,15 +38,24 @@ from minbert.loading.hub import resolve_model
 from minbert.loading.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
+from minbert.loading.atomic import write_text
 from minbert.loading.checkpoint import model_folder, write_model
 from minbert.loading.errors import DeviceError, user_faults
 from minbert.loading.schema import check_fields
 from minbert.loading.sentence_files import (ARGUMENTS, SIMILARITY_FUNCTIONS, SentenceSettings, check_writable,
-                                            read_settings, replace, write_settings)
+                                            read_settings, replace, sentence_card, write_settings)
 from minbert.text.tokenizer import BertTokenizer
+
+try:  # the student handout leaves minbert/fast/ out; there the encoder runs BertModel's kernels
+    from minbert.fast.unpadded import UnpaddedBertModel
+except ModuleNotFoundError as missing:
+    if missing.name not in ("minbert.fast", "minbert.fast.unpadded"):
+        raise
+    UnpaddedBertModel = None
 
 Sentence = str | tuple[str, str]  # one text, or a pair encoded as [CLS] a [SEP] b [SEP]
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")  # sentence-transformers' quantizations
 
 
 class SentenceEncoder(nn.Module):
@@ -67,7 +76,8 @@ class SentenceEncoder(nn.Module):
         default_prompt_name: str | None = None,
         device: str | torch.device | None = None,
         revision: str = "main",
-        attn_implementation: str = "sdpa",
+        attn_implementation: str = "auto",
+        dtype: torch.dtype | str | None = None,
     ) -> None:
         """model: a checkpoint directory or a model name as loading/hub.py resolves it (None: the embedded
         all-MiniLM-L6-v2), or a BertModel already built, given with its tokenizer (its settings then come
@@ -80,8 +90,9 @@ class SentenceEncoder(nn.Module):
         before each input, default_prompt_name the one used when `encode` names none. None takes the
         folder's setting (see the module docstring).
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
-        attn_implementation: the attention kernel of a model loaded here, "sdpa" or "eager"; for the unpadded
-        fast path, pass an UnpaddedBertModel (minbert/fast/unpadded.py) as `model`.
+        attn_implementation: the attention kernel of a model loaded here, "sdpa", "eager" or "unpadded"; "auto"
+        is minbert/fast/unpadded.py's model on a CPU where it ships (the same vectors, to 1e-5: it skips the
+        padding), else "sdpa". dtype: the weights' dtype (from_pretrained's; torch.bfloat16, "auto", ...).
         """
         super().__init__()
         if isinstance(model, BertModel):
@@ -97,7 +108,15 @@ class SentenceEncoder(nn.Module):
                             f"{type(model).__name__}; for a model with heads pass its encoder (model.bert)")
         else:
             self.model_dir = resolve_model(model, revision)
-            model = BertModel.from_pretrained(self.model_dir, attn_implementation=attn_implementation)
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            if attn_implementation == "auto":  # unpadded: one attention call per sentence, so CPUs only
+                fast = as_device(device).type == "cpu" and UnpaddedBertModel is not None
+                attn_implementation = "unpadded" if fast else "sdpa"
+            model_class = UnpaddedBertModel if attn_implementation == "unpadded" else BertModel
+            if model_class is None:
+                raise ValueError("attn_implementation='unpadded': this install leaves the fast paths out "
+                                 "(minbert/fast/); give 'auto', 'sdpa' or 'eager'")
+            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation, dtype=dtype)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -119,7 +138,7 @@ class SentenceEncoder(nn.Module):
         self.normalize = bool(settings.normalize)
         self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case
         self.include_prompt = settings.include_prompt
-        self.prompts = dict(settings.prompts)
+        self.prompts = {"query": "", "document": "", **settings.prompts}  # sentence-transformers 6's two, empty
         if settings.default_prompt_name is not None and settings.default_prompt_name not in self.prompts:
             raise ValueError(f"default_prompt_name {settings.default_prompt_name!r} is not one of the prompts "
                              f"{sorted(self.prompts)}")
@@ -178,14 +197,16 @@ class SentenceEncoder(nn.Module):
 
     # ---------------------------------------------------------------- the module
 
-    def tokenize(self, texts: Sequence[Sentence]) -> Mapping[str, torch.Tensor]:
-        """A batch of texts (or (a, b) pairs) -> the model's inputs, cut at max_seq_length."""
+    def tokenize(self, texts: Sequence[Sentence], padding: bool = True) -> Mapping[str, torch.Tensor]:
+        """A batch of texts (or (a, b) pairs) -> the model's inputs, cut at max_seq_length (padding=False:
+        lists, each text its own length)."""
         firsts = [item if isinstance(item, str) else item[0] for item in texts]
         seconds = None if not texts or isinstance(texts[0], str) else [item[1] for item in texts]
         if self.lowercase:
             firsts = [text.lower() for text in firsts]
             seconds = None if seconds is None else [text.lower() for text in seconds]
-        return self.tokenizer(firsts, seconds, max_length=self.max_seq_length)
+        return self.tokenizer(firsts, seconds, max_length=self.max_seq_length, padding=padding,
+                              return_tensors="pt" if padding else None)
 
     def forward(self, features: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The tokenizer's output -> the same dict plus "token_embeddings" (B, T, C) and
@@ -216,6 +237,7 @@ class SentenceEncoder(nn.Module):
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
         output_value: str = "sentence_embedding",
+        precision: str = "float32",
         convert_to_numpy: bool = True,
         convert_to_tensor: bool = False,
         device: str | torch.device | None = None,
@@ -233,6 +255,9 @@ class SentenceEncoder(nn.Module):
             disable=None: never in logs); True always, False never.
         output_value: "sentence_embedding", or "token_embeddings": a list of (T_i, C) tensors, each
             sentence's real tokens only.
+        precision: "float32", or sentence-transformers' quantized vectors, "int8", "uint8" (each dimension
+            cut into 256 buckets between its smallest and largest value over these sentences), "binary",
+            "ubinary" (the signs, 8 to a byte); see `quantize_embeddings`.
         convert_to_tensor: a torch tensor on the model's device; else convert_to_numpy: a float32 numpy
             array; else a list of 1-D tensors (sentence-transformers' three outputs, in its precedence).
         device: move the encoder there first (it stays there).
@@ -240,7 +265,12 @@ class SentenceEncoder(nn.Module):
             folder has one, runs anyway: this is an extra step, as in sentence-transformers).
         truncate_dim: keep the first dimensions (default: the encoder's truncate_dim).
 
-        Returns (N, C), or (C,) for a single str, as sentence-transformers does.
+        Returns (N, C), or (C,) for a single str, as sentence-transformers does, in the model's dtype (a
+        half() model gives float16; bfloat16, which numpy lacks, comes as float32 arrays).
+
+        Why it is fast: every sentence is tokenized in one call, sorted by its number of tokens (not
+        characters), and batched by that order, so that a batch holds little padding, and on a CPU the
+        unpadded model skips what is left (see the constructor's attn_implementation).
         """
         single = isinstance(sentences, str)
         items = [sentences] if single else _check_sentences(sentences)
@@ -248,6 +278,11 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         if output_value not in OUTPUT_VALUES:
             raise ValueError(f"output_value must be one of {OUTPUT_VALUES}, got {output_value!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if precision != "float32" and output_value != "sentence_embedding":
+            raise ValueError(f"precision={precision!r} quantizes sentence embeddings; token embeddings come "
+                             "in float32 (sentence-transformers' multi-vector quantization is not implemented)")
         check_truncate_dim(truncate_dim)
         check_flags(convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor,
                     normalize_embeddings=normalize_embeddings)
@@ -265,9 +300,10 @@ class SentenceEncoder(nn.Module):
         # The prompt's tokens ([CLS] included, its [SEP] not), left out of the pooling where include_prompt=false.
         prompt_length = len(self.tokenize([prompt])["input_ids"][0]) - 1 if prompt and not self.include_prompt else 0
 
-        # Longest first (characters stand in for tokens, as in sentence-transformers): batches of similar
-        # lengths waste little on padding, and running out of memory shows in the first batch.
-        order = sorted(range(len(items)), key=lambda i: -_characters(items[i]))
+        # Longest first, by tokens: batches of similar lengths waste little on padding, and running out of
+        # memory shows in the first batch. (sentence-transformers sorts by characters.)
+        pieces = self.tokenize(items, padding=False)
+        order = sorted(range(len(items)), key=lambda i: -len(pieces["input_ids"][i]))
         starts = range(0, len(items), batch_size)
         hide = (None if len(starts) > 1 else True) if show_progress_bar is None else not show_progress_bar
         outputs: list = []
@@ -276,8 +312,8 @@ class SentenceEncoder(nn.Module):
         try:
             with torch.inference_mode():
                 for start in tqdm(starts, desc="encode", unit="batch", leave=False, disable=hide):
-                    features = self.tokenize([items[i] for i in order[start:start + batch_size]])
-                    features = features.to(self.device)
+                    features = self.tokenizer.pad([{k: v[i] for k, v in pieces.items()}
+                                                   for i in order[start:start + batch_size]]).to(self.device)
                     if prompt_length:
                         features["prompt_length"] = prompt_length
                     out = self(features)
@@ -303,12 +339,32 @@ class SentenceEncoder(nn.Module):
         sorted_vectors = torch.cat(outputs)  # (N, C), longest input first
         embeddings = torch.empty_like(sorted_vectors)  # (N, C)
         embeddings[torch.tensor(order, dtype=torch.long, device=sorted_vectors.device)] = sorted_vectors
+        if precision != "float32":  # a numpy array, then converted as sentence-transformers does
+            quantized = quantize_embeddings(embeddings, precision)
+            embeddings = torch.from_numpy(quantized)
+            if convert_to_numpy and not convert_to_tensor:
+                return quantized[0] if single else quantized
         if convert_to_tensor:
             return embeddings[0] if single else embeddings
         if convert_to_numpy:
-            array = embeddings.float().numpy()  # numpy has no bfloat16
+            array = (embeddings.float() if embeddings.dtype == torch.bfloat16 else embeddings).numpy()  # no bf16
             return array[0] if single else array
         return embeddings[0] if single else list(embeddings)
+
+    def encode_query(self, sentences: Sentence | Sequence[Sentence], prompt_name: str | None = None,
+                     prompt: str | None = None, **kwargs):
+        """encode with the "query" prompt, where the encoder has one (sentence-transformers' encode_query)."""
+        if prompt is None and prompt_name is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(sentences, prompt_name, prompt, **kwargs)
+
+    def encode_document(self, sentences: Sentence | Sequence[Sentence], prompt_name: str | None = None,
+                        prompt: str | None = None, **kwargs):
+        """encode with the first of the "document", "passage" and "corpus" prompts the encoder has
+        (sentence-transformers' encode_document)."""
+        if prompt is None and prompt_name is None:
+            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
+        return self.encode(sentences, prompt_name, prompt, **kwargs)
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
         """(N, C) and (M, C) vectors (tensors, numpy arrays, or lists of them; one vector counts as
@@ -326,6 +382,19 @@ class SentenceEncoder(nn.Module):
             return a @ b.T
         return -torch.cdist(a, b, p=2.0 if self.similarity_fn_name == "euclidean" else 1.0)
 
+    def similarity_pairwise(self, embeddings1, embeddings2) -> torch.Tensor:
+        """(N, C) and (N, C) vectors -> (N,): the score of each pair i, by `similarity_fn_name`."""
+        a, b = _as_matrix(embeddings1, "embeddings1"), _as_matrix(embeddings2, "embeddings2")
+        if a.shape != b.shape:
+            raise ValueError(f"similarity_pairwise compares vectors pair by pair: embeddings1 is "
+                             f"{tuple(a.shape)}, embeddings2 {tuple(b.shape)}")
+        a, b = (x.to(torch.promote_types(a.dtype, b.dtype)) for x in (a, b))
+        if self.similarity_fn_name == "cosine":
+            return (F.normalize(a, p=2, dim=1) * F.normalize(b, p=2, dim=1)).sum(dim=1)
+        if self.similarity_fn_name == "dot":
+            return (a * b).sum(dim=1)
+        return -torch.linalg.vector_norm(a - b, ord=2 if self.similarity_fn_name == "euclidean" else 1, dim=1)
+
     # ---------------------------------------------------------------- saving
 
     @user_faults
@@ -338,6 +407,8 @@ class SentenceEncoder(nn.Module):
         with model_folder(path) as new:
             write_model(self.model, new, tokenizer=self.tokenizer)
             write_settings(new, self.settings, self.model.config.hidden_size)
+            write_text(new / "README.md", sentence_card(self.settings, self.model.config,
+                                                        self.get_sentence_embedding_dimension()))
         return Path(path)
 
     save_pretrained = save  # sentence-transformers has both names
@@ -420,8 +491,24 @@ def _as_matrix(embeddings, name: str) -> torch.Tensor:
     return matrix.unsqueeze(0) if matrix.dim() == 1 else matrix
 
 
-def _characters(item: Sentence) -> int:
-    return len(item) if isinstance(item, str) else len(item[0]) + len(item[1])
+def quantize_embeddings(embeddings: torch.Tensor | np.ndarray, precision: str) -> np.ndarray:
+    """sentence-transformers' quantize_embeddings, with its ranges taken from these embeddings (N, C):
+    int8 / uint8 cut each dimension's [min, max] into 256 buckets, floor((x - min) / step) with step
+    (max - min) / 255 (1 where max = min), shifted by -128 for int8; binary / ubinary pack x > 0 into
+    bits, 8 to a byte (C / 8 values), shifted by -128 for binary. float32 returns float32."""
+    vectors = embeddings.float().cpu().numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
+    if precision == "float32":
+        return vectors.astype(np.float32)
+    if precision.endswith("binary"):
+        bits = np.packbits(vectors > 0, axis=-1)
+        return (bits - 128).astype(np.int8) if precision == "binary" else bits
+    if vectors.ndim == 1 or len(vectors) < 2:
+        raise ValueError(f"precision={precision!r} takes each dimension's range from the embeddings encoded "
+                         "together, and one embedding has none: encode several at once")
+    low, high = vectors.min(axis=0).astype(np.float32), vectors.max(axis=0).astype(np.float32)
+    steps = (high - low) / 255
+    buckets = np.clip(np.floor((vectors - low) / np.where(steps == 0, 1, steps)), 0, 255)
+    return buckets.astype(np.uint8) if precision == "uint8" else (buckets - 128).astype(np.int8)
 
 
 def _check_sentences(sentences: object) -> list[Sentence]:

@@ -360,7 +360,8 @@ def test_sentence_encoder_errors_name_the_argument(model, tok):
         (ValueError, r"max_seq_length must be .* \(64\), got 65",
          lambda: SentenceEncoder(model, tok, max_seq_length=65)),
         (ValueError, "output_value must be one of", lambda: encoder.encode(["a"], output_value="all")),
-        (ValueError, "prompt_name 'query' is not one of the prompts", lambda: encoder.encode(["a"], prompt_name="query")),
+        (ValueError, "prompt_name 'passage' is not one of the prompts",  # query, document: '', as in ST 6
+         lambda: encoder.encode(["a"], prompt_name="passage")),
         (ValueError, "similarity_fn_name must be one of .* got 'l2'",
          lambda: SentenceEncoder(model, tok, similarity_fn_name="l2")),
         (TypeError, "needs its tokenizer", lambda: SentenceEncoder(model)),

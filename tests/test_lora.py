@@ -37,7 +37,8 @@ from minbert.loading.checkpoint import CheckpointError
 from minbert.config import BertConfig
 from minbert.heads import BertForPreTraining
 from minbert.lora import ALL_LINEAR, QUERY_VALUE, LoRALinear, apply_lora, lora_layers, merge_and_unload
-from minbert.loading.adapter_files import CONFIG_FILE, WEIGHTS_FILE, load_adapter, save_adapter, save_merged
+from minbert.loading.adapter_files import (CONFIG_FILE, WEIGHTS_FILE, active_adapter, add_adapter, disable_adapter,
+                                          load_adapter, save_adapter, save_merged, set_adapter)
 from minbert.model import BertModel
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -324,6 +325,77 @@ def test_peft_adapter_folder_loads_onto_our_model_with_the_same_outputs(config, 
         out, ref = ours(**batch), reference(**batch)
     torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, **TOL)
     torch.testing.assert_close(out.pooler_output, ref.pooler_output, **TOL)
+
+
+def test_named_adapters_set_and_disabled_give_peft_outputs_and_save_by_name(tiny_base, batch, tmp_path):
+    """Two adapters on one model (other targets and ranks): peft's add_adapter, set_adapter, disable_adapter
+    and its folder of several (an adapter not named "default" in a subfolder of its name), both ways."""
+    reference = peft.get_peft_model(transformers.BertModel.from_pretrained(tiny_base, attn_implementation="eager"),
+                                    peft.LoraConfig(r=4, lora_alpha=8, target_modules=["query", "value"]), "one")
+    reference.add_adapter("two", peft.LoraConfig(r=2, lora_alpha=6, target_modules=["key", "intermediate.dense"]))
+    with torch.no_grad():
+        for name, p in reference.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.05)
+    reference.eval().save_pretrained(tmp_path / "peft")  # one/ and two/
+    ours = BertModel.from_pretrained(tiny_base, attn_implementation="eager").eval()
+    with torch.no_grad():
+        base = ours(**batch).last_hidden_state
+    assert load_adapter(ours, tmp_path / "peft" / "one", "one") and active_adapter(ours) == "one"
+    assert len(load_adapter(ours, tmp_path / "peft" / "two", "two")) == 4 and active_adapter(ours) == "one"
+
+    def same(expected_base: bool = False) -> None:
+        with torch.no_grad():
+            out, ref = ours(**batch).last_hidden_state, reference(**batch).last_hidden_state
+        torch.testing.assert_close(out, ref, **TOL)
+        assert (out - base).abs().max() < 1e-6 if expected_base else (out - base).abs().max() > 1e-3
+
+    reference.set_adapter("one")
+    same()
+    for name in ("two", "one", "two"):
+        set_adapter(ours, name), reference.set_adapter(name)
+        same()
+        assert {n for n, p in ours.named_parameters() if p.requires_grad} == set(lora_parameter_names(ours))
+    with disable_adapter(ours), reference.disable_adapter():
+        same(expected_base=True)
+    same()  # the adapters in use are back
+    save_adapter(ours, tmp_path / "ours" / "one", "one")  # the one aside, by name
+    save_adapter(ours, tmp_path / "ours" / "two")  # the one in use
+    theirs = peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(
+        tiny_base, attn_implementation="eager"), tmp_path / "ours" / "one", "one").eval()
+    theirs.load_adapter(tmp_path / "ours" / "two", "two")
+    for name in ("one", "two"):
+        theirs.set_adapter(name), reference.set_adapter(name)
+        with torch.no_grad():
+            torch.testing.assert_close(theirs(**batch).last_hidden_state, reference(**batch).last_hidden_state, **TOL)
+    with pytest.raises(ValueError, match="has adapters named 'two' already"):
+        add_adapter(ours, "two")
+    with pytest.raises(ValueError, match="has no adapters named 'three'; it has \\['one', 'two'\\]"):
+        set_adapter(ours, "three")
+    assert add_adapter(ours, "three", r=3, targets=ALL_LINEAR) and active_adapter(ours) == "two"  # fresh, aside
+    for layer in lora_layers(ours).values():
+        layer.merge()
+    with pytest.raises(ValueError, match="disable_adapter: the adapters of .* are merged into the base weights"):
+        with disable_adapter(ours):
+            pass
+    with pytest.raises(ValueError, match="set_adapter: the adapters of .* are merged"):
+        set_adapter(ours, "one")
+
+
+def lora_parameter_names(model: nn.Module) -> list[str]:
+    return [n for n, _ in model.named_parameters() if n.endswith(("lora_A", "lora_B"))]
+
+
+def test_save_adapter_writes_a_model_card_of_what_it_saved(tiny_base, tmp_path):
+    ours = BertModel.from_pretrained(tiny_base)
+    apply_lora(ours, r=4, alpha=12)
+    save_adapter(ours, tmp_path)
+    card = (tmp_path / "README.md").read_text()
+    assert card.startswith(f"---\nlibrary_name: peft\nbase_model: {json.dumps(str(tiny_base))}\n")
+    for fact in ("Rank r = 4, alpha = 12 (scaling alpha / r = 3)", "Adapted layers: 4 (encoder.layer.0",
+                 "Parameters: 1,024", "AutoPeftModel.from_pretrained"):
+        assert fact in card, fact
+    assert peft.AutoPeftModel.from_pretrained(tmp_path) is not None  # peft reads the folder, card and all
 
 
 def test_an_encoders_adapter_loads_onto_a_model_with_heads_and_back(config, batch, tmp_path):

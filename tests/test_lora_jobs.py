@@ -93,6 +93,10 @@ def test_a_lora_runs_best_opens_wherever_a_model_folder_opens(lora_run, tmp_path
         theirs = transformers.AutoModel.from_pretrained(best).eval()(input_ids=ids).last_hidden_state
         ours = BertModel.from_pretrained(best).eval()(ids).last_hidden_state
     torch.testing.assert_close(ours, theirs, **TOL)
+    # sentence-transformers finds the tokenizer and its own files in best/ itself: base model + adapters
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    st = sentence_transformers.SentenceTransformer(str(best), device="cpu")
+    torch.testing.assert_close(st.encode(sentences, convert_to_tensor=True), expected, **TOL)
     again = tmp_path / "again"
     assert multitask.main(["--model", str(best), "--data-dir", str(SAMPLE_DIR), "--out", str(again),
                            "--limit", "16", "--batch_size", "8", "--max-steps", "1"]) == 0

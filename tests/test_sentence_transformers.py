@@ -124,6 +124,80 @@ def test_similarity_token_embeddings_truncation_and_prompts_equal_sentence_trans
     assert ours.get_sentence_embedding_dimension() == theirs.get_embedding_dimension() == 32
 
 
+@pytest.mark.parametrize("precision", ["float32", "int8", "uint8", "binary", "ubinary"])
+def test_quantized_embeddings_follow_sentence_transformers_rules(tiny_model_dir, precision):
+    """The ranges come from the vectors encoded together, as sentence-transformers' quantize_embeddings takes
+    them without calibration: on our own float vectors its output is ours, value for value and dtype."""
+    from sentence_transformers.util import quantize_embeddings
+
+    ours, theirs = SentenceEncoder(tiny_model_dir, device="cpu"), st_model(tiny_model_dir)
+    vectors = ours.encode(SENTENCES)
+    got = ours.encode(SENTENCES, precision=precision)
+    expected = quantize_embeddings(vectors, precision=precision)
+    assert got.dtype == expected.dtype == theirs.encode(SENTENCES, precision=precision).dtype
+    assert np.array_equal(got, expected)
+    as_tensor = ours.encode(SENTENCES, precision=precision, convert_to_tensor=True)
+    reference = theirs.encode(SENTENCES, precision=precision, convert_to_tensor=True)
+    assert as_tensor.dtype == reference.dtype and as_tensor.shape == reference.shape
+    listed = ours.encode(SENTENCES, precision=precision, convert_to_numpy=False)
+    assert isinstance(listed, list) and torch.equal(torch.stack(listed), torch.from_numpy(expected))
+    if precision.endswith("int8"):
+        with pytest.raises(ValueError, match="one embedding has none"):
+            ours.encode(SENTENCES[0], precision=precision)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        ours.encode(SENTENCES, precision="int4")
+
+
+def test_pairwise_similarity_query_and_document_prompts_and_dtypes_equal_sentence_transformers(
+        tmp_path, tiny_model_dir):
+    SentenceEncoder(tiny_model_dir, device="cpu", prompts={"query": "query: ", "passage": "passage: "},
+                    default_prompt_name="passage").save(tmp_path)
+    ours, theirs = SentenceEncoder(tmp_path, device="cpu"), st_model(tmp_path)
+    assert ours.prompts == theirs.prompts == {"query": "query: ", "document": "", "passage": "passage: "}
+    for method in ("encode_query", "encode_document"):  # document is "" (ST 6's default), not passage
+        for kwargs in ({}, {"prompt": "x: "}, {"prompt_name": "passage"}):
+            got = getattr(ours, method)(SENTENCES, **kwargs)
+            assert np.abs(got - getattr(theirs, method)(SENTENCES, **kwargs)).max() < ATOL, (method, kwargs)
+    a, b = ours.encode(SENTENCES[:3]), ours.encode(SENTENCES[2:])
+    for name in ("cosine", "dot", "euclidean", "manhattan"):
+        ours.similarity_fn_name = theirs.similarity_fn_name = name
+        torch.testing.assert_close(ours.similarity_pairwise(a, b), theirs.similarity_pairwise(a, b),
+                                   atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="pair by pair"):
+        ours.similarity_pairwise(a, b[:2])
+    for cast in ("half", "bfloat16"):  # the model's dtype, bfloat16 as float32 arrays (numpy has none)
+        getattr(ours, cast)(), getattr(theirs, cast)()
+        assert ours.encode(SENTENCES).dtype == theirs.encode(SENTENCES).dtype
+        got = ours.encode(SENTENCES, convert_to_tensor=True)
+        assert got.dtype == theirs.encode(SENTENCES, convert_to_tensor=True).dtype == getattr(torch, {
+            "half": "float16", "bfloat16": "bfloat16"}[cast])
+
+
+def test_the_unpadded_model_encodes_on_a_cpu_as_sdpa_does_to_1e_6(tiny_model_dir):
+    """attn_implementation="auto" is the unpadded model on a CPU: the same vectors as BertModel's sdpa
+    kernel (the tolerance docs/results.md states), in batches sorted by tokens."""
+    fast, plain = (SentenceEncoder(tiny_model_dir, device="cpu", attn_implementation=k) for k in ("auto", "sdpa"))
+    assert type(fast.model).__name__ == "UnpaddedBertModel" and type(plain.model) is BertModel
+    many = SENTENCES * 7
+    for batch_size in (1, 4, 32):
+        assert np.abs(fast.encode(many, batch_size=batch_size) - plain.encode(many)).max() < ATOL
+
+
+def test_save_writes_a_model_card_from_what_is_saved_and_the_versions_that_wrote_it(tmp_path, tiny_model_dir):
+    ours = SentenceEncoder(tiny_model_dir, device="cpu", normalize=True, max_seq_length=48,
+                           prompts={"query": "query: "})
+    ours.save(tmp_path)
+    card = (tmp_path / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: sentence-transformers\npipeline_tag: sentence-similarity\n")
+    for fact in ("32-dimensional vector", "2 layers, hidden size 32, 4 heads", "Maximum sequence length: 48",
+                 "Pooling: mean, normalized to unit length", "Similarity function: cosine",
+                 "Prompts: query = 'query: '", 'SentenceTransformer("path/to/this/folder")'):
+        assert fact in card, fact
+    versions = json.loads((tmp_path / "config_sentence_transformers.json").read_text())["__version__"]
+    assert versions == {"minbert": versions["minbert"], "pytorch": torch.__version__}
+    assert st_model(tmp_path).model_card_data is not None  # sentence-transformers reads the folder, card and all
+
+
 def test_a_prompt_left_out_of_the_pooling_as_the_pooling_config_says(tmp_path, tiny_model_dir):
     SentenceEncoder(tiny_model_dir, device="cpu").save(tmp_path)
     pooling_file = tmp_path / "1_Pooling" / "config.json"

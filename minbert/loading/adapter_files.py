@@ -20,6 +20,12 @@ names or name suffixes such as "query", a string as a regular expression, "all-l
 are read by an allow-list of peft's LoraConfig (below): a setting LoRALinear does not compute as peft does
 (DoRA, rsLoRA, per-layer ranks, PiSSA's rewritten base weights, ...) is refused, naming it and its value.
 
+Several adapters on one model, as `peft` names them: `add_adapter(model, name, ...)` (or `load_adapter(model,
+folder, name)`) builds another set on the same frozen base layers, kept aside until `set_adapter(model,
+name)` puts it in place; `with disable_adapter(model):` runs the base model alone; `save_adapter(model,
+folder, name)` writes any of them. The adapters not in use sit outside the module tree (in a dict on the
+model), so the model's parameters, state dict and forward are those of the one in use, as lora.py built it.
+
 `save_merged` writes the other thing a LoRA run can hand over: the model with each adapter folded into
 its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
 `transformers` opens and BertModel.from_pretrained loads.
@@ -29,6 +35,7 @@ Read next: atomic.py (how every save is written whole or not at all).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -44,7 +51,7 @@ from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
 from minbert.loading.errors import user_faults
 from minbert.loading.files import check_output_dir, read_json_object
 from minbert.loading.hub import ADAPTER_CONFIG
-from minbert.lora import (ALL_LINEAR, LoRALinear, apply_lora, check_lora_settings, check_not_adapted,
+from minbert.lora import (ALL_LINEAR, QUERY_VALUE, LoRALinear, apply_lora, check_lora_settings,
                           lora_layers, merge_and_unload, target_names)
 
 CONFIG_FILE = ADAPTER_CONFIG  # adapter_config.json
@@ -73,18 +80,18 @@ _AUTO_CLASS = {"BertForPreTraining": "BertForPreTraining"}  # anything else: the
 _AUTO_LIBRARY = "transformers.models.bert.modeling_bert"
 
 
-def adapter_state(model: nn.Module) -> dict[str, torch.Tensor]:
+def adapter_state(model: nn.Module, adapter_name: str | None = None) -> dict[str, torch.Tensor]:
     """The adapters' A and B under peft's key names (see the module docstring), on the CPU."""
     state = {}
-    for name, layer in lora_layers(model).items():
+    for name, layer in adapter_layers(model, adapter_name).items():
         state[f"{PEFT_PREFIX}{name}.lora_A.weight"] = layer.lora_A.detach().to("cpu").contiguous()
         state[f"{PEFT_PREFIX}{name}.lora_B.weight"] = layer.lora_B.detach().to("cpu").contiguous()
     return state
 
 
-def adapter_config(model: nn.Module) -> dict:
+def adapter_config(model: nn.Module, adapter_name: str | None = None) -> dict:
     """adapter_config.json's fields for `model`'s adapters (all must share r, alpha and dropout)."""
-    layers = lora_layers(model)
+    layers = adapter_layers(model, adapter_name)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no LoRA adapters to save (apply_lora first)")
     settings = {(layer.r, layer.lora_alpha, _dropout_p(layer)) for layer in layers.values()}
@@ -117,23 +124,57 @@ def check_arguments(call: str, model: object, directory: object) -> None:
 
 
 @user_faults
-def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write `model`'s adapters as peft's adapter folder (adapter_config.json, adapter_model.safetensors),
-    both or neither (atomic.py: a save that fails half-way leaves the old A, B and alpha together; the
-    folder's other files stay).
+def save_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: str | None = None) -> Path:
+    """Write `model`'s adapters (the ones in use, or those named `adapter_name`) as peft's adapter folder
+    (adapter_config.json, adapter_model.safetensors) with a README.md model card, all or none (atomic.py: a
+    save that fails half-way leaves the old A, B and alpha together; the folder's other files stay).
 
     A merged adapter is saved as its A and B all the same (merging changes W, not A and B).
     """
     check_arguments("save_adapter", model, directory)
     with atomic_directory(check_output_dir(directory)) as new:
-        write_adapter(model, new)
+        write_adapter(model, new, adapter_name)
+        write_text(new / "README.md", adapter_card(adapter_config(model, adapter_name), adapter_state(
+            model, adapter_name)))
     return Path(directory)
 
 
-def write_adapter(model: nn.Module, directory: Path) -> None:
+def adapter_card(config: dict, state: dict[str, torch.Tensor]) -> str:
+    """README.md for an adapter folder: peft's front matter (library_name, base_model, tags) and what a user
+    needs to use it, read from the files beside it."""
+    base = config["base_model_name_or_path"] or "the model it was trained on"
+    return f"""---
+library_name: peft
+base_model: {json.dumps(base)}
+tags:
+- lora
+- minbert
+---
+
+# LoRA adapter
+
+LoRA adapters (Hu et al. 2021) for a BERT encoder ({config["auto_mapping"]["base_model_class"]}), saved by minbert.
+
+- Rank r = {config["r"]}, alpha = {config["lora_alpha"]:g} (scaling alpha / r = {config["lora_alpha"] / config["r"]:g}), \
+dropout {config["lora_dropout"]:g}
+- Adapted layers: {len(config["target_modules"])} ({", ".join(config["target_modules"][:4])}{", ..." if len(config["target_modules"]) > 4 else ""})
+- Parameters: {sum(v.numel() for v in state.values()):,}
+
+## Usage
+
+```python
+from peft import AutoPeftModel  # or: minbert.loading.adapter_files.load_adapter(model, folder)
+
+model = AutoPeftModel.from_pretrained("path/to/this/folder")  # builds {base} and puts the adapters on it
+merged = model.merge_and_unload()  # one plain BERT again
+```
+"""
+
+
+def write_adapter(model: nn.Module, directory: Path, adapter_name: str | None = None) -> None:
     """save_adapter's two files, into a folder that atomic_directory is writing."""
-    config = adapter_config(model)
-    state = adapter_state(model)
+    config = adapter_config(model, adapter_name)
+    state = adapter_state(model, adapter_name)
     write_file(directory / WEIGHTS_FILE,
                lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
     write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -187,17 +228,18 @@ def _is_off(value: object) -> bool:
 
 
 @user_faults
-def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
-    """Put the adapter folder at `directory` (ours or peft's) onto `model`, a model without adapters.
+def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: str = "default") -> list[str]:
+    """Put the adapter folder at `directory` (ours or peft's) onto `model`.
 
-    apply_lora with the file's r, alpha, dropout and target_modules, then a strict copy of A and B: a
-    missing or unknown key, or a shape that does not fit, is a CheckpointError naming it. The model is
-    frozen but for the adapters, as after apply_lora. Keys written for a model with heads
-    (`base_model.model.bert.encoder...`) load onto the encoder alone, and the encoder's onto a model with
-    heads (BertForPreTraining). Returns the adapted modules' names.
+    On a model without adapters: apply_lora with the file's r, alpha, dropout and target_modules, then a
+    strict copy of A and B: a missing or unknown key, or a shape that does not fit, is a CheckpointError
+    naming it. The model is frozen but for the adapters, as after apply_lora. On a model with adapters, the
+    folder's become another set named `adapter_name`, not in use until set_adapter (peft's load_adapter).
+    Keys written for a model with heads (`base_model.model.bert.encoder...`) load onto the encoder alone,
+    and the encoder's onto a model with heads (BertForPreTraining). Returns the adapted modules' names.
     """
     check_arguments("load_adapter", model, directory)
-    check_not_adapted(model)
+    check_new_name(model, adapter_name)
     config = read_adapter_config(directory)
     path = _weights_file(Path(directory))
     state = read_weights(path)  # unreadable, empty, truncated, not tensors: named; a .bin weights only
@@ -213,34 +255,140 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> list[str]:
         state = {f"{prefix}.{key}": value for key, value in state.items()}
 
     targets = config["target_modules"]
-    if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
-        targets = [name for name, module in model.named_modules()
-                   if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
-    # Keys and shapes are checked before apply_lora changes the model: a refused adapter leaves it as it was.
-    r = config["r"]
-    try:
-        names = target_names(model, targets)
-    except ValueError as error:
-        raise CheckpointError(f"{path}: {error}") from None
-    expected = {}  # key -> (module name, "A" or "B", the shape the model needs)
-    for name in names:
-        base = model.get_submodule(name)
-        expected[f"{name}.lora_A.weight"] = (name, "A", (r, base.in_features))
-        expected[f"{name}.lora_B.weight"] = (name, "B", (base.out_features, r))
-    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or unknown:
-        raise CheckpointError(f"{path}: the adapter does not fit the model: missing {missing[:6]}, "
-                              f"unknown {unknown[:6]}")
-    for key, (_, _, shape) in expected.items():
-        if tuple(state[key].shape) != shape:
-            raise CheckpointError(f"{path}: {key} has shape {tuple(state[key].shape)}, the model's is "
-                                  f"{shape}")
-    apply_lora(model, r, config["lora_alpha"], config.get("lora_dropout", 0.0), names)
-    layers = lora_layers(model)
+    r, alpha, dropout = config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0)
+    with disable_adapter(model):  # the names and shapes of the base model's layers
+        if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
+            targets = [name for name, module in model.named_modules()
+                       if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
+        # Keys and shapes are checked before the model changes: a refused adapter leaves it as it was.
+        try:
+            names = target_names(model, targets)
+        except ValueError as error:
+            raise CheckpointError(f"{path}: {error}") from None
+        expected = {}  # key -> (module name, "A" or "B", the shape the model needs)
+        for name in names:
+            base = model.get_submodule(name)
+            expected[f"{name}.lora_A.weight"] = (name, "A", (r, base.in_features))
+            expected[f"{name}.lora_B.weight"] = (name, "B", (base.out_features, r))
+        missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+        if missing or unknown:
+            raise CheckpointError(f"{path}: the adapter does not fit the model: missing {missing[:6]}, "
+                                  f"unknown {unknown[:6]}")
+        for key, (_, _, shape) in expected.items():
+            if tuple(state[key].shape) != shape:
+                raise CheckpointError(f"{path}: {key} has shape {tuple(state[key].shape)}, the model's is "
+                                      f"{shape}")
+        layers = _build(model, adapter_name, r, alpha, dropout, names)
     with torch.no_grad():
         for key, (name, part, _) in expected.items():
             getattr(layers[name], f"lora_{part}").copy_(state[key])
     return names
+
+
+# ----- several named adapters (peft's add_adapter, set_adapter, disable_adapter) -----------------------
+
+
+def active_adapter(model: nn.Module) -> str | None:
+    """The name of the adapters in use (peft's active_adapter; "default" as apply_lora made them), or None."""
+    return model.__dict__.get("active_adapter", "default") if lora_layers(model) else None
+
+
+def adapters_aside(model: nn.Module) -> dict[str, dict[str, LoRALinear]]:
+    """The adapters not in use, by name: each a {module name: LoRALinear} around the model's base layers."""
+    return model.__dict__.setdefault("_lora_adapters_aside", {})
+
+
+def adapter_layers(model: nn.Module, adapter_name: str | None = None) -> dict[str, LoRALinear]:
+    """The layers of the adapters named (None: those in use)."""
+    if adapter_name is None or adapter_name == active_adapter(model):
+        return lora_layers(model)
+    if adapter_name not in adapters_aside(model):
+        raise ValueError(f"{type(model).__name__} has no adapters named {adapter_name!r}; it has "
+                         f"{sorted(filter(None, [active_adapter(model), *adapters_aside(model)]))}")
+    return adapters_aside(model)[adapter_name]
+
+
+def check_new_name(model: nn.Module, adapter_name: str) -> None:
+    if not isinstance(adapter_name, str) or not adapter_name:
+        raise TypeError(f"adapter_name must be a non-empty str, got {adapter_name!r}")
+    if adapter_name == active_adapter(model) or adapter_name in adapters_aside(model):
+        raise ValueError(f"{type(model).__name__} has adapters named {adapter_name!r} already; give another "
+                         "name, or merge_and_unload it and load it again")
+
+
+def add_adapter(model: nn.Module, adapter_name: str, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
+                targets: str | tuple[str, ...] | list[str] = QUERY_VALUE) -> list[str]:
+    """Another set of fresh adapters (apply_lora's arguments) named `adapter_name`: on a model without
+    adapters they are apply_lora's, in use; else kept aside, frozen, until set_adapter (peft's add_adapter).
+    Returns the adapted modules' names."""
+    check_new_name(model, adapter_name)
+    with disable_adapter(model):
+        names = target_names(model, targets)
+        _build(model, adapter_name, r, alpha, dropout, names)
+    return names
+
+
+def _build(model: nn.Module, adapter_name: str, r: int, alpha: float, dropout: float,
+           names: list[str]) -> dict[str, LoRALinear]:
+    """New adapters on a model whose base layers stand in place (inside disable_adapter)."""
+    if not adapters_aside(model) and not model.__dict__.get("_lora_disabled"):  # the model's first adapters
+        apply_lora(model, r, alpha, dropout, names)
+        model.__dict__["active_adapter"] = adapter_name
+        return lora_layers(model)
+    layers = {name: LoRALinear(model.get_submodule(name), r, alpha, dropout).train(model.training).requires_grad_(
+        False) for name in names}
+    adapters_aside(model)[adapter_name] = layers
+    return layers
+
+
+def set_adapter(model: nn.Module, adapter_name: str) -> None:
+    """Put the adapters named `adapter_name` in place of those in use, which are kept aside; the new ones
+    train, the others are frozen (peft's set_adapter). Merged adapters are refused: unmerge them first."""
+    if adapter_name == active_adapter(model):
+        return
+    incoming = adapter_layers(model, adapter_name)
+    outgoing = lora_layers(model)
+    _refuse_merged(outgoing, "set_adapter")
+    _put(model, {name: layer.base_layer for name, layer in outgoing.items()})
+    _put(model, incoming)
+    aside = adapters_aside(model)
+    del aside[adapter_name]
+    aside[model.__dict__.get("active_adapter", "default")] = outgoing
+    for layer in outgoing.values():
+        layer.lora_A.requires_grad_(False), layer.lora_B.requires_grad_(False)
+    for layer in incoming.values():
+        layer.lora_A.requires_grad_(True), layer.lora_B.requires_grad_(True)
+    model.__dict__["active_adapter"] = adapter_name
+
+
+@contextlib.contextmanager
+def disable_adapter(model: nn.Module):
+    """`with disable_adapter(model):` the model computes as its base, each LoRALinear's base layer in its
+    place, and after it the adapters are back (peft's disable_adapter). Merged adapters are refused: their
+    update is in the base weights."""
+    layers = lora_layers(model)
+    _refuse_merged(layers, "disable_adapter")
+    disabled = model.__dict__.get("_lora_disabled", False)
+    _put(model, {name: layer.base_layer for name, layer in layers.items()})
+    model.__dict__["_lora_disabled"] = disabled or bool(layers)
+    try:
+        yield model
+    finally:
+        _put(model, layers)
+        model.__dict__["_lora_disabled"] = disabled
+
+
+def _put(model: nn.Module, modules: dict[str, nn.Module]) -> None:
+    for name, module in modules.items():
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent), child, module)
+
+
+def _refuse_merged(layers: dict[str, LoRALinear], call: str) -> None:
+    merged = [name for name, layer in layers.items() if layer.merged]
+    if merged:
+        raise ValueError(f"{call}: the adapters of {merged[0]} (and {len(merged) - 1} more) are merged into the "
+                         "base weights; unmerge() them first")
 
 
 def _weights_file(directory: Path) -> Path:

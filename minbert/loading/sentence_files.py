@@ -21,10 +21,13 @@ Read next: adapter_files.py (LoRA's adapters on disk).
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 from minbert.loading.atomic import write_text
 from minbert.loading.files import FileContentError
@@ -160,13 +163,60 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
     _write_json(directory / "1_Pooling" / "config.json", pooling)
     _write_json(directory / "sentence_bert_config.json",
                 {"max_seq_length": settings.max_seq_length, "do_lower_case": settings.lowercase})
-    top = {"model_type": "SentenceTransformer", "prompts": settings.prompts,
+    # Which libraries wrote the folder, in sentence-transformers' field (it writes its own, transformers' and
+    # torch's versions; these files were written by minbert, on torch, so those are the ones named).
+    top = {"model_type": "SentenceTransformer", "__version__": {"minbert": _version(), "pytorch": torch.__version__},
+           "prompts": settings.prompts,
            "default_prompt_name": settings.default_prompt_name,
            "similarity_fn_name": settings.similarity_fn_name}
     if settings.truncate_dim is not None:  # as sentence-transformers writes it: only when set
         top["truncate_dim"] = settings.truncate_dim
     _write_json(directory / "config_sentence_transformers.json", top)
     _write_json(directory / "modules.json", modules)
+
+
+def sentence_card(settings: SentenceSettings, config, dimension: int) -> str:
+    """README.md for a folder SentenceEncoder.save writes: sentence-transformers' front matter and what a user
+    needs to know, read from what is saved (it says nothing of data or scores, which the folder cannot back)."""
+    prompts = ", ".join(f"{name} = {text!r}" for name, text in settings.prompts.items() if text) or "none"
+    return f"""---
+library_name: sentence-transformers
+pipeline_tag: sentence-similarity
+tags:
+- sentence-transformers
+- sentence-similarity
+- feature-extraction
+- minbert
+---
+
+# Sentence encoder
+
+A BERT sentence encoder saved by minbert's `SentenceEncoder`: it maps a text to a {dimension}-dimensional vector.
+
+- Encoder: BERT, {config.num_hidden_layers} layers, hidden size {config.hidden_size}, {config.num_attention_heads} \
+heads, {config.vocab_size} word pieces
+- Maximum sequence length: {settings.max_seq_length or "the tokenizer's model_max_length"} tokens
+- Pooling: {settings.pooling}{", normalized to unit length" if settings.normalize else ""}
+- Similarity function: {settings.similarity_fn_name}
+- Prompts: {prompts}
+
+## Usage
+
+```python
+from sentence_transformers import SentenceTransformer  # or: from minbert import SentenceEncoder
+
+model = SentenceTransformer("path/to/this/folder")
+vectors = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+print(model.similarity(vectors, vectors))
+```
+"""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("minbert")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that is not installed
+        return "unknown"
 
 
 def check_writable(settings: SentenceSettings) -> None:

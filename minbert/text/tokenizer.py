@@ -256,13 +256,14 @@ class BertTokenizer:
             "strip_accents": self.strip_accents,
             "tokenize_chinese_chars": self.tokenize_chinese_chars,
             "model_max_length": self.model_max_length,
-            "clean_up_tokenization_spaces": self.clean_up_tokenization_spaces,
             "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
-            # transformers' record of add_tokens' tokens
-            "added_tokens_decoder": {str(i): {
-                "content": t.content, "lstrip": t.lstrip, "normalized": t.normalized, "rstrip": t.rstrip,
-                "single_word": t.single_word, "special": t.special} for i, t in sorted(self._added.items())},
         }
+        if self.clean_up_tokenization_spaces:  # written only when not transformers 5's default
+            config["clean_up_tokenization_spaces"] = True
+        if self._added:  # transformers' record of add_tokens' tokens
+            config["added_tokens_decoder"] = {str(i): {
+                "content": t.content, "lstrip": t.lstrip, "normalized": t.normalized, "rstrip": t.rstrip,
+                "single_word": t.single_word, "special": t.special} for i, t in sorted(self._added.items())}
         with atomic_directory(directory) as new:
             write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token[:self._base_size]))
             write_text(new / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")

@@ -67,7 +67,8 @@ def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer,
         write_model(model.bert, directory, tokenizer=tokenizer)
     if sentence is not None:
         from minbert.loading.sentence_files import SentenceSettings, write_settings  # only when written
-        write_settings(encoder, SentenceSettings(**sentence), model.bert.config.hidden_size)
+        for folder in {encoder, directory}:  # a LoRA run's best/ too, where SentenceTransformer looks
+            write_settings(folder, SentenceSettings(**sentence), model.bert.config.hidden_size)
     write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
     write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
 

@@ -11,7 +11,10 @@ it trains; --resume rebuilds the same adapters first (and refuses another --lora
 A LoRA run's best/ (`save_encoder`):
 
     best/adapter_config.json, adapter_model.safetensors   the adapters in peft's own format
-                                                          (peft.PeftModel.from_pretrained on the base model)
+                                                          (peft.PeftModel.from_pretrained on the base model),
+                                                          with the tokenizer's files (and sentence-transformers'
+                                                          where the job pooled sentences), so that
+                                                          SentenceTransformer(best/) builds base + adapters
     best/merged/                                          the encoder with the adapters merged in: a plain
                                                           Hugging Face folder (transformers opens it, --model
                                                           takes it, and sentence-transformers' files where
@@ -54,8 +57,10 @@ def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets:
 
 
 def save_encoder(bert: nn.Module, directory: Path, tokenizer) -> Path:
-    """A LoRA run's encoder into best/: peft's adapter files, and the merged plain folder best/merged/
-    (with the tokenizer's files). Returns the merged folder (where sentence-transformers' files go)."""
+    """A LoRA run's encoder into best/: peft's adapter files and the tokenizer's, and the merged plain folder
+    best/merged/ (with the tokenizer's files). Returns the merged folder (sentence-transformers' files go in
+    both)."""
     write_adapter(bert, directory)  # best/ is being written whole (save_checkpoint)
+    tokenizer.save(directory)
     return save_merged(bert, directory / MERGED, tokenizer=tokenizer)
 
