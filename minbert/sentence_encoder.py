@@ -90,9 +90,9 @@ class SentenceEncoder(nn.Module):
         before each input, default_prompt_name the one used when `encode` names none. None takes the
         folder's setting (see the module docstring).
         device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
-        attn_implementation: the attention kernel of a model loaded here, "sdpa", "eager" or "unpadded"; "auto"
-        is minbert/fast/unpadded.py's model on a CPU where it ships (the same vectors, to 1e-5: it skips the
-        padding), else "sdpa". dtype: the weights' dtype (from_pretrained's; torch.bfloat16, "auto", ...).
+        attn_implementation: the attention kernel of a model loaded here, "sdpa", "eager" or "unpadded";
+        "auto" is minbert/fast/unpadded.py's model on a CPU where it ships (the same vectors, to 1e-6: it
+        skips the padding), else "sdpa". dtype: the weights' dtype (from_pretrained's: torch.bfloat16, ...).
         """
         super().__init__()
         if isinstance(model, BertModel):
@@ -116,7 +116,8 @@ class SentenceEncoder(nn.Module):
             if model_class is None:
                 raise ValueError("attn_implementation='unpadded': this install leaves the fast paths out "
                                  "(minbert/fast/); give 'auto', 'sdpa' or 'eager'")
-            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation, dtype=dtype)
+            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation,
+                                                dtype=dtype)
             tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -138,7 +139,7 @@ class SentenceEncoder(nn.Module):
         self.normalize = bool(settings.normalize)
         self.lowercase = settings.lowercase  # sentence_bert_config.json's do_lower_case
         self.include_prompt = settings.include_prompt
-        self.prompts = {"query": "", "document": "", **settings.prompts}  # sentence-transformers 6's two, empty
+        self.prompts = {"query": "", "document": "", **settings.prompts}  # ST 6's two, empty by default
         if settings.default_prompt_name is not None and settings.default_prompt_name not in self.prompts:
             raise ValueError(f"default_prompt_name {settings.default_prompt_name!r} is not one of the prompts "
                              f"{sorted(self.prompts)}")
@@ -282,7 +283,8 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if precision != "float32" and output_value != "sentence_embedding":
             raise ValueError(f"precision={precision!r} quantizes sentence embeddings; token embeddings come "
-                             "in float32 (sentence-transformers' multi-vector quantization is not implemented)")
+                             "in float32 (sentence-transformers' multi-vector quantization is not "
+                             "implemented)")
         check_truncate_dim(truncate_dim)
         check_flags(convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor,
                     normalize_embeddings=normalize_embeddings)
@@ -347,7 +349,8 @@ class SentenceEncoder(nn.Module):
         if convert_to_tensor:
             return embeddings[0] if single else embeddings
         if convert_to_numpy:
-            array = (embeddings.float() if embeddings.dtype == torch.bfloat16 else embeddings).numpy()  # no bf16
+            bf16 = embeddings.dtype == torch.bfloat16  # which numpy lacks
+            array = (embeddings.float() if bf16 else embeddings).numpy()
             return array[0] if single else array
         return embeddings[0] if single else list(embeddings)
 
@@ -363,7 +366,8 @@ class SentenceEncoder(nn.Module):
         """encode with the first of the "document", "passage" and "corpus" prompts the encoder has
         (sentence-transformers' encode_document)."""
         if prompt is None and prompt_name is None:
-            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts), None)
+            prompt_name = next((name for name in ("document", "passage", "corpus") if name in self.prompts),
+                               None)
         return self.encode(sentences, prompt_name, prompt, **kwargs)
 
     def similarity(self, embeddings1, embeddings2) -> torch.Tensor:
@@ -496,7 +500,8 @@ def quantize_embeddings(embeddings: torch.Tensor | np.ndarray, precision: str) -
     int8 / uint8 cut each dimension's [min, max] into 256 buckets, floor((x - min) / step) with step
     (max - min) / 255 (1 where max = min), shifted by -128 for int8; binary / ubinary pack x > 0 into
     bits, 8 to a byte (C / 8 values), shifted by -128 for binary. float32 returns float32."""
-    vectors = embeddings.float().cpu().numpy() if isinstance(embeddings, torch.Tensor) else np.asarray(embeddings)
+    vectors = (embeddings.float().cpu().numpy() if isinstance(embeddings, torch.Tensor)
+               else np.asarray(embeddings))
     if precision == "float32":
         return vectors.astype(np.float32)
     if precision.endswith("binary"):

@@ -208,7 +208,7 @@ def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) ->
                          f"{saved['pair_pooling']}, and this version's pool by mean")
     heads, trained = from_dict(MultitaskSettings, saved), from_dict(JobSettings, saved)  # the run's settings
     data = read_prediction_inputs(tasks, files, job.data_dir, job.strict, job.limit)  # a bad file: no loading
-    settings = resolve_settings(settings, trained)  # fp32 and the run's kernel
+    settings = resolve_settings(settings, trained)  # fp32 unless --precision says, unpadded on a CPU
     bert, tokenizer, _ = load_encoder(str(best), settings.job.attn_implementation)
     tasks = with_settings(tasks, heads)
     model = MultitaskBERT(bert, tasks, trained.hidden_dropout_prob)
@@ -216,7 +216,9 @@ def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) ->
     model.to(settings.training.device).eval()
     loaded = [TaskData(t, tokenizer, [], [], 1, 0, trained.max_length) for t in tasks]
     out = Path(job.out or default_run_dir("multitask-predict"))
-    predictions = write_course_outputs(model, loaded, data, files, out)
+    autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(settings.training.precision)
+    with torch.autocast(torch.device(settings.training.device).type, autocast, enabled=autocast is not None):
+        predictions = write_course_outputs(model, loaded, data, files, out)
     for t in tasks:
         if (t.name, "dev") in predictions:
             scores = t.metric(predictions[t.name, "dev"], [e.label for e in data[t.name]["dev"]])

@@ -123,3 +123,16 @@ def run_notebook(monkeypatch):
         return [o for cell in executed.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
 
     return run
+
+
+@pytest.fixture
+def same_predictions():
+    """Checks --predict's course files against a run's own: the same best weights and files give the same
+    predictions, to the last digit where the run evaluated with the unpadded model as --predict runs (fp32
+    on a CPU), else within 1e-4 of a 0-5 similarity (sdpa and the unpadded model agree to 1e-5)."""
+    def check(got, expected) -> None:
+        (header, rows), (expected_header, expected_rows) = got, expected
+        assert header == expected_header and [i for i, _ in rows] == [i for i, _ in expected_rows]
+        for (i, value), (_, want) in zip(rows, expected_rows):
+            assert value == want or ("." in want and abs(float(value) - float(want)) < 1e-4), (i, value, want)
+    return check

@@ -195,15 +195,14 @@ def test_resolving_makes_new_values_and_config_json_reads_back_into_the_same_cla
     assert from_dict(TrainingSettings, saved) == resolved
 
 
-def test_the_kernel_is_decided_once_and_predict_keeps_its_runs_on_a_cpu():
-    """--attn-implementation auto: unpadded for fp32 on a CPU, else sdpa; --predict (evaluated_with) keeps the
-    kernel its run evaluated with on a CPU, so that the run's own dev files get its own predictions back."""
+def test_the_kernel_is_decided_once_and_predict_runs_the_unpadded_model_on_a_cpu():
+    """--attn-implementation auto: unpadded for fp32 on a CPU, else sdpa; --predict (a forward alone) runs the
+    unpadded model on a CPU in any precision, as SentenceEncoder.encode does."""
     assert [attn_implementation_for("auto", device, precision) for device, precision in
             (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["unpadded", "sdpa", "sdpa"]
-    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="sdpa") == "sdpa"
-    assert attn_implementation_for("auto", "cpu", "fp32", evaluated_with="auto") == "unpadded"  # not a kernel
-    assert attn_implementation_for("auto", "cuda", "fp32", evaluated_with="eager") == "sdpa"
-    assert attn_implementation_for("eager", "cpu", "fp32", evaluated_with="sdpa") == "eager"  # as asked
+    assert [attn_implementation_for("auto", device, precision, predicting=True) for device, precision in
+            (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["unpadded", "unpadded", "sdpa"]
+    assert attn_implementation_for("eager", "cpu", "fp32", predicting=True) == "eager"  # as asked
 
 
 def test_where_the_fast_paths_are_not_shipped_auto_is_the_students_eager_kernel_and_unpadded_is_refused(

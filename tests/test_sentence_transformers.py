@@ -144,6 +144,9 @@ def test_quantized_embeddings_follow_sentence_transformers_rules(tiny_model_dir,
     if precision.endswith("int8"):
         with pytest.raises(ValueError, match="one embedding has none"):
             ours.encode(SENTENCES[0], precision=precision)
+    if precision != "float32":
+        with pytest.raises(ValueError, match=f"precision='{precision}' quantizes sentence embeddings"):
+            ours.encode(SENTENCES, precision=precision, output_value="token_embeddings")
     with pytest.raises(ValueError, match="precision must be one of"):
         ours.encode(SENTENCES, precision="int4")
 
@@ -176,7 +179,8 @@ def test_pairwise_similarity_query_and_document_prompts_and_dtypes_equal_sentenc
 def test_the_unpadded_model_encodes_on_a_cpu_as_sdpa_does_to_1e_6(tiny_model_dir):
     """attn_implementation="auto" is the unpadded model on a CPU: the same vectors as BertModel's sdpa
     kernel (the tolerance docs/results.md states), in batches sorted by tokens."""
-    fast, plain = (SentenceEncoder(tiny_model_dir, device="cpu", attn_implementation=k) for k in ("auto", "sdpa"))
+    fast, plain = (SentenceEncoder(tiny_model_dir, device="cpu", attn_implementation=kernel)
+                   for kernel in ("auto", "sdpa"))
     assert type(fast.model).__name__ == "UnpaddedBertModel" and type(plain.model) is BertModel
     many = SENTENCES * 7
     for batch_size in (1, 4, 32):
@@ -189,13 +193,13 @@ def test_save_writes_a_model_card_from_what_is_saved_and_the_versions_that_wrote
     ours.save(tmp_path)
     card = (tmp_path / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: sentence-transformers\npipeline_tag: sentence-similarity\n")
-    for fact in ("32-dimensional vector", "2 layers, hidden size 32, 4 heads", "Maximum sequence length: 48",
+    for fact in ("32-dimensional\nvector", "2 layers, hidden size 32, 4 heads", "Maximum sequence length: 48",
                  "Pooling: mean, normalized to unit length", "Similarity function: cosine",
                  "Prompts: query = 'query: '", 'SentenceTransformer("path/to/this/folder")'):
         assert fact in card, fact
     versions = json.loads((tmp_path / "config_sentence_transformers.json").read_text())["__version__"]
     assert versions == {"minbert": versions["minbert"], "pytorch": torch.__version__}
-    assert st_model(tmp_path).model_card_data is not None  # sentence-transformers reads the folder, card and all
+    assert st_model(tmp_path).model_card_data is not None  # sentence-transformers reads it, card and all
 
 
 def test_a_prompt_left_out_of_the_pooling_as_the_pooling_config_says(tmp_path, tiny_model_dir):

@@ -375,7 +375,8 @@ def test_offsets_special_tokens_mask_overflow_and_word_ids_equal_transformers(to
             same(got, want)
             assert [got.word_ids(i) for i in range(len(got["input_ids"]))] == [
                 want.word_ids(i) for i in range(len(want["input_ids"]))]
-        same(tok(SENTENCES[2], **ENCODING_KEYS, **kwargs), reference(SENTENCES[2], **ENCODING_KEYS, **options))
+        same(tok(SENTENCES[2], **ENCODING_KEYS, **kwargs),
+             reference(SENTENCES[2], **ENCODING_KEYS, **options))
     finally:
         reference.truncation_side = "right"
 
@@ -384,8 +385,8 @@ def test_overflowing_windows_of_a_long_text_with_stride_equal_transformers(tok, 
     text = " ".join(SENTENCES)
     for max_length, stride in ((8, 0), (8, 3), (12, 5)):
         got = tok([text, "a dog"], max_length=max_length, stride=stride, return_overflowing_tokens=True)
-        want = reference([text, "a dog"], max_length=max_length, stride=stride, return_overflowing_tokens=True,
-                         truncation=True, padding=True, return_tensors="pt")
+        want = reference([text, "a dog"], max_length=max_length, stride=stride,
+                         return_overflowing_tokens=True, truncation=True, padding=True, return_tensors="pt")
         same(got, want)
         assert got["overflow_to_sample_mapping"].tolist() == [0] * (len(got["input_ids"]) - 1) + [1]
     with pytest.raises(ValueError, match="stride=6 must be below the 6 word pieces a window of max_length=8"):
@@ -410,7 +411,7 @@ def test_is_split_into_words_equals_transformers(tok, reference):
              reference(words[:3], words[3:], is_split_into_words=True, **options))
         same(tok(words[4], is_split_into_words=True, **kwargs),  # one list of words: one example
              reference(words[4], is_split_into_words=True, **options))
-    with pytest.raises(ValueError, match="text\\[0\\] is 30 tokens, more than max_length=8, and truncation=False"):
+    with pytest.raises(ValueError, match="text\\[0\\] is 30 tokens, more than max_length=8, and truncation"):
         tok(words[4] * 2, is_split_into_words=True, truncation=False, max_length=8)
 
 
@@ -425,7 +426,8 @@ def test_decode_keeps_transformers_5_spaces_unless_the_folder_or_call_cleans_up(
     assert ours.decode(ours.encode("it's a test, don't.")) == "[CLS] it ' s a test, don ' t. [SEP]"
     shutil.copytree(embedded_model_dir, tmp_path, dirs_exist_ok=True)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    config["clean_up_tokenization_spaces"] = True
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     cleaning, reference = BertTokenizer.from_pretrained(tmp_path), fast_reference(tmp_path)
     assert cleaning.batch_decode(rows) == reference.batch_decode(rows)
     assert cleaning.decode(rows[-2]) == "[CLS] it's a test, don't. [SEP]"
@@ -437,7 +439,7 @@ def test_added_tokens_and_get_vocab_equal_transformers_and_survive_both_saves(em
     assert ours.get_vocab() == theirs.get_vocab()
     texts = ["a newword and [SPEC] x Newwords", "hellothere [SPEC]newword", "plain text, hello world"]
     for tokenizer in (ours, theirs):
-        assert tokenizer.add_tokens(["newword", "hello"]) == 2  # hello is in the vocabulary: matched whole now
+        assert tokenizer.add_tokens(["newword", "hello"]) == 2  # hello, in the vocabulary, now matched whole
         assert tokenizer.add_tokens("[SPEC]", special_tokens=True) == 1
         assert tokenizer.add_tokens("newword") == 0
     assert (len(ours), ours.vocab_size) == (len(theirs), theirs.vocab_size) == (30524, 30522)
@@ -455,7 +457,8 @@ def test_added_tokens_and_get_vocab_equal_transformers_and_survive_both_saves(em
     theirs.save_pretrained(str(tmp_path / "theirs"))  # tokenizer.json's added_tokens
     assert_same(BertTokenizer.from_pretrained(tmp_path / "ours"))
     assert_same(BertTokenizer.from_pretrained(tmp_path / "theirs"))
-    assert [fast_reference(tmp_path / "ours").tokenize(t) for t in texts] == [theirs.tokenize(t) for t in texts]
+    reread = fast_reference(tmp_path / "ours")
+    assert [reread.tokenize(t) for t in texts] == [theirs.tokenize(t) for t in texts]
     model = BertModel(BertConfig.tiny(vocab_size=ours.vocab_size, hidden_size=8, num_attention_heads=2,
                                       max_position_embeddings=16))
     model.resize_token_embeddings(len(ours))  # the new ids have rows now

@@ -191,8 +191,9 @@ def test_an_output_is_a_dict_that_pickles_and_traces_as_transformers_does(folder
     traced = torch.jit.trace(ours, args, strict=False)
     with torch.no_grad():
         torch.testing.assert_close(traced(*args), dict(ref), **TOL)
-        other = (batch["input_ids"][:2], batch["attention_mask"][:2])  # another batch size runs the same graph
-        torch.testing.assert_close(traced(*other)["last_hidden_state"], theirs(*other).last_hidden_state, **TOL)
+        other = (batch["input_ids"][:2], batch["attention_mask"][:2])  # another batch size, the same graph
+        torch.testing.assert_close(traced(*other)["last_hidden_state"], theirs(*other).last_hidden_state,
+                                   **TOL)
 
 
 @pytest.mark.parametrize("cls", [BertModel, UnpaddedBertModel])
@@ -223,13 +224,14 @@ def test_gradient_checkpointing_gives_transformers_gradients_and_the_same_with_d
     assert not dropping.is_gradient_checkpointing
 
 
-def test_save_pretrained_shards_as_transformers_does_and_transformers_loads_the_shards(folders, batch, tmp_path):
+def test_save_pretrained_shards_as_transformers_does_and_transformers_loads_them(folders, batch, tmp_path):
     ours = BertModel.from_pretrained(folders["encoder"])
     theirs = hf_load(BertModel, folders["encoder"])
     ours.save_pretrained(tmp_path / "ours", max_shard_size="20KB")
     theirs.save_pretrained(tmp_path / "theirs", max_shard_size="20KB")
     names = sorted(p.name for p in (tmp_path / "ours").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "theirs").iterdir() if p.name != "generation_config.json")
+    theirs_names = sorted(p.name for p in (tmp_path / "theirs").iterdir())
+    assert names == [name for name in theirs_names if name != "generation_config.json"]
     assert "model-00001-of-00005.safetensors" in names and "model.safetensors" not in names
     ours_index, theirs_index = (json.loads((tmp_path / d / "model.safetensors.index.json").read_text())
                                 for d in ("ours", "theirs"))
@@ -240,7 +242,8 @@ def test_save_pretrained_shards_as_transformers_does_and_transformers_loads_the_
     assert ours_index["weight_map"] == split.tensor_to_filename
     with torch.no_grad():
         for loaded in (hf_load(BertModel, tmp_path / "ours"), BertModel.from_pretrained(tmp_path / "ours")):
-            torch.testing.assert_close(loaded(**batch).last_hidden_state, theirs(**batch).last_hidden_state, **TOL)
+            torch.testing.assert_close(loaded(**batch).last_hidden_state, theirs(**batch).last_hidden_state,
+                                       **TOL)
     ours.save_pretrained(tmp_path / "ours", max_shard_size=10**9)  # fits one file: the shards go
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == ["config.json", "model.safetensors"]
     with pytest.raises(ValueError, match="max_shard_size must be a number of bytes or a size such as '5GB'"):

@@ -143,6 +143,7 @@ def adapter_card(config: dict, state: dict[str, torch.Tensor]) -> str:
     """README.md for an adapter folder: peft's front matter (library_name, base_model, tags) and what a user
     needs to use it, read from the files beside it."""
     base = config["base_model_name_or_path"] or "the model it was trained on"
+    targets, alpha, r = config["target_modules"], config["lora_alpha"], config["r"]
     return f"""---
 library_name: peft
 base_model: {json.dumps(base)}
@@ -153,11 +154,11 @@ tags:
 
 # LoRA adapter
 
-LoRA adapters (Hu et al. 2021) for a BERT encoder ({config["auto_mapping"]["base_model_class"]}), saved by minbert.
+LoRA adapters (Hu et al. 2021) for a BERT encoder ({config["auto_mapping"]["base_model_class"]}), saved by
+minbert.
 
-- Rank r = {config["r"]}, alpha = {config["lora_alpha"]:g} (scaling alpha / r = {config["lora_alpha"] / config["r"]:g}), \
-dropout {config["lora_dropout"]:g}
-- Adapted layers: {len(config["target_modules"])} ({", ".join(config["target_modules"][:4])}{", ..." if len(config["target_modules"]) > 4 else ""})
+- Rank r = {r}, alpha = {alpha:g} (scaling alpha / r = {alpha / r:g}), dropout {config["lora_dropout"]:g}
+- Adapted layers: {len(targets)} ({", ".join(targets[:4])}{", ..." if len(targets) > 4 else ""})
 - Parameters: {sum(v.numel() for v in state.values()):,}
 
 ## Usage
@@ -239,7 +240,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: s
     and the encoder's onto a model with heads (BertForPreTraining). Returns the adapted modules' names.
     """
     check_arguments("load_adapter", model, directory)
-    check_new_name(model, adapter_name)
+    _check_new(model, adapter_name)
     config = read_adapter_config(directory)
     path = _weights_file(Path(directory))
     state = read_weights(path)  # unreadable, empty, truncated, not tensors: named; a .bin weights only
@@ -257,7 +258,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: s
     targets = config["target_modules"]
     r, alpha, dropout = config["r"], config["lora_alpha"], config.get("lora_dropout", 0.0)
     with disable_adapter(model):  # the names and shapes of the base model's layers
-        if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regular expression
+        if isinstance(targets, str) and targets != ALL_LINEAR:  # peft reads one string as a regexp
             targets = [name for name, module in model.named_modules()
                        if isinstance(module, nn.Linear) and re.fullmatch(targets, name)] or [targets]
         # Keys and shapes are checked before the model changes: a refused adapter leaves it as it was.
@@ -308,7 +309,7 @@ def adapter_layers(model: nn.Module, adapter_name: str | None = None) -> dict[st
     return adapters_aside(model)[adapter_name]
 
 
-def check_new_name(model: nn.Module, adapter_name: str) -> None:
+def _check_new(model: nn.Module, adapter_name: str) -> None:
     if not isinstance(adapter_name, str) or not adapter_name:
         raise TypeError(f"adapter_name must be a non-empty str, got {adapter_name!r}")
     if adapter_name == active_adapter(model) or adapter_name in adapters_aside(model):
@@ -318,10 +319,10 @@ def check_new_name(model: nn.Module, adapter_name: str) -> None:
 
 def add_adapter(model: nn.Module, adapter_name: str, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
                 targets: str | tuple[str, ...] | list[str] = QUERY_VALUE) -> list[str]:
-    """Another set of fresh adapters (apply_lora's arguments) named `adapter_name`: on a model without
-    adapters they are apply_lora's, in use; else kept aside, frozen, until set_adapter (peft's add_adapter).
-    Returns the adapted modules' names."""
-    check_new_name(model, adapter_name)
+    """Fresh adapters (apply_lora's arguments) named `adapter_name`: apply_lora's, in use, on a model
+    without adapters; else kept aside, frozen, until set_adapter (peft's add_adapter). Returns their layers'
+    names."""
+    _check_new(model, adapter_name)
     with disable_adapter(model):
         names = target_names(model, targets)
         _build(model, adapter_name, r, alpha, dropout, names)
@@ -331,12 +332,14 @@ def add_adapter(model: nn.Module, adapter_name: str, r: int = 8, alpha: float = 
 def _build(model: nn.Module, adapter_name: str, r: int, alpha: float, dropout: float,
            names: list[str]) -> dict[str, LoRALinear]:
     """New adapters on a model whose base layers stand in place (inside disable_adapter)."""
-    if not adapters_aside(model) and not model.__dict__.get("_lora_disabled"):  # the model's first adapters
+    if not model.__dict__.get("_lora_disabled"):  # the model's first adapters
         apply_lora(model, r, alpha, dropout, names)
         model.__dict__["active_adapter"] = adapter_name
         return lora_layers(model)
-    layers = {name: LoRALinear(model.get_submodule(name), r, alpha, dropout).train(model.training).requires_grad_(
-        False) for name in names}
+    layers = {name: LoRALinear(model.get_submodule(name), r, alpha, dropout).train(model.training)
+              for name in names}
+    for layer in layers.values():
+        layer.lora_A.requires_grad = layer.lora_B.requires_grad = False
     adapters_aside(model)[adapter_name] = layers
     return layers
 
@@ -346,18 +349,16 @@ def set_adapter(model: nn.Module, adapter_name: str) -> None:
     train, the others are frozen (peft's set_adapter). Merged adapters are refused: unmerge them first."""
     if adapter_name == active_adapter(model):
         return
-    incoming = adapter_layers(model, adapter_name)
-    outgoing = lora_layers(model)
+    incoming, outgoing = adapter_layers(model, adapter_name), lora_layers(model)
     _refuse_merged(outgoing, "set_adapter")
     _put(model, {name: layer.base_layer for name, layer in outgoing.items()})
     _put(model, incoming)
     aside = adapters_aside(model)
     del aside[adapter_name]
     aside[model.__dict__.get("active_adapter", "default")] = outgoing
-    for layer in outgoing.values():
-        layer.lora_A.requires_grad_(False), layer.lora_B.requires_grad_(False)
-    for layer in incoming.values():
-        layer.lora_A.requires_grad_(True), layer.lora_B.requires_grad_(True)
+    for layers, train in ((outgoing, False), (incoming, True)):
+        for layer in layers.values():
+            layer.lora_A.requires_grad = layer.lora_B.requires_grad = train
     model.__dict__["active_adapter"] = adapter_name
 
 
@@ -366,9 +367,8 @@ def disable_adapter(model: nn.Module):
     """`with disable_adapter(model):` the model computes as its base, each LoRALinear's base layer in its
     place, and after it the adapters are back (peft's disable_adapter). Merged adapters are refused: their
     update is in the base weights."""
-    layers = lora_layers(model)
+    layers, disabled = lora_layers(model), model.__dict__.get("_lora_disabled", False)
     _refuse_merged(layers, "disable_adapter")
-    disabled = model.__dict__.get("_lora_disabled", False)
     _put(model, {name: layer.base_layer for name, layer in layers.items()})
     model.__dict__["_lora_disabled"] = disabled or bool(layers)
     try:
@@ -385,10 +385,10 @@ def _put(model: nn.Module, modules: dict[str, nn.Module]) -> None:
 
 
 def _refuse_merged(layers: dict[str, LoRALinear], call: str) -> None:
-    merged = [name for name, layer in layers.items() if layer.merged]
-    if merged:
-        raise ValueError(f"{call}: the adapters of {merged[0]} (and {len(merged) - 1} more) are merged into the "
-                         "base weights; unmerge() them first")
+    if any(layer.merged for layer in layers.values()):
+        merged = next(name for name, layer in layers.items() if layer.merged)
+        raise ValueError(f"{call}: the adapters of {merged} (and maybe more) are merged into the base "
+                         "weights; unmerge() them first")
 
 
 def _weights_file(directory: Path) -> Path:

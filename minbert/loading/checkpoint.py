@@ -354,10 +354,11 @@ def shard(state: dict[str, torch.Tensor], max_shard_size: int | str) -> dict[str
     units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
     text = str(max_shard_size).strip().upper()
     try:
-        limit = int(max_shard_size) if isinstance(max_shard_size, int) else int(float(text[:-2]) * units[text[-2:]])
+        limit = (max_shard_size if isinstance(max_shard_size, int)
+                 else int(float(text[:-2]) * units[text[-2:]]))
     except (KeyError, ValueError):
-        raise ValueError(f"max_shard_size must be a number of bytes or a size such as '5GB' or '200MB' (KB, MB, "
-                         f"GB, TB), got {max_shard_size!r}") from None
+        raise ValueError(f"max_shard_size must be a number of bytes or a size such as '5GB' or '200MB' "
+                         f"(KB, MB, GB, TB), got {max_shard_size!r}") from None
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
     for key, tensor in state.items():
@@ -397,7 +398,8 @@ def write_model(model: nn.Module, directory: Path, format: Literal["safetensors"
     if format == "safetensors":
         shards = shard(state, max_shard_size) if max_shard_size is not None else {WEIGHTS_FILES[0]: state}
         for name, tensors in shards.items():  # transformers refuses safetensors files without format metadata
-            write_file(directory / name, lambda path: save_safetensors(tensors, str(path), metadata={"format": "pt"}))
+            write_file(directory / name,
+                       lambda path: save_safetensors(tensors, str(path), metadata={"format": "pt"}))
         if len(shards) > 1:  # transformers' index: its metadata, and each key's file
             index = {"metadata": {"total_parameters": sum(p.numel() for p in model.parameters()),
                                   "total_size": sum(v.numel() * v.element_size() for v in state.values())},

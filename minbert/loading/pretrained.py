@@ -257,7 +257,8 @@ class BertPreTrainedModel(nn.Module):
     activation_checkpointing_disable = gradient_checkpointing_disable
     is_activation_checkpointing = is_gradient_checkpointing
 
-    def resize_token_embeddings(self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None,
+    def resize_token_embeddings(self, new_num_tokens: int | None = None,
+                                pad_to_multiple_of: int | None = None,
                                 mean_resizing: bool = True) -> nn.Embedding:
         """Give the word embeddings `new_num_tokens` rows (rounded up to pad_to_multiple_of), as
         transformers does after tokenizer.add_tokens: rows kept in order, rows past the end dropped, new
@@ -271,12 +272,13 @@ class BertPreTrainedModel(nn.Module):
         if rows == old.num_embeddings:
             return old
         weight, kept = old.weight.detach(), min(rows, old.num_embeddings)
-        new = nn.Embedding(rows, old.embedding_dim, old.padding_idx if (old.padding_idx or 0) < rows else None,
-                           device=weight.device, dtype=weight.dtype)
+        padding = old.padding_idx if (old.padding_idx or 0) < rows else None
+        new = nn.Embedding(rows, old.embedding_dim, padding, device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
             new.weight[:kept] = weight[:kept]
             if rows > kept:
-                new.weight[kept:] = _added_rows(weight, rows - kept, mean_resizing, self.config.initializer_range)
+                new.weight[kept:] = _added_rows(weight, rows - kept, mean_resizing,
+                                                self.config.initializer_range)
         new.requires_grad_(old.weight.requires_grad)
         self.set_input_embeddings(new)
         head = getattr(getattr(self, "cls", None), "predictions", None)

@@ -165,8 +165,8 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
                 {"max_seq_length": settings.max_seq_length, "do_lower_case": settings.lowercase})
     # Which libraries wrote the folder, in sentence-transformers' field (it writes its own, transformers' and
     # torch's versions; these files were written by minbert, on torch, so those are the ones named).
-    top = {"model_type": "SentenceTransformer", "__version__": {"minbert": _version(), "pytorch": torch.__version__},
-           "prompts": settings.prompts,
+    top = {"model_type": "SentenceTransformer",
+           "__version__": {"minbert": _version(), "pytorch": torch.__version__}, "prompts": settings.prompts,
            "default_prompt_name": settings.default_prompt_name,
            "similarity_fn_name": settings.similarity_fn_name}
     if settings.truncate_dim is not None:  # as sentence-transformers writes it: only when set
@@ -177,7 +177,7 @@ def write_settings(directory: str | os.PathLike, settings: SentenceSettings, hid
 
 def sentence_card(settings: SentenceSettings, config, dimension: int) -> str:
     """README.md for a folder SentenceEncoder.save writes: sentence-transformers' front matter and what a user
-    needs to know, read from what is saved (it says nothing of data or scores, which the folder cannot back)."""
+    needs to know, read from what is saved (nothing of data or scores, which the folder cannot back)."""
     prompts = ", ".join(f"{name} = {text!r}" for name, text in settings.prompts.items() if text) or "none"
     return f"""---
 library_name: sentence-transformers
@@ -191,10 +191,11 @@ tags:
 
 # Sentence encoder
 
-A BERT sentence encoder saved by minbert's `SentenceEncoder`: it maps a text to a {dimension}-dimensional vector.
+A BERT sentence encoder saved by minbert's `SentenceEncoder`: it maps a text to a {dimension}-dimensional
+vector.
 
-- Encoder: BERT, {config.num_hidden_layers} layers, hidden size {config.hidden_size}, {config.num_attention_heads} \
-heads, {config.vocab_size} word pieces
+- Encoder: BERT, {config.num_hidden_layers} layers, hidden size {config.hidden_size}, \
+{config.num_attention_heads} heads, {config.vocab_size} word pieces
 - Maximum sequence length: {settings.max_seq_length or "the tokenizer's model_max_length"} tokens
 - Pooling: {settings.pooling}{", normalized to unit length" if settings.normalize else ""}
 - Similarity function: {settings.similarity_fn_name}

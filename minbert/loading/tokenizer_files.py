@@ -59,12 +59,14 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
     vocab = _vocab_list(path, model.get("vocab"))
     entries = saved.get("added_tokens") or []
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise FileContentError(f"{path}: added_tokens must be a list of tokens, got {json.dumps(entries)[:80]}")
+        raise FileContentError(f"{path}: added_tokens must be a list of tokens, got "
+                               f"{json.dumps(entries)[:80]}")
     added = added_tokens({str(e.get("id")): e for e in entries}, vocab, path)
     lowercase, strip_accents, chinese = _normalizer_settings(path, normalizer)
     return TokenizerJson(vocab=vocab, lowercase=lowercase, strip_accents=strip_accents,
                          tokenize_chinese_chars=chinese,
-                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)), added=added)
+                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
+                         added=added)
 
 
 def added_tokens(decoder: object, vocab: list[str], path: Path) -> list[AddedToken]:
@@ -73,7 +75,8 @@ def added_tokens(decoder: object, vocab: list[str], path: Path) -> list[AddedTok
     must be its own entry (BERT's special tokens are); the others follow it, each once, as add_tokens gave
     them; BERT's five special tokens, added anyway, are left out."""
     tokens: list[AddedToken] = []
-    for key, entry in sorted((decoder or {}).items(), key=lambda item: int(item[0]) if item[0].isdigit() else -1):
+    by_id = sorted((decoder or {}).items(), key=lambda item: int(item[0]) if item[0].isdigit() else -1)
+    for key, entry in by_id:
         content = entry.get("content") if isinstance(entry, dict) else None
         token_id = int(key) if key.isdigit() else None
         known = token_id is not None and token_id < len(vocab) and vocab[token_id] == content

@@ -85,8 +85,42 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
                    return_attention_mask: bool | None = True, return_special_tokens_mask: bool = False,
                    return_offsets_mapping: bool = False, return_overflowing_tokens: bool = False,
                    stride: int = 0, is_split_into_words: bool = False) -> ModelInputs:
-    """BertTokenizer.__call__ (see its docstring): batch_encode behind transformers' argument names, or the
-    `tokenizers` library's Encodings where the call asks for what only they hold."""
+    """BertTokenizer's call: a batch encoded as `transformers` users call a tokenizer,
+    `model(**tokenizer(text))`.
+
+    text: one str, a list of str, or a list of (a, b) pairs (tuples or lists of two str).
+    text_pair: the second segments, one per text (a str for a str); each example is then
+        [CLS] a [SEP] b [SEP], with segment ids 0, then 1.
+    padding: True (the default here; `transformers`: False) or "longest" pads to the longest
+        example; "max_length" pads to max_length; False or "do_not_pad" leaves every example its own
+        length, which only tensors of equal lengths allow (else a ValueError: use
+        return_tensors=None for ragged lists).
+    truncation: True (the default here; `transformers`: no truncation) is "longest_first", as in
+        `transformers`: a pair loses pieces from its longer text first, a single text its last
+        pieces. "only_first" and "only_second" cut only that text of a pair, "head", "tail" and
+        "head+tail" pick which pieces a text keeps (truncation.py says how a pair shares its
+        budget then). False or "do_not_truncate" never cuts, and an example longer than max_length
+        is a ValueError naming it (rather than an input the model's position table cannot take).
+    max_length: counts the special tokens; default `model_max_length` (as in `transformers`).
+    return_tensors: "pt" (the default here; `transformers`: None) gives (B, T) torch.long tensors;
+        "np" numpy int64 arrays; None lists of lists of ints.
+    add_special_tokens: False leaves out [CLS] and [SEP] (segment ids stay 0 for text, 1 for
+        text_pair); max_length then counts word pieces only.
+    return_token_type_ids, return_attention_mask: False leaves that key out (None: True).
+    return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens (with stride: the
+    pieces each window repeats of the one before), is_split_into_words (text is a list of words, or a
+    batch of such lists): transformers' meanings, read from the `tokenizers` library's Encodings
+    (from_encodings), kept at `inputs.encodings` with `inputs.word_ids(i)`; their truncation is the
+    library's own, so "head+tail" is refused there.
+
+    The defaults that differ from `transformers`' (padding=True, truncation=True, return_tensors="pt")
+    are on purpose: `model(**tokenizer(texts))` then runs as written, where a ragged batch cannot be
+    a tensor and an uncut text longer than the model's positions cannot run.
+
+    Returns ModelInputs with input_ids, token_type_ids, attention_mask: batch_encode's values. One str
+    gives what `transformers` gives: with "pt" or "np" a batch of one, (1, T); with None, flat lists
+    (encode_example's values).
+    """
     texts, pairs, single = (split_words if is_split_into_words else split_inputs)(text, text_pair)
     pad = _padding_strategy(padding)
     strategy = _truncation_strategy(truncation)
@@ -99,9 +133,11 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
         raise ValueError(f"stride={stride} is the overlap of the overflowing windows: pass "
                          "return_overflowing_tokens=True with it")
     encodings = None
-    if return_special_tokens_mask or return_offsets_mapping or return_overflowing_tokens or is_split_into_words:
-        rows, encodings = from_encodings(tokenizer, texts, pairs, pad, strategy, max_length, add_special_tokens,
-                                         return_overflowing_tokens, stride, is_split_into_words)
+    if any((return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens,
+            is_split_into_words)):
+        rows, encodings = from_encodings(tokenizer, texts, pairs, pad, strategy, max_length,
+                                         add_special_tokens, return_overflowing_tokens, stride,
+                                         is_split_into_words)
         single = single and not return_overflowing_tokens  # windows are rows, as in transformers
         for key, wanted in (("special_tokens_mask", return_special_tokens_mask),
                             ("offset_mapping", return_offsets_mapping)):
@@ -163,8 +199,8 @@ def from_encodings(tokenizer, texts: list, pairs: list | None, pad: str | None, 
         backend.no_truncation()
     if strategy is None and any(len(e.ids) > max_length for e in encodings):
         i = next(i for i, e in enumerate(encodings) if len(e.ids) > max_length)
-        raise ValueError(f"text[{i}] is {len(encodings[i].ids)} tokens, more than max_length={max_length}, and "
-                         "truncation=False; pass truncation=True to cut it")
+        raise ValueError(f"text[{i}] is {len(encodings[i].ids)} tokens, more than max_length={max_length}, "
+                         "and truncation=False; pass truncation=True to cut it")
     samples = [i for i, e in enumerate(encodings) for _ in range(1 + (len(e.overflowing) if overflow else 0))]
     encodings = [w for e in encodings for w in ([e, *e.overflowing] if overflow else [e])]
     width = max_length if pad == "max_length" else max((len(e.ids) for e in encodings), default=0)
@@ -199,9 +235,13 @@ PAD_VALUES = {"input_ids": None, "token_type_ids": 0, "attention_mask": 0, "spec
 def pad_inputs(tokenizer, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
                pad_to_multiple_of: int | None = None, return_attention_mask: bool | None = None,
                return_tensors: str | None = "pt") -> ModelInputs:
-    """BertTokenizer.pad (see its docstring)."""
-    if isinstance(encoded_inputs, Sequence) and encoded_inputs and all(isinstance(f, Mapping) for f in encoded_inputs):
-        columns = {key: [f[key] for f in encoded_inputs] for key in encoded_inputs[0]}  # a collator's features
+    """BertTokenizer.pad: examples already encoded (a list of dicts, or a dict of lists) padded into one
+    batch, as transformers' tokenizer.pad (which its DataCollatorWithPadding calls): input_ids with [PAD],
+    token_type_ids 0, attention_mask 0 (made where missing), special_tokens_mask 1; other keys (labels) are
+    stacked as they are. return_tensors="pt" by default, as the call's (transformers': None)."""
+    features = isinstance(encoded_inputs, Sequence) and encoded_inputs  # a collator's: one dict per example
+    if features and all(isinstance(f, Mapping) for f in encoded_inputs):
+        columns = {key: [f[key] for f in encoded_inputs] for key in encoded_inputs[0]}
     elif isinstance(encoded_inputs, Mapping) and "input_ids" in encoded_inputs:
         columns = dict(encoded_inputs)
     else:
@@ -229,10 +269,12 @@ def pad_inputs(tokenizer, encoded_inputs, padding: bool | str = True, max_length
         return ModelInputs({k: v[0] for k, v in columns.items()} if single else columns)
     try:
         return ModelInputs({k: as_tensor(v, return_tensors) if k in PAD_VALUES else
-                            (np.array(v) if return_tensors == "np" else torch.tensor(v)) for k, v in columns.items()})
+                            (np.array(v) if return_tensors == "np" else torch.tensor(v))
+                            for k, v in columns.items()})
     except (TypeError, ValueError, RuntimeError) as error:
-        key = next(k for k, v in columns.items() if k not in PAD_VALUES) if "padding=False" not in str(error) else ""
-        raise ValueError(f"pad: {key or 'the batch'} cannot be one tensor ({str(error).splitlines()[0]})") from None
+        key = "" if "padding=False" in str(error) else next(k for k in columns if k not in PAD_VALUES)
+        raise ValueError(f"pad: {key or 'the batch'} cannot be one tensor ({str(error).splitlines()[0]})") \
+            from None
 
 
 def split_inputs(text: object, text_pair: object) -> tuple[list[str], list[str] | None, bool]:
@@ -273,7 +315,8 @@ def as_tensor(rows: list, return_tensors: str) -> torch.Tensor | np.ndarray:
     """Equal-length rows of ids as one (B, T) tensor: torch.long ("pt") or numpy int64 ("np"); rows of
     (start, end) offsets as (B, T, 2), a flat list (overflow_to_sample_mapping) as (B,)."""
     if rows and not isinstance(rows[0], (list, tuple)):
-        return np.array(rows, dtype=np.int64) if return_tensors == "np" else torch.tensor(rows, dtype=torch.long)
+        return (np.array(rows, dtype=np.int64) if return_tensors == "np"
+                else torch.tensor(rows, dtype=torch.long))
     pairs = (2,) if any(row and isinstance(row[0], tuple) for row in rows) else ()
     lengths = {len(row) for row in rows}
     if len(lengths) > 1:

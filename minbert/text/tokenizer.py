@@ -44,10 +44,11 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from minbert.loading.atomic import atomic_directory, write_text
 from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
-from minbert.text.inputs import (BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text, check_texts,
-                                 pad_inputs)
+from minbert.text.inputs import (BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text,
+                                 check_texts, pad_inputs)
 from minbert.loading.files import FileContentError, read_json_object, read_text
-from minbert.loading.tokenizer_files import added_tokens, check_fits_model, check_settings, read_tokenizer_json
+from minbert.loading.tokenizer_files import (added_tokens, check_fits_model, check_settings,
+                                             read_tokenizer_json)
 from minbert.text.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
 
 
@@ -231,7 +232,8 @@ class BertTokenizer:
                 model_max_length=int(max_length),
             )
             tokenizer.clean_up_tokenization_spaces = config.get("clean_up_tokenization_spaces", False)
-            tokenizer.add_tokens(added_tokens(config.get("added_tokens_decoder"), tokenizer._id_to_token, config_path))
+            tokenizer.add_tokens(added_tokens(config.get("added_tokens_decoder"), tokenizer._id_to_token,
+                                              config_path))
             return check_fits_model(tokenizer, model_dir, model_dir / "vocab.txt")
         saved = read_tokenizer_json(model_dir / "tokenizer.json")
         tokenizer = cls(
@@ -265,7 +267,8 @@ class BertTokenizer:
                 "content": t.content, "lstrip": t.lstrip, "normalized": t.normalized, "rstrip": t.rstrip,
                 "single_word": t.single_word, "special": t.special} for i, t in sorted(self._added.items())}
         with atomic_directory(directory) as new:
-            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in self._id_to_token[:self._base_size]))
+            vocab = self._id_to_token[:self._base_size]  # add_tokens' tokens go in tokenizer_config.json
+            write_text(new / "vocab.txt", "".join(f"{token}\n" for token in vocab))
             write_text(new / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
         return Path(directory)
 
@@ -300,7 +303,8 @@ class BertTokenizer:
         for token in tokens:
             token = AddedToken(token, normalized=not special_tokens) if isinstance(token, str) else token
             token.special = token.special or special_tokens
-            count += (self._backend.add_special_tokens if token.special else self._backend.add_tokens)([token])
+            add = self._backend.add_special_tokens if token.special else self._backend.add_tokens
+            count += add([token])
             token_id = self._backend.token_to_id(token.content)
             if token_id == len(self._id_to_token):  # a new one, past the vocabulary
                 self._token_to_id[token.content] = token_id
@@ -340,13 +344,16 @@ class BertTokenizer:
         in transformers 5) also joins "it ' s" and "don ' t", as older transformers did by default.
         """
         text = self._backend.decode(self._check_ids(ids), skip_special_tokens=skip_special_tokens)
-        if self.clean_up_tokenization_spaces if clean_up_tokenization_spaces is None else clean_up_tokenization_spaces:
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        if clean_up_tokenization_spaces:
             for spaced, joined in _CLEANUP:  # transformers' clean_up_tokenization
                 text = text.replace(spaced, joined)
         return text
 
     def batch_decode(self, sequences: Sequence[Sequence[int]] | torch.Tensor | np.ndarray,
-                     skip_special_tokens: bool = False, clean_up_tokenization_spaces: bool | None = None) -> list[str]:
+                     skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:
         """`decode` of each row of a batch ((B, T) tensor or array, or a list of lists of ids)."""
         return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
@@ -435,78 +442,10 @@ class BertTokenizer:
         return BatchEncoding(*(torch.tensor(rows, dtype=torch.long).reshape(n, width)  # (B, T)
                                for rows in (input_ids, token_type_ids, attention_mask)))
 
-    def __call__(
-        self,
-        text: str | Sequence[str] | Sequence[tuple[str, str]],
-        text_pair: str | Sequence[str] | None = None,
-        *,
-        padding: bool | str = True,
-        truncation: bool | str = True,
-        max_length: int | None = None,
-        return_tensors: str | None = "pt",
-        add_special_tokens: bool = True,
-        return_token_type_ids: bool | None = True,
-        return_attention_mask: bool | None = True,
-        return_special_tokens_mask: bool = False,
-        return_offsets_mapping: bool = False,
-        return_overflowing_tokens: bool = False,
-        stride: int = 0,
-        is_split_into_words: bool = False,
-    ) -> ModelInputs:
-        """Encode a batch the way `transformers` users call a tokenizer: `model(**tokenizer(text))`.
-
-        text: one str, a list of str, or a list of (a, b) pairs (tuples or lists of two str).
-        text_pair: the second segments, one per text (a str for a str); each example is then
-            [CLS] a [SEP] b [SEP], with segment ids 0, then 1.
-        padding: True (the default here; `transformers`: False) or "longest" pads to the longest
-            example; "max_length" pads to max_length; False or "do_not_pad" leaves every example its own
-            length, which only tensors of equal lengths allow (else a ValueError: use
-            return_tensors=None for ragged lists).
-        truncation: True (the default here; `transformers`: no truncation) is "longest_first", as in
-            `transformers`: a pair loses pieces from its longer text first, a single text its last
-            pieces. "only_first" and "only_second" cut only that text of a pair, "head", "tail" and
-            "head+tail" pick which pieces a text keeps (truncation.py says how a pair shares its
-            budget then). False or "do_not_truncate" never cuts, and an example longer than max_length
-            is a ValueError naming it (rather than an input the model's position table cannot take).
-        max_length: counts the special tokens; default `model_max_length` (as in `transformers`).
-        return_tensors: "pt" (the default here; `transformers`: None) gives (B, T) torch.long tensors;
-            "np" numpy int64 arrays; None lists of lists of ints.
-        add_special_tokens: False leaves out [CLS] and [SEP] (segment ids stay 0 for text, 1 for
-            text_pair); max_length then counts word pieces only.
-        return_token_type_ids, return_attention_mask: False leaves that key out (None: True).
-        return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens (with stride: the
-        pieces each window repeats of the one before), is_split_into_words (text is a list of words, or a
-        batch of such lists): transformers' meanings, read from the `tokenizers` library's Encodings
-        (inputs.py), kept at `inputs.encodings` with `inputs.word_ids(i)`; their truncation is the
-        library's own, so "head+tail" is refused there.
-
-        The defaults that differ from `transformers`' (padding=True, truncation=True, return_tensors="pt")
-        are on purpose: `model(**tokenizer(texts))` then runs as written, where a ragged batch cannot be
-        a tensor and an uncut text longer than the model's positions cannot run.
-
-        Returns ModelInputs with input_ids, token_type_ids, attention_mask: batch_encode's values. One
-        str gives what `transformers` gives: with "pt" or "np" a batch of one, (1, T); with None, flat
-        lists (encode_example's values).
-        """
-        return call_tokenizer(self, text, text_pair, padding=padding, truncation=truncation,
-                              max_length=max_length, return_tensors=return_tensors,
-                              add_special_tokens=add_special_tokens,
-                              return_token_type_ids=return_token_type_ids,
-                              return_attention_mask=return_attention_mask,
-                              return_special_tokens_mask=return_special_tokens_mask,
-                              return_offsets_mapping=return_offsets_mapping,
-                              return_overflowing_tokens=return_overflowing_tokens, stride=stride,
-                              is_split_into_words=is_split_into_words)
-
-    def pad(self, encoded_inputs, padding: bool | str = True, max_length: int | None = None,
-            pad_to_multiple_of: int | None = None, return_attention_mask: bool | None = None,
-            return_tensors: str | None = "pt") -> ModelInputs:
-        """Pad examples already encoded (a list of dicts, or a dict of lists) into one batch, as
-        transformers' tokenizer.pad, which its DataCollatorWithPadding calls: input_ids with [PAD],
-        token_type_ids 0, attention_mask 0 (made where missing), special_tokens_mask 1; other keys (labels)
-        are stacked as they are. return_tensors="pt" by default, as the call's (transformers': None)."""
-        return pad_inputs(self, encoded_inputs, padding, max_length, pad_to_multiple_of, return_attention_mask,
-                          return_tensors)
+    # The call as `transformers` users make it, and its pad (what DataCollatorWithPadding calls): their
+    # arguments' names, forms and defaults are sorted out in inputs.py.
+    __call__ = call_tokenizer
+    pad = pad_inputs
 
     def encode(
         self,

@@ -12,8 +12,8 @@ A LoRA run's best/ (`save_encoder`):
 
     best/adapter_config.json, adapter_model.safetensors   the adapters in peft's own format
                                                           (peft.PeftModel.from_pretrained on the base model),
-                                                          with the tokenizer's files (and sentence-transformers'
-                                                          where the job pooled sentences), so that
+                                                          the tokenizer's files and sentence-transformers'
+                                                          (where the job pooled sentences): so
                                                           SentenceTransformer(best/) builds base + adapters
     best/merged/                                          the encoder with the adapters merged in: a plain
                                                           Hugging Face folder (transformers opens it, --model

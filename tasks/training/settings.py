@@ -195,12 +195,15 @@ def resolve_settings(settings: Settings, trained: JobSettings | None = None) -> 
     JobSettings' attention kernel decided for its device and precision (a job whose model reads every padded
     sequence runs sdpa instead of the unpadded kernel, which the tests hold equal).
 
-    `trained`: the settings of the run whose best/ predicts (--predict), in fp32, as the training job's own
-    evaluation and outputs are, and with the kernel the run evaluated with (`attn_implementation_for`), so
-    that its own dev files get its own predictions back."""
-    training = settings.training if trained is None else replace(settings.training, precision="fp32")
+    `trained`: the settings of the run whose best/ predicts (--predict): --precision auto is fp32 there, as
+    the training job's own evaluation and outputs are (bf16 only when --precision asks for it), with the
+    unpadded model on a CPU (`attn_implementation_for`), so that a run's own dev files get its own
+    predictions back (to the last digit where it evaluated unpadded, to 1e-5 in the scores elsewhere)."""
+    training = settings.training
+    if trained is not None and training.precision == "auto":
+        training = replace(training, precision="fp32")
     training = resolve_training(training)
-    job = resolve_job(settings.job, training, trained.attn_implementation if trained else None)
+    job = resolve_job(settings.job, training, predicting=trained is not None)
     if settings.padded and job.attn_implementation == "unpadded":
         job = replace(job, attn_implementation="sdpa")
     return replace(settings, training=training, job=job)
@@ -220,18 +223,15 @@ def resolve_training(training: TrainingSettings) -> TrainingSettings:
     return replace(training, threads=threads, precision=precision)
 
 
-def resolve_job(job: JobSettings, training: TrainingSettings,
-                evaluated_with: str | None = None) -> JobSettings:
+def resolve_job(job: JobSettings, training: TrainingSettings, predicting: bool = False) -> JobSettings:
     """`job` with its attention kernel decided for the resolved `training`'s device and precision."""
     return replace(job, attn_implementation=attn_implementation_for(
-        job.attn_implementation, training.device, training.precision, evaluated_with))
+        job.attn_implementation, training.device, training.precision, predicting))
 
 
-def attn_implementation_for(requested: str, device: str, precision: str,
-                            evaluated_with: str | None = None) -> str:
-    """--attn-implementation -> the kernel's name. "auto": "unpadded" for fp32 on a CPU, else "sdpa"; on a
-    CPU, `evaluated_with`'s kernel where it names one (--predict: the run's own dev files get its own
-    predictions back).
+def attn_implementation_for(requested: str, device: str, precision: str, predicting: bool = False) -> str:
+    """--attn-implementation -> the kernel's name. "auto": "unpadded" on a CPU for fp32 training and for
+    --predict in any precision (a forward alone, as SentenceEncoder.encode runs it), else "sdpa".
 
     Why (the main job's training steps, forward + backward + AdamW, on 2 idle CPU cores, MiniLM, its
     length-bucketed batches of 32): in fp32 the unpadded path took 486 ms a step against sdpa's 513;
@@ -249,9 +249,7 @@ def attn_implementation_for(requested: str, device: str, precision: str,
         return "eager" if requested == "auto" else requested
     if requested != "auto":
         return requested
-    if device == "cpu" and evaluated_with in ATTENTION_CHOICES[1:]:
-        return evaluated_with
-    return "unpadded" if device == "cpu" and precision == "fp32" else "sdpa"
+    return "unpadded" if device == "cpu" and (precision == "fp32" or predicting) else "sdpa"
 
 
 # ----- precision (see above) --------------------------------------------------------------------------------
