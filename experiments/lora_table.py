@@ -18,6 +18,9 @@ from pathlib import Path
 
 import torch
 
+from minbert.loading.checkpoint import read_torch
+
+
 def arm_name(arm: str) -> str:
     """experiments/lora.sh's arm (full, r<R>-lr<LR>) as the table says it."""
     if arm == "full":
@@ -38,7 +41,7 @@ def arms_in(root: Path) -> list[str]:
 
 def optimizer_state(checkpoint: Path) -> tuple[int, int]:
     """(parameters with AdamW state, bytes of that state) in a run's resume checkpoint."""
-    state = torch.load(checkpoint, weights_only=True, map_location="cpu")["optimizer"]["state"]
+    state = read_torch(checkpoint)["optimizer"]["state"]
     params = sum(s["exp_avg"].numel() for s in state.values())
     size = sum(t.numel() * t.element_size() for s in state.values() for t in s.values()
                if isinstance(t, torch.Tensor))

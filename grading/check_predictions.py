@@ -189,7 +189,7 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
 
     def problem(message: str, line: int | None = None, id_: str | None = None) -> None:
         where = f"{path}:{line}" if line else f"{path}"
-        report.problems.append(f"{where}: " + (f"id {id_!r}: " if id_ is not None else "") + message)
+        report.problems.append(f"{where}: " + (f"id {_quoted(id_)}: " if id_ is not None else "") + message)
 
     if not path.is_file():
         if ids is not None:
@@ -225,8 +225,8 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
     first = _parse_row(lines[0])
     headless = not isinstance(first, str) and first[0] != "id"  # its first line is a prediction
     if lines[0] != output.header:
-        problem(f"header {lines[0]!r}, expected {output.header!r}" + _header_hint(lines[0], output, headless),
-                1)
+        problem(f"header {_quoted(lines[0])}, expected {output.header!r}"
+                + _header_hint(lines[0], output, headless), 1)
     rows, first_line = (lines, 1) if headless else (lines[1:], 2)
     seen: dict[str, int] = {}
     lowered = {known.lower(): known for known in ids.required} if ids is not None else {}
@@ -238,21 +238,23 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
             continue
         id_, value, spacing = parsed
         if spacing:
-            problem(f"spacing differs from the course's: found {raw!r}, expected {f'{id_} , {value} '!r} "
-                    "(space, comma, space, and a space at the end)", number, id_)
+            problem(f"spacing differs from the course's: found {_quoted(raw)}, expected "
+                    f"{_quoted(f'{id_} , {value} ')} (space, comma, space, and a space at the end)",
+                    number, id_)
         if id_ in seen:
             problem(f"a second prediction (the first is on line {seen[id_]}): one line per id", number, id_)
             continue
         seen[id_] = number
         if ids is not None and id_ not in ids.required and id_ not in ids.optional:
             known = lowered.get(id_.lower())
-            hint = f" (it has {known!r}: ids are case-sensitive)" if known else ""
+            hint = f" (it has {_quoted(known)}: ids are case-sensitive)" if known else ""
             problem(f"not an id of {output.input_name}{hint}", number, id_)
         number_value = _number(value)
         if number_value is None:
-            problem(f"prediction {value!r} is not a finite number; expected {output.allowed}", number, id_)
+            problem(f"prediction {_quoted(value)} is not a finite number; expected {output.allowed}", number,
+                    id_)
         elif not output.check(number_value):
-            problem(f"prediction {value!r} is out of range; expected {output.allowed}", number, id_)
+            problem(f"prediction {_quoted(value)} is out of range; expected {output.allowed}", number, id_)
     line_problems = report.problems[before:]
     if len(line_problems) > SHOWN:
         report.problems[before + SHOWN:] = [f"{path}: ... and {len(line_problems) - SHOWN} more problems "
@@ -274,6 +276,11 @@ def check_output(path: Path, output: Output, ids: InputIds | None) -> Report:
     if not report.problems:
         report.ok = _ok_line(path, output, ids, len(seen))
     return report
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    """A value of the file as a message quotes it: a 10 MB id cut to its start, its length said."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _header_hint(found: str, output: Output, headless: bool) -> str:
@@ -322,6 +329,9 @@ def find_predictions(folder: Path) -> Path:
 def default_data_dir() -> Path:
     """$MINBERT_DATA/cs224n where $MINBERT_DATA is set, else ./data/cs224n (where the main job downloads)."""
     root = os.environ.get("MINBERT_DATA")
+    if root is not None and not root.strip():  # set, but to nothing: never quietly ./data/cs224n instead
+        raise InputError(f"MINBERT_DATA is set but empty ({root!r}); point it at the shared datasets folder, "
+                         "give --data-dir, or unset it")
     return Path(root) / "cs224n" if root else Path("data") / "cs224n"
 
 
@@ -350,8 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     try:
+        data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
         reports = check_folder(find_predictions(Path(args.folder)), data_dir)
     except InputError as error:
         print(f"check_predictions: {error}", file=sys.stderr)

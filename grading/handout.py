@@ -41,12 +41,11 @@ import copy
 import hashlib
 import json
 import os
-import pickle
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
@@ -57,7 +56,7 @@ from grading.contents import Contents, contents
 from grading.config import HANDOUT_KEEP_FILES
 from grading.documents import NEEDS, dead_references, student_readme
 from grading.handout_probe import REPORT
-from grading.leaks import LeakReport, find_leaks
+from grading.leaks import Leak, LeakReport, Restatement, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.restatements import find_restated
 from grading.runner import run_tests
@@ -222,7 +221,8 @@ def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset(
 
 # Reports of check_leaks by the hash of what it read and of the checker's own code: the check takes tens of
 # seconds, and the test suite builds each edition several times, in two processes (pytest-xdist). Kept in
-# memory and under build/ (git-ignored), written whole or not at all.
+# memory and under build/ (git-ignored), written whole or not at all, as JSON: a cache file read back can hold
+# no code (a pickle could run any).
 _LEAK_REPORTS: dict[str, LeakReport] = {}
 LEAK_REPORT_CACHE = STAFF_ROOT / "build" / "leak-reports"
 _CHECKER_FILES = ("grading/leaks.py", "grading/restatements.py", "grading/regions.py")
@@ -233,11 +233,14 @@ def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] |
     checker = [(STAFF_ROOT / f).read_text(encoding="utf-8") for f in _CHECKER_FILES] + [sys.version]
     key = [sorted(sources.items()), sorted(todos) if todos is not None else None, checker]
     digest = hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()
-    stored = LEAK_REPORT_CACHE / f"{digest}.pickle"
+    stored = LEAK_REPORT_CACHE / f"{digest}.json"
     if digest not in _LEAK_REPORTS and stored.is_file():
         try:
-            _LEAK_REPORTS[digest] = pickle.loads(stored.read_bytes())
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            saved = json.loads(stored.read_text(encoding="utf-8"))
+            found = [[kind(**{**item, "region": Region(**item["region"])}) for item in saved[key]]
+                     for kind, key in ((Leak, "leaks"), (Restatement, "restated"))]
+            _LEAK_REPORTS[digest] = LeakReport(saved["regions"], saved["files"], *found)
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             pass  # unreadable or from an older layout of the report: compute it again
     if digest not in _LEAK_REPORTS:
         report = find_leaks(sources, todos=todos)
@@ -246,7 +249,7 @@ def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] |
         try:
             LEAK_REPORT_CACHE.mkdir(parents=True, exist_ok=True)
             partial = stored.with_name(f"{stored.name}.{os.getpid()}.partial")
-            partial.write_bytes(pickle.dumps(report))
+            partial.write_text(json.dumps(asdict(report)), encoding="utf-8")
             os.replace(partial, stored)
         except OSError:
             pass  # a read-only checkout still checks, only again next time

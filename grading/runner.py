@@ -131,8 +131,10 @@ def _watch(child: subprocess.Popen, events: Path, session: _Session, time_limit:
         for line in complete.splitlines():
             try:
                 event = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past what json.loads holds
                 continue  # not ours (a submission writing to the file): ignore
+            if not isinstance(event, dict):
+                continue  # not ours either
             last_event = now
             kind = event.get("event")
             if kind == "collected":

@@ -48,6 +48,7 @@ from tasks.training.flags import (Flags, SettingsParser, as_dict, existing_dir, 
 from tasks.training.best import load_checkpoint, read_run_settings
 from tasks.training.job import CourseFiles, JobRun, load_encoder, parse_settings, user_errors
 from tasks.training.run_folder import default_run_dir
+from tasks.training.signals import signals_deferred
 from tasks.training.settings import JobSettings, RunSettings, TrainingSettings, resolve_settings
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x
@@ -137,21 +138,23 @@ def build_parser(tasks: Sequence[CourseTask] = TASKS) -> SettingsParser:
 def write_course_outputs(model: nn.Module, tasks: Sequence[TaskData], examples: dict, files: CourseFiles,
                          folder: Path) -> dict:
     """Predictions for every dev and test file read, each where its --*_out flag or `folder` says; those in
-    `folder` written whole, together (atomic.py), those elsewhere each whole.
+    `folder` written whole, together (atomic.py), those elsewhere each whole. All are computed first, then
+    written with a Ctrl-C or SIGTERM held until the last is (milliseconds): a stop leaves the set as it was,
+    or all of it new, never some files of this run beside files of another.
 
     Returns them: {(task, split): predictions}."""
-    written = {}
-    with torch.no_grad(), atomic_directory(folder) as new:
+    written, files_of = {}, {}
+    with torch.no_grad():
         for task in tasks:
             for split in OUTPUT_SPLITS:
-                rows = examples[task.name].get(split)
-                if rows is None:
-                    continue
-                path = output_path(files, task.name, split, folder)
-                written[task.name, split] = task.predict_examples(model, rows)
-                write_predictions(new / path.relative_to(folder) if path.is_relative_to(folder) else path,
-                                  task.header, [e.id for e in rows], written[task.name, split])
-                print(f"wrote {path}", file=sys.stderr)
+                if (rows := examples[task.name].get(split)) is not None:
+                    written[task.name, split] = task.predict_examples(model, rows)
+                    files_of[output_path(files, task.name, split, folder)] = task.header, rows
+    with signals_deferred(), atomic_directory(folder) as new:
+        for path, (header, rows), predictions in zip(files_of, files_of.values(), written.values()):
+            write_predictions(new / path.relative_to(folder) if path.is_relative_to(folder) else path,
+                              header, [e.id for e in rows], predictions)
+    print("".join(f"wrote {path}\n" for path in files_of), end="", file=sys.stderr)
     return written
 
 

@@ -81,7 +81,7 @@ def run(folder, precision: str, overflow_at: int = 0, max_steps: int = 0, resume
                                 max_steps=max_steps, threads=1)
     train(model, [task], settings, RunDir(folder), lambda dev: 0.0,
           lambda m, best: (best / "weights.txt").write_text("w"), resume=resume)
-    return model, task, torch.load(folder / "checkpoints" / "last.pt", weights_only=False)
+    return model, task, torch.load(folder / "checkpoints" / "last.pt", weights_only=True)
 
 
 def moved(model: Classifier, task: ToyTask) -> list[bool]:

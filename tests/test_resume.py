@@ -70,7 +70,7 @@ def straight(tiny_model_dir, tmp_path_factory) -> Path:
 def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(straight, tiny_model_dir, tmp_path):
     killed = tmp_path / "killed"
     run(["-c", KILLER, *job_args(tiny_model_dir, killed)], expect=-signal.SIGKILL)
-    state = torch.load(killed / "checkpoints" / "last.pt", weights_only=False)["train_state"]
+    state = torch.load(killed / "checkpoints" / "last.pt", weights_only=True)["train_state"]
     assert (state["epoch"], state["step_in_epoch"], state["global_step"]) == (1, 2, 8)  # mid-epoch 2
     resumed = run(["-m", "tasks.sentiment", *job_args(tiny_model_dir, killed), "--resume"])
     assert "resuming from" in resumed.stderr
@@ -79,8 +79,8 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(straight, tin
 
 def assert_same_end(straight: Path, killed: Path) -> None:
     """The two runs end with the same training state, metrics and predictions."""
-    a = torch.load(straight / "checkpoints" / "last.pt", weights_only=False)
-    b = torch.load(killed / "checkpoints" / "last.pt", weights_only=False)
+    a = torch.load(straight / "checkpoints" / "last.pt", weights_only=True)
+    b = torch.load(killed / "checkpoints" / "last.pt", weights_only=True)
     assert a["train_state"]["global_step"] == b["train_state"]["global_step"] == 12
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     moments = [(x, y) for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values())
@@ -139,7 +139,7 @@ def test_a_signal_stops_the_run_saved_and_the_printed_command_resumes_it_exactly
     step = stopped_at[2]
     assert line == (f"interrupted by {signal_name} at step {step} of 12: the run is saved in "
                     f"{out / 'checkpoints' / 'last.pt'}; continue it with: {command}")
-    state = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["train_state"]
+    state = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["train_state"]
     assert (state["epoch"], state["step_in_epoch"], state["global_step"]) == stopped_at
     assert (out / "failed.txt").read_text() == line + "\n"
     resumed = run(shlex.split(command)[1:])  # the command as printed (run() supplies the interpreter)
@@ -152,7 +152,7 @@ def test_a_second_signal_stops_at_once_without_a_traceback(tiny_model_dir, tmp_p
     line, command = interrupt(out, tiny_model_dir, "loss", 9, "SIGTERM", times=2)
     assert line == (f"stopped at once by SIGTERM; the last checkpoint is {out / 'checkpoints' / 'last.pt'}; "
                     f"continue it with: {command}")
-    state = torch.load(out / "checkpoints" / "last.pt", weights_only=False)["train_state"]
+    state = torch.load(out / "checkpoints" / "last.pt", weights_only=True)["train_state"]
     assert state["global_step"] == 8  # --checkpoint-every 2's save before step 9; step 9 was not finished
 
 

@@ -247,7 +247,7 @@ def test_a_flipped_bit_in_last_pt_is_named_and_resume_goes_on_from_the_earlier_c
     assert f"resuming from {previous} (the earlier checkpoint, which is whole), at step 1" in err
     # The damaged file is gone, never kept as the fall-back: last.prev.pt is the whole one it resumed from.
     assert previous.read_bytes() == whole
-    assert torch.load(last, weights_only=False)["train_state"]["global_step"] == 2
+    assert torch.load(last, weights_only=True)["train_state"]["global_step"] == 2
     verify_folder(out / "checkpoints")
 
 

@@ -30,7 +30,9 @@ Read next: ../fast/ (the fast paths).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import glob
 import hashlib
 import os
@@ -38,10 +40,15 @@ import re
 import secrets
 import shutil
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Mapping
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from minbert.loading.errors import FileAccessError, MinbertError
-from minbert.loading.files import check_file
+from minbert.loading.files import check_file, inside
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; a save still swaps in one step or two renames
+    fcntl = None
 
 
 # The errors of a write that found no room: the disk is full, the user's quota is, or the file would exceed
@@ -176,11 +183,14 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
 
     keep_others: carry the old folder's files that were not written again (and whose top-level name is not
     in `replaces`) into the new one, as the module docstring says; False for a folder that is all ours.
-    POSIX cannot swap two folders in one step, so the swap is two renames: the old folder aside to
-    `.<name>.old`, the new one into place, then the old one deleted. A crash between the two renames
-    leaves no `path` but a complete `.<name>.old`: readers find it with `readable_directory`, and the next
-    write puts it back first. On any error the new folder is removed and `path` is untouched. One writer
-    at a time (the jobs lock their run folder): a writer also clears what a killed writer left.
+    The old and new folders are exchanged in one step (Linux's renameat2 with RENAME_EXCHANGE), so that no
+    reader, ours or another library's, finds `path` missing; then the old one is deleted. Where the file
+    system cannot exchange, the swap is two renames: the old folder aside to `.<name>.old`, the new one into
+    place, and a crash between them leaves a complete `.<name>.old`, which `readable_directory` finds and the
+    next write puts back first. Either way the swap holds an exclusive lock on the parent folder, which our
+    readers hold shared while they read (`settled`): they wait out the swap, never read two saves at once.
+    On any error the new folder is removed and `path` is untouched. One writer at a time (the jobs lock
+    their run folder): a writer also clears what a killed writer left.
     """
     path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
     path = path.resolve() if path.is_symlink() else path  # a link to a folder: the save goes where it points
@@ -194,7 +204,7 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     old = path.parent / f".{path.name}.old"
-    if old.is_dir() and not path.exists():  # a swap that a crash interrupted: finish it backwards
+    if _left_aside(old) and not path.exists():  # a swap that a crash interrupted: finish it backwards
         os.replace(old, path)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed writer's unfinished folder
         shutil.rmtree(stale, ignore_errors=True)
@@ -219,17 +229,81 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
         if old.exists():  # a swap that completed except for its clean-up
             shutil.rmtree(old)
         inside = Path.cwd().is_relative_to(path)  # a save into the working folder (or one holding it)
-        if path.exists():
-            os.replace(path, old)
-        os.replace(new, path)
+        with _parent_locked(path, getattr(fcntl, "LOCK_EX", 0)):  # while no reader reads it (`settled`)
+            gone = new if path.exists() and _exchange(new, path) else old  # where the old folder is now
+            if gone == old:
+                if path.exists():
+                    os.replace(path, old)
+                os.replace(new, path)
         _fsync(path.parent)
         if inside:  # the old folder is deleted below: the process works on in the new one
-            os.chdir(path / Path.cwd().relative_to(old))
+            os.chdir(path / Path.cwd().relative_to(gone))
     except BaseException as error:
         _BEING_WRITTEN.discard(new)
         shutil.rmtree(new, ignore_errors=True)
         _reraise_named(error, new, path)
-    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+_RENAME_EXCHANGE, _AT_FDCWD = 2, -100  # linux/fs.h, linux/fcntl.h
+
+
+@functools.cache
+def _renameat2() -> Callable | None:
+    """libc's renameat2 (Linux, glibc 2.28+), or None where there is none (macOS, Windows, an old libc)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the folders `a` and `b` in one step; False, with nothing done, where the system or the file
+    system cannot (ENOSYS: an old kernel; EINVAL, ENOTSUP: a file system without RENAME_EXCHANGE)."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    number = ctypes.get_errno()
+    if number in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(number, os.strerror(number), str(b))
+
+
+def _left_aside(old: Path) -> bool:
+    """Whether `old` is a folder a two-rename swap set aside (a link by that name is not ours)."""
+    return old.is_dir() and not old.is_symlink()
+
+
+@contextlib.contextmanager
+def _parent_locked(path: str | os.PathLike | None, how: int) -> Iterator[None]:
+    """flock on the folder that holds `path`: shared while a reader reads `path`, exclusive while a save swaps
+    it in. Where there is no such lock (Windows, a parent this user may not open), nothing is held."""
+    try:
+        descriptor = os.open(Path(os.path.abspath(Path(path).expanduser())).parent, os.O_RDONLY)
+    except (OSError, TypeError, ValueError):  # no path (None: the embedded model), or no such parent
+        descriptor = None
+    if descriptor is None:  # (outside the except: the caller's errors must not chain to this one)
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.flock(descriptor, how)
+        yield
+    finally:
+        os.close(descriptor)  # and with it the lock
+
+
+Read = TypeVar("Read")
+
+
+def settled(folder: str | os.PathLike | None, read: Callable[..., Read], *args: object) -> Read:
+    """`read(*args)` of the folder `folder` names, while no save swaps it: its files all from one save, never
+    a config.json of one beside the weights of the next (a save holds the same lock, exclusively, for the
+    instant of its swap)."""
+    with _parent_locked(folder, getattr(fcntl, "LOCK_SH", 0)):
+        return read(*args)
 
 
 # The temporary folders being filled now: a save into one, or into a folder inside one, is part of that save
@@ -275,7 +349,7 @@ def readable_directory(path: str | os.PathLike) -> Path:
     """`path`, or the complete old folder an interrupted `atomic_directory` swap left beside it."""
     path = Path(path)
     old = path.parent / f".{path.name}.old"
-    return old if old.is_dir() and not path.exists() else path
+    return old if _left_aside(old) and not path.exists() else path
 
 
 # ----- checksums: a saved folder proves it is whole ---------------------------------------------------
@@ -323,7 +397,7 @@ def verify_folder(folder: str | os.PathLike) -> None:
     that differs or is gone)."""
     folder = Path(folder)
     for name, recorded in read_checksums(folder).items():
-        file = folder / name
+        file = inside(folder, name, str(folder / CHECKSUMS), DamagedFileError)  # no link out of the folder
         if not file.is_file():
             raise DamagedFileError(f"{file} is missing: {folder / CHECKSUMS} records it as saved")
         _check(file, sha256_of(file), recorded)

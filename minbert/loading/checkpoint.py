@@ -23,6 +23,7 @@ Read next: checkpoint_keys.py (the legacy fix-ups).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -40,7 +41,8 @@ from torch import nn
 
 from minbert.loading.atomic import atomic_directory, write_file, write_hashed, write_text
 from minbert.loading.checkpoint_keys import CheckpointError, normalise_keys
-from minbert.loading.files import check_file, check_output_dir, read_json_object
+from minbert.loading.files import (MAX_JSON_DEPTH, check_file, check_output_dir, inside, nested_deeper,
+                                   read_json_object)
 from minbert.loading.schema import Field, Schema, check_fields, read_document
 
 
@@ -141,19 +143,22 @@ def read_weights(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             raise CheckpointError(f"{path}: not a readable safetensors file ({error}); it may be "
                                   "truncated or corrupt: download or save it again") from None
     else:
-        state = _read_torch(path)
+        state = read_torch(path)
     return _check_state_dict(state, path)
 
 
-def _read_torch(path: Path) -> dict:
+def read_torch(path: Path, data: bytes | None = None) -> object:
+    """A PyTorch file (`path`, or its bytes `data`, already read) with torch.load(weights_only=True): tensors
+    and plain values only, so that no file minbert reads can run code; refused as a CheckpointError naming
+    the file."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        loaded = torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         if "Weights only load failed" in str(error):
             raise CheckpointError(
-                f"{path}: holds Python objects other than tensors, which minbert refuses to unpickle "
-                "(weights_only=True, so a checkpoint cannot run code); re-save it as a plain state dict "
-                "of tensors") from None
+                f"{path}: holds Python objects other than tensors and plain values, which minbert refuses "
+                "to unpickle (torch.load(weights_only=True), so that a file cannot run code); it was not "
+                "written by minbert: re-save its tensors as a plain dict") from None
         raise CheckpointError(f"{path}: not a readable PyTorch file ({error}); it may be corrupt") from None
     except (RuntimeError, EOFError, KeyError, ValueError, OSError) as error:
         # Truncation surfaces as a zip error (RuntimeError), garbage as a KeyError from the unpickler.
@@ -161,6 +166,10 @@ def _read_torch(path: Path) -> dict:
         raise CheckpointError(f"{path}: not a readable PyTorch file ({type(error).__name__}: "
                               f"{first_line}); it may be truncated or corrupt: download or save it "
                               "again") from None
+    if nested_deeper(loaded):  # what reads it next (the schema's messages, json.dumps) would recurse
+        raise CheckpointError(f"{path}: its values nest more than {MAX_JSON_DEPTH} deep; a state dict is "
+                              "flat, a training checkpoint a few levels deep")
+    return loaded
 
 
 def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
@@ -168,7 +177,7 @@ def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     weight_map = read_document(index, _INDEX, CheckpointError)["weight_map"]
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
-        state.update(read_weights(index.parent / shard))
+        state.update(read_weights(inside(index.parent, shard, str(index), CheckpointError)))
     missing = sorted(set(weight_map) - set(state))
     if missing:
         raise CheckpointError(f"{index}: the index lists keys no shard holds: {_some(missing)}")
@@ -248,7 +257,8 @@ def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
         report.fixups.append(f"converted {converted}")
     if report.initialised:
         warnings.warn(f"{weights_file}: freshly initialised (not in the checkpoint): "
-                      f"{_some(report.initialised)}", stacklevel=4)  # from_pretrained's caller
+                      f"{_some(report.initialised)}", stacklevel=6)  # from_pretrained's caller: past
+        # _load, atomic.settled, from_pretrained and errors.user_faults
     return report
 
 

@@ -2,19 +2,26 @@
 
 A folder that came from elsewhere may hold a file that is missing, a folder (or a named pipe, a device, a
 socket) where the file should be, a file this user may not read, an empty file, bytes that are not UTF-8,
-text that is not JSON, or JSON of another shape (an array where an object belongs). Each is an error naming
-the file and saying what it expected, raised by the error class of the file's reader (ConfigError for
+text that is not JSON, JSON nested deeper than any format we read (`MAX_JSON_DEPTH`, checked before parsing,
+so never a RecursionError), or JSON of another shape (an array where an object belongs). Each is an error
+naming the file and saying what it expected, raised by the error class of the file's reader (ConfigError for
 config.json, CheckpointError for the weights, FileContentError for the rest), so that a job's one-line error
 handling (tasks/training/job.py) shows it as one line. In particular a file that cannot be read for its
 permissions is never called corrupt: downloading it again would not help.
+
+A path that a file of a folder names (modules.json's module paths, a sharded index's file names, a
+checksums.sha256 line) is read only inside that folder (`inside`): relative, without '..', and, its links
+resolved, still in the folder, as sentence-transformers requires of modules.json.
 
 Read next: schema.py (what the fields of a JSON file must be).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -66,16 +73,53 @@ def read_text(path: str | os.PathLike, error: type[Exception] = FileContentError
                     f"{failure.start}); save it as UTF-8") from None
 
 
+# Deeper than any JSON file we read (a tokenizer.json nests 5 deep), far shallower than Python's recursion: a
+# document nested 100,000 deep is refused by its depth before it is parsed, never a RecursionError later.
+MAX_JSON_DEPTH = 100
+_NESTING = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def loads(text: str, where: str, error: type[Exception] = FileContentError):
+    """json.loads of `text`, refused as `error` naming `where` (a file, a file and line) when it is not JSON
+    or nests deeper than MAX_JSON_DEPTH."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot be that deep: no scan
+        # the brackets outside strings (escaped backslashes, then escaped quotes, taken out first)
+        outside = "".join(text.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+        depth = max(itertools.accumulate(map(_NESTING.get, re.findall(r"[][{}]", outside))), default=0)
+        if depth > MAX_JSON_DEPTH:
+            raise error(f"{where}: JSON nested {depth} deep; minbert reads at most {MAX_JSON_DEPTH} levels "
+                        "(no file it reads needs more)")
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as failure:
+        raise error(f"{where} is not valid JSON (line {failure.lineno}, column {failure.colno}: "
+                    f"{failure.msg})") from None
+    if re.search(r"\\u[dD][89a-fA-F]", text):  # a "\ud800" escape: half of a pair, or one alone?
+        try:
+            json.dumps(values, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise error(f"{where}: holds a lone surrogate (a \\uD800-\\uDFFF escape without its other half), "
+                        "which is no Unicode text") from None
+    return values
+
+
+def nested_deeper(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether dicts, lists and tuples nest deeper than `limit` in `value` (what torch.load gave), found
+    level by level, without recursion."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [item for held in level if isinstance(held, (dict, list, tuple))
+                 for item in (held.values() if isinstance(held, dict) else held)]
+        if not level:
+            return False
+    return True
+
+
 def read_json(path: str | os.PathLike, error: type[Exception] = FileContentError, kind: type = dict):
     """A JSON file holding an object (`kind` dict) or an array (list); `error` names the file and what is
     wrong. (schema.py checks the fields.)"""
     path = Path(path)
-    text = read_text(path, error)
-    try:
-        values = json.loads(text)
-    except json.JSONDecodeError as failure:
-        raise error(f"{path} is not valid JSON (line {failure.lineno}, column {failure.colno}: "
-                    f"{failure.msg})") from None
+    values = loads(read_text(path, error), str(path), error)
     if not isinstance(values, kind):
         expected = "a JSON object ({...})" if kind is dict else "a JSON array ([...])"
         raise error(f"{path}: expected {expected}, got {json.dumps(values)[:40]}")
@@ -85,6 +129,25 @@ def read_json(path: str | os.PathLike, error: type[Exception] = FileContentError
 def read_json_object(path: str | os.PathLike, error: type[Exception] = FileContentError) -> dict:
     """A JSON file holding an object (a dict)."""
     return read_json(path, error, dict)
+
+
+def inside(folder: str | os.PathLike, name: str | os.PathLike, where: str,
+           error: type[Exception] = FileContentError) -> Path:
+    """`folder / name`, where `name` is a path that `where` (a file of the folder) names: refused as `error`
+    when it is absolute, holds '..', or, its links resolved, leads out of the folder (a Hugging Face cache
+    snapshot, models--org--name/snapshots/<commit>/, keeps its files as links into the repository's blobs/,
+    which count as inside)."""
+    folder, relative = Path(folder), Path(name)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise error(f"{where}: names the path {str(name)[:200]!r}; expected a relative path without '..' "
+                    "components (a folder's files name only what the folder holds)")
+    real = Path(os.path.realpath(folder))  # realpath: a link loop is named by the read that follows
+    target = Path(os.path.realpath(folder / relative))
+    cache = real.parent.name == "snapshots" and real.parent.parent.name.startswith("models--")
+    if not (target.is_relative_to(real) or cache and target.is_relative_to(real.parent.parent / "blobs")):
+        raise error(f"{where}: names {str(name)!r}, a link that leads out of {folder} (to {target}); a "
+                    "folder's files name only what the folder holds")
+    return folder / relative
 
 
 def check_output_dir(directory: str | os.PathLike) -> Path:

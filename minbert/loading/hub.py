@@ -114,7 +114,9 @@ def _snapshot(repo_dir: Path, revision: str) -> tuple[Path | None, str]:
     snapshots = repo_dir / "snapshots"
     ref = repo_dir / "refs" / revision
     if ref.is_file():
-        commit = ref.read_text(encoding="utf-8").strip()
+        commit = ref.read_text(encoding="utf-8", errors="replace").strip()
+        if not re.fullmatch(r"[0-9a-f]{40}", commit):  # what huggingface_hub writes; never a path out
+            return None, f"refs/{revision} holds {commit[:80]!r}, not a commit hash"
         chosen = snapshots / commit
         if has_checkpoint(chosen):
             return chosen, ""

@@ -38,7 +38,7 @@ import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 from torch import nn
 
-from minbert.loading.atomic import atomic_write_text
+from minbert.loading.atomic import atomic_write_text, settled
 from minbert.loading.config_json import CONFIG_JSON, FIELDS
 from minbert.loading.errors import MinbertError, user_faults
 from minbert.loading.files import read_json_object
@@ -213,6 +213,12 @@ class BertPreTrainedModel(nn.Module):
             raise ValueError(f"from_pretrained got dtype={dtype!r} and torch_dtype={torch_dtype!r}: give "
                              "one (torch_dtype is dtype's older name)")
         dtype = torch_dtype if dtype is None else dtype
+        # while no save swaps the folder in (atomic.py): the config and weights of one save, never two
+        return settled(name_or_path, cls._load, name_or_path, revision, dtype, return_report, model_kwargs)
+
+    @classmethod
+    def _load(cls, name_or_path: str | os.PathLike | None, revision: str, dtype: torch.dtype | str | None,
+              return_report: bool, model_kwargs: dict):
         model_dir = resolve_model(name_or_path, revision)
         config, ignored = cls.config_class.from_json_file(model_dir, return_ignored=True)
         model = cls(config, **model_kwargs)

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from minbert.loading.atomic import write_text
-from minbert.loading.files import FileContentError
+from minbert.loading.files import FileContentError, inside
 from minbert.loading.schema import Field, Schema, read_document
 
 # modules.json names a module by its class's import path, which sentence-transformers has moved between
@@ -120,7 +120,8 @@ def read_settings(model_dir: str | os.PathLike) -> SentenceSettings | None:
             values["max_seq_length"] = transformer.get("max_seq_length")
             values["lowercase"] = transformer.get("do_lower_case", False)
         elif name == "Pooling":
-            values["source"] = model_dir / path / "config.json"
+            # a path out of the folder ('..', absolute, a link) is refused, as sentence-transformers does
+            values["source"] = inside(model_dir, Path(path, "config.json"), f"{model_dir / 'modules.json'}")
             pooling = read_document(values["source"], _POOLING)
             modes = pooling.get("pooling_mode") or [mode for flag, mode in _POOLING_FLAGS.items()
                                                     if pooling.get(flag)]

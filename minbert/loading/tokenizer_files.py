@@ -17,7 +17,6 @@ Read next: sentence_files.py (sentence-transformers' files).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -163,8 +162,8 @@ def check_fits_model(tokenizer, model_dir: Path, source: Path):
     its extra tokens would fail in the first batch that uses one. Returns the tokenizer."""
     config = model_dir / "config.json"
     try:
-        vocab_size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
-    except (OSError, ValueError, AttributeError):
+        vocab_size = read_json_object(config).get("vocab_size")
+    except (OSError, ValueError):
         return tokenizer  # no readable config.json here: loading the model names what is wrong with it
     if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
         raise FileContentError(f"{source} holds {len(tokenizer)} tokens, but {config} gives the model "

@@ -300,6 +300,7 @@ def split_inputs(text: object, text_pair: object) -> tuple[list[str], list[str] 
                     and all(isinstance(part, str) for part in item)):
                 raise TypeError(f"text[{i}] must be an (a, b) pair of str, as text holds pairs, got "
                                 f"{_describe(item)}")
+            check_texts(item, f"text[{i}]")
         return [a for a, _ in items], [b for _, b in items], False
     texts = check_texts(items, "text")
     if text_pair is None:
@@ -367,8 +368,17 @@ def _truncation_strategy(truncation: object) -> str | None:
 
 
 def check_text(text: object, name: str) -> None:
+    """A str that is Unicode text: not one holding a lone surrogate (half of a UTF-16 pair, as bytes decoded
+    with errors="surrogateescape" give), which the `tokenizers` library refuses with a bare TypeError."""
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"{name} is not Unicode text: character {error.start} is "
+                             f"{text[error.start]!r}, a lone surrogate (half of a UTF-16 pair); decode the "
+                             "bytes it came from as UTF-8 (errors='replace' keeps the rest)") from None
 
 
 def check_list(texts: object, name: str) -> list:
@@ -386,8 +396,7 @@ def check_list(texts: object, name: str) -> list:
 def check_texts(texts: object, name: str) -> list[str]:
     texts = check_list(texts, name)
     for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{name}[{i}] must be a str, got {type(text).__name__}")
+        check_text(text, f"{name}[{i}]")
     return texts
 
 

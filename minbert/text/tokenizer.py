@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from minbert.loading.atomic import atomic_directory, write_text
+from minbert.loading.atomic import atomic_directory, settled, write_text
 from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import (BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text,
@@ -195,6 +195,10 @@ class BertTokenizer:
         tokenize_chinese_chars); where it does, it wins, as in `transformers`.
         """
         check_name_or_path(name_or_path)
+        return settled(name_or_path, cls._read, name_or_path, revision)  # the files of one save (atomic.py)
+
+    @classmethod
+    def _read(cls, name_or_path: str | os.PathLike | None, revision: str) -> "BertTokenizer":
         model_dir = Path(name_or_path).expanduser() if name_or_path is not None else None
         if model_dir is not None and model_dir.is_dir():
             model_dir = merged_folder(model_dir) or model_dir  # a LoRA run's best/: its merged/ folder

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Union
 
-from minbert.loading.errors import MinbertError
+from minbert.loading.errors import MinbertError, shorten
 from tasks.data.inputs import record_input
 
 # ----------------------------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ class SkippedRow:
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}"
+        return shorten(f"{self.path}:{self.line}: {self.reason}")  # a reason may quote a 10 MB field
 
 
 @dataclass(frozen=True)

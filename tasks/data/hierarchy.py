@@ -24,7 +24,6 @@ Read next: ../models/structured.py.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import tarfile
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from minbert.loading.files import loads
 from tasks.data.examples import DataFileError, decode_data_file
 from tasks.data.glue import read_trec, trec_split
 from tasks.data.inputs import record_file
@@ -185,12 +185,12 @@ def read_hwv(root: Path) -> HierarchicalData:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads(line, "the line", ValueError)  # at most MAX_JSON_DEPTH deep
                 text, labels = " ".join(row["token"]), row["label"]
                 if not labels or not isinstance(labels, list):
                     raise ValueError(f"expected a non-empty list of labels, got {labels!r}")
                 augmented = hierarchy.augment(labels)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+            except (KeyError, TypeError, ValueError) as error:
                 problem = f"missing field {error}" if isinstance(error, KeyError) else str(error)
                 raise DataFileError(f"{path}:{line_number}: {problem}") from None
             documents.append(LabelledDocument(f"{file_name.split('.')[0]}-{line_number}", text, augmented))

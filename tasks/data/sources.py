@@ -150,11 +150,15 @@ _SAMPLE_BANNER = """\
 
 
 def data_env(env: Mapping[str, str] | None = None) -> Path | None:
-    """$MINBERT_DATA, the shared datasets folder; None when it is not set (or empty). Set, it must be a
-    folder: a mistyped path is a FileNotFoundError naming the variable, not a fall-back to other data."""
+    """$MINBERT_DATA, the shared datasets folder; None when it is not set. Set, it must be a folder: a
+    mistyped path, or an empty one (MINBERT_DATA= in a script whose variable went unset), is a
+    FileNotFoundError naming the variable, not a fall-back to other data."""
     value = (os.environ if env is None else env).get("MINBERT_DATA")
-    if not value:
+    if value is None:
         return None
+    if not value.strip():
+        raise FileNotFoundError(f"MINBERT_DATA is set but empty ({value!r}); point it at the shared datasets "
+                                "folder, or unset it (unset MINBERT_DATA) to use the other places")
     if not Path(value).is_dir():
         what = "is not a folder" if Path(value).exists() else "does not exist"
         raise FileNotFoundError(f"MINBERT_DATA is set to {value}, which {what}; point it at the shared "

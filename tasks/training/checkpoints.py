@@ -2,7 +2,9 @@
 
 checkpoints/last.pt holds the model, the optimizer, the scheduler, the position in the epoch (TrainState)
 and the random state; the one before is kept as last.prev.pt, and the sha256 of both in checksums.sha256,
-which a --resume checks (what it reads back is checked by run_records.py's schema).
+which a --resume checks (what it reads back is checked by run_records.py's schema). It holds tensors and
+plain values only (state dicts, the random states, counters) and is read with torch.load(weights_only=True):
+a checksum proves a file whole, not trusted, so no file handed over with a run folder can run code here.
 
 Read next: best.py (the best epoch's model, saved for use).
 """
@@ -10,7 +12,6 @@ Read next: best.py (the best epoch's model, saved for use).
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 import random
 import sys
@@ -23,6 +24,7 @@ from torch import nn
 
 from minbert.loading.atomic import (DamagedFileError, atomic_directory, link, read_checksums, read_verified,
                                     readable_directory, record_checksums, write_hashed)
+from minbert.loading.checkpoint import read_torch
 from tasks.training.world import World
 from tasks.training.run_records import check_training_checkpoint
 
@@ -91,23 +93,22 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
     for candidate in (folder / path.name, folder / PREVIOUS):
         if not candidate.exists():
             continue
-        try:
-            payload = check_training_checkpoint(
-                torch.load(io.BytesIO(read_verified(candidate)), map_location="cpu", weights_only=False),
-                candidate, model)
+        try:  # tensors and plain values only (weights_only=True): a checkpoint cannot run code
+            payload = read_torch(candidate, read_verified(candidate))
+            payload = check_training_checkpoint(payload, candidate, model)
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
             if scaler is not None and scaler.is_enabled() and payload.get("scaler"):
                 scaler.load_state_dict(payload["scaler"])
+            torch.set_rng_state(payload["torch_rng"])
+            random.setstate(payload["python_rng"])
+            state = TrainState(**payload["train_state"])
         except Exception as error:  # noqa: BLE001 - any unreadable checkpoint is reported, then skipped
             problems.append(str(error) if isinstance(error, DamagedFileError) or str(candidate) in str(error)
                             else f"{candidate} is unreadable ({error})")
             print(f"warning: {problems[-1]}", file=sys.stderr)
             continue
-        torch.set_rng_state(payload["torch_rng"])
-        random.setstate(payload["python_rng"])
-        state = TrainState(**payload["train_state"])
         earlier = " (the earlier checkpoint, which is whole)" if problems else ""
         print(f"resuming from {candidate}{earlier}, at step {state.global_step}", file=sys.stderr)
         return state, candidate

@@ -28,7 +28,6 @@ Read next: loop.py.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tasks.training.world import TaskLosses, World, batch_rows
+from tasks.training.world import TaskLosses, World, batch_rows, env_count
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def setup(device: str) -> Distributed:
     """Join the process group torchrun started us in (WORLD_SIZE > 1)."""
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_rank = env_count("LOCAL_RANK", 0)
     if device.startswith("cuda"):
         torch.cuda.set_device(local_rank)
     return Distributed(dist.get_rank(), dist.get_world_size(), local_rank)

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from minbert.config import BertConfig
-from minbert.loading.errors import MinbertError, os_refusal
+from minbert.loading.errors import MinbertError, machine_limit, os_refusal, shorten
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
@@ -123,8 +123,11 @@ def user_fault(error: BaseException) -> str | None:
 
     The user's: every MinbertError (a file, checkpoint, config.json, data file, download or device, named by
     its message), a diverged run (FloatingPointError from the loop: the message names the step and the last
-    good checkpoint), and every refusal of the operating system (any OSError, and the symlink loop that
-    pathlib raises as a RuntimeError), named by its path and cause."""
+    good checkpoint), every refusal of the operating system (any OSError, and the symlink loop that
+    pathlib raises as a RuntimeError), named by its path and cause, and a limit of the machine reached
+    (memory, open files: errors.machine_limit), named with the limit."""
+    if limit := machine_limit(error):
+        return limit
     refusal = os_refusal(error)
     if refusal is None:
         return str(error) if isinstance(error, (MinbertError, FloatingPointError)) else None
@@ -151,6 +154,7 @@ def user_errors():
     """
     show_traceback = env_switch("MINBERT_TRACEBACK")
     start_job()  # the files this job reads are its inputs (tasks/data/inputs.py), not an earlier job's
+    reserve = bytearray(4 << 20)  # given back when memory runs out, so that the line below has room
     try:
         with signals_stop_the_job():
             yield
@@ -162,7 +166,10 @@ def user_errors():
             print(stop.message or f"interrupted by {stop.name} while no run was being written: nothing "
                   "to save", file=sys.stderr)
         raise SystemExit(stop.exit_status) from None
-    except Exception as error:
+    except BaseException as error:  # an Exception, or a native library's panic (tokenizers' PanicException)
+        del reserve
+        if isinstance(error, (SystemExit, GeneratorExit)):
+            raise
         line = user_fault(error)
         # a handout's unwritten TODO (grading/regions.py's stub) is the student's next step, not our bug: its
         # traceback ends at the TODO's line, as the handout's README says
@@ -174,7 +181,7 @@ def user_errors():
                 print(BUG_NOTE.replace("the traceback above", "the traceback below"), file=sys.stderr)
         if line is None or show_traceback:
             raise
-        raise SystemExit(f"error: {line}") from None
+        raise SystemExit(f"error: {shorten(line)}") from None
 
 
 def check_max_length(max_length: int, config: BertConfig, pairs: bool = False) -> None:

@@ -37,18 +37,25 @@ from torch import nn
 
 from minbert.loading.adapter_files import save_merged, write_adapter
 from minbert.loading.hub import MERGED  # best/merged/: the encoder with its adapters folded in
-from minbert.lora import ALL_LINEAR, apply_lora
+from minbert.lora import ALL_LINEAR, apply_lora, target_names
 
 
 def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets: str) -> list[str]:
     """--lora R's adapters on `bert`, the rest of it frozen; says on stderr what trains. Returns the adapted
-    layers' names. A --lora-targets that names no linear layer of the encoder is a SystemExit naming it."""
+    layers' names. A --lora-targets that names no linear layer of the encoder, or a rank beyond what its
+    layers can use (B A of an O x I layer has rank at most min(O, I): more only costs memory, and an absurd
+    rank more than the machine holds), is a SystemExit naming the flag."""
     chosen = targets if targets == ALL_LINEAR else tuple(targets.split(","))
     before = sum(p.numel() for p in bert.parameters())
     try:
-        names = apply_lora(bert, r, alpha, dropout, chosen)
+        layers = [bert.get_submodule(name) for name in target_names(bert, chosen)]
     except ValueError as error:
         raise SystemExit(f"error: --lora-targets {targets}: {error}") from None
+    most = min(min(layer.in_features, layer.out_features) for layer in layers)
+    if r > most:
+        raise SystemExit(f"error: --lora {r}: the adapted layers' B A has rank at most {most} (the smallest "
+                         f"side of their weights), so a larger rank adds nothing; give --lora {most} or less")
+    names = apply_lora(bert, r, alpha, dropout, chosen)
     adapters = sum(p.numel() for p in bert.parameters() if p.requires_grad)
     print(f"LoRA: r={r}, alpha={alpha:g}, dropout={dropout:g} on {len(names)} layers ({targets}): "
           f"{adapters:,} adapter parameters train, the encoder's {before:,} stay frozen; the heads train "

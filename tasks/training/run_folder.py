@@ -189,6 +189,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
     or another job's or model's run; say what a run that cannot be resumed holds instead of trying."""
     if path.exists() and not path.is_dir():
         raise SystemExit(f"error: --out {path} is a file, not a folder")
+    _check_own_links(path)
     writer = _live_lock_holder(path)
     if writer is not None:
         raise SystemExit(_busy(path, writer))
@@ -232,6 +233,23 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                              "folder")
         raise SystemExit(f"error: --out {path} already holds {_describe(record)}; add --resume to continue "
                          "a stopped run of the same job, or choose a new folder")
+
+
+# What a run writes in its folder, and so must find there, not behind a link out of it.
+OWN_NAMES = ("run.json", "config.json", "inputs.json", "metrics.jsonl", "result.json", "failed.txt", ".lock",
+             "loss_and_dev.png", "checkpoints", "best", "predictions", ".checkpoints.old", ".best.old",
+             ".predictions.old")
+
+
+def _check_own_links(path: Path) -> None:
+    """Refuse a run folder whose own files or folders are links that lead out of it (checkpoints/ linked to
+    a user's folder): a save would swap or delete what the link points to. Nothing is written or deleted."""
+    for name in OWN_NAMES:
+        link = path / name
+        if link.is_symlink() and not Path(os.path.realpath(link)).is_relative_to(os.path.realpath(path)):
+            raise SystemExit(f"error: --out {path}: {link} is a link to {os.readlink(link)}, outside the run "
+                             "folder; a run reads and writes only its own folder, never through a link out "
+                             "of it: put what it points to in its place (a copy), or choose another --out")
 
 
 def _busy(path: Path, pid: int) -> str:

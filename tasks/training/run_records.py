@@ -16,7 +16,6 @@ Read next: loop.py (the loop that writes these files).
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any, Sequence
 
 import torch
 
-from minbert.loading.files import FileContentError, check_file, read_text
+from minbert.loading.files import FileContentError, check_file, loads, read_text
 from minbert.loading.checkpoint import CheckpointError, read_weights
 from minbert.loading.schema import Field, Schema
 from tasks.training.flags import Flags
@@ -85,10 +84,7 @@ def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl: one object per line, each checked; errors name the file and the line."""
     lines = []
     for number, line in enumerate(read_text(path, allow_empty=True).splitlines(), start=1):
-        try:
-            lines.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise FileContentError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+        lines.append(loads(line, f"{path}:{number}"))
         if found := METRICS_LINE.problem(lines[-1], f"{path}:{number}", prefix=f"{path}:{number}: "):
             raise FileContentError(found)
     return lines

@@ -11,6 +11,7 @@ Read next: distributed.py.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -21,12 +22,25 @@ from torch import nn
 def process_rank() -> int:
     """This process's rank as torchrun set it (0 when not launched by torchrun), usable before the loop
     joins the others: the jobs write their outputs (predictions, tables) from rank 0 only."""
-    return int(os.environ.get("RANK", "0"))
+    return env_count("RANK", 0)
 
 
 def under_torchrun() -> bool:
     """Whether torchrun started this process among others (WORLD_SIZE > 1)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return env_count("WORLD_SIZE", 1) > 1
+
+
+def env_count(name: str, default: int) -> int:
+    """A count torchrun puts in the environment (RANK, WORLD_SIZE, LOCAL_RANK), `default` when unset; set
+    to anything but ASCII digits (empty too), a usage error naming the variable (exit status 2)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if not (value.strip().isascii() and value.strip().isdigit()):
+        print(f"error: environment variable {name}={value!r}: must be a whole number, as torchrun sets it "
+              "(unset it to run as one process)", file=sys.stderr)
+        raise SystemExit(2)
+    return int(value)
 
 
 @dataclass(frozen=True)
