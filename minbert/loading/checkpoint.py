@@ -352,8 +352,9 @@ def model_folder(directory: str | os.PathLike):
     """atomic_directory for a model folder: refused before anything is written when `directory` or a parent
     is a file; an earlier save's weights, of either format and sharded or not, are replaced, the folder's
     other files kept."""
-    shards = tuple(p.name for p in Path(directory).glob("model-*-of-*.safetensors"))
-    return atomic_directory(check_output_dir(directory), replaces=WEIGHTS_FILES + INDEX_FILES + shards)
+    directory = check_output_dir(directory)
+    shards = tuple(p.name for p in directory.glob("model-*-of-*.safetensors"))
+    return atomic_directory(directory, replaces=WEIGHTS_FILES + INDEX_FILES + shards)
 
 
 def shard(state: dict[str, torch.Tensor], max_shard_size: int | str) -> dict[str, dict[str, torch.Tensor]]:
