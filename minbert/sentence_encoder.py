@@ -394,9 +394,9 @@ class SentenceEncoder(nn.Module):
                              f"{tuple(a.shape)}, embeddings2 {tuple(b.shape)}")
         a, b = (x.to(torch.promote_types(a.dtype, b.dtype)) for x in (a, b))
         if self.similarity_fn_name == "cosine":
-            return (F.normalize(a, p=2, dim=1) * F.normalize(b, p=2, dim=1)).sum(dim=1)
+            return torch.linalg.vecdot(F.normalize(a, p=2, dim=1), F.normalize(b, p=2, dim=1))
         if self.similarity_fn_name == "dot":
-            return (a * b).sum(dim=1)
+            return torch.linalg.vecdot(a, b)
         return -torch.linalg.vector_norm(a - b, ord=2 if self.similarity_fn_name == "euclidean" else 1, dim=1)
 
     # ---------------------------------------------------------------- saving
