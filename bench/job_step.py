@@ -1,11 +1,10 @@
 """The main job's own training step against the same step written with `transformers`, taking turns.
 
-What the jobs train on is not bench/model_speed.py's batches: a pair task's batch is 32 sentence pairs (64
-sentences) grouped by length (tasks/data/batching.py), so about nine positions in ten are real tokens, with
-dropout on. Here two steps take turns on those batches, in one process (a few steps of each, the same steps,
+What the jobs train on: a pair task's batch is 32 sentence pairs (64 sentences) grouped by length
+(tasks/data/batching.py), so about nine positions in ten are real tokens, with dropout on. Here two steps take turns on those batches, in one process (a few steps of each, the same steps,
 round after round, so that both see the same machine):
 - minbert's step exactly as tasks/training/loop.py runs it on the model `python -m tasks.multitask` builds
-  (bench.step_profile.build_job): the job's kernel for the precision (--attn-implementation auto), the job's
+  (`build_job`): the job's kernel for the precision (--attn-implementation auto), the job's
   dropout (minbert/fast/dropout.py), the task's head and loss, clipping, our AdamW with its fast path, the
   schedule; under bf16, the loop's torch.autocast. LoRA arms add the adapters as `--lora 8` does.
 - the reference, as a user writes it: `transformers.BertModel` from the same folder (sdpa attention, train
@@ -35,7 +34,6 @@ benchmark, not a test: it prints what it measured on this machine now.
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import time
 
@@ -43,12 +41,17 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from bench.batches import matmul_flops
-from bench.model_speed import measure_peak
-from bench.step_profile import build_job
+from bench.batches import matmul_flops, measure_peak
 from minbert.loading.hub import embedded_model_dir
 from minbert.pooling import mean_pool
-from tasks.training.flags import positive_int
+from tasks.data.course import read_splits
+from tasks.data.course_files import SPLITS, find_data
+from tasks.multitask import TASKS, build_model, with_settings
+from tasks.multitask import build_parser as job_parser
+from tasks.training.flags import choice_list, positive_int
+from tasks.training.job import freeze, load_job_encoder
+from tasks.training.loop import interleave
+from tasks.training.settings import resolve_settings
 from tasks.training.fast_paths import use_fast_paths
 from tasks.training.optimizer import build_optimizer, make_schedule
 from tasks.training.lora_run import add_adapters
@@ -57,6 +60,27 @@ from tasks.training.memory import M_MMAP_MAX, M_TRIM_THRESHOLD, glibc, keep_free
 ARMS = ("full-fp32", "full-bf16", "lora-fp32", "lora-bf16")
 LORA_RANK = 8
 PAIR_TASKS = ("para", "sts")  # the sentence-pair tasks: Quora and STS
+
+
+def build_job(argv: list[str]):
+    """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
+    settings = resolve_settings(job_parser().parse(argv))
+    job, train = settings.job, settings.training
+    torch.manual_seed(train.seed)
+    paths = settings.files.inputs(SPLITS)
+    source = find_data(TASKS, job.data_dir, paths, ("train", "dev"))
+    data = {t.name: read_splits(source, t.dataset, job.strict, job.limit, splits=("train", "dev"),
+                                files=paths[t.name])
+            for t in TASKS}
+    bert, tokenizer, _ = load_job_encoder(job, pairs=True)
+    model, task_list = build_model(with_settings(TASKS, settings.multitask), settings, data, bert, tokenizer)
+    if job.freeze_encoder:  # as the job's run does before its loop
+        freeze(model.bert)
+    tasks = {t.name: t for t in task_list}
+    optimizer = build_optimizer(model, train)
+    steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)
+    scheduler = make_schedule(optimizer, train, len(steps) * train.epochs, len(steps))
+    return model, tasks, optimizer, scheduler, steps, train, job, settings.multitask.r_drop
 
 
 def step_flops(config, step, unpadded: bool, lora: bool) -> int:
@@ -156,7 +180,7 @@ class Reference:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.job_step", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--arms", default=",".join(ARMS[:3]),
+    parser.add_argument("--arms", type=choice_list(ARMS), default=",".join(ARMS[:3]),
                         help=f"comma-separated, of {', '.join(ARMS)} (default: the first three)")
     parser.add_argument("--rounds", type=positive_int, default=7, help="turns of every arm (default 7)")
     parser.add_argument("--steps", type=positive_int, default=4, help="steps of a side per turn (default 4)")
@@ -167,10 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args, job_argv = build_parser().parse_known_args(argv)
-    arms = args.arms.split(",")
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown:
-        raise SystemExit(f"error: --arms: {', '.join(unknown)} not among {', '.join(ARMS)}")
+    arms = args.arms
     keep = as_a_plain_process if args.plain_malloc else keep_freed_memory
     sides = {}
     for arm in arms:

@@ -80,7 +80,7 @@ def sdpa_attention(
         raise ValueError("the sdpa kernel cannot return attention probabilities; use the eager kernel")
     # Why boolean: PyTorch's CPU flash kernel runs ~15% faster masking with -inf than with our finite
     # finfo.min (forward, MiniLM size, batch 32, 2 threads), ~2% of a whole forward pass; this is what
-    # put us level with transformers, which also passes a boolean mask (bench/model_speed.py). It also
+    # put us level with transformers, which also passes a boolean mask (docs/results.md, "The model"). It also
     # needs no cast under bf16 autocast. Our masks hold only 0 and finfo.min, so `== 0` loses nothing.
     dropout_p = dropout.p if dropout is not None and dropout.training else 0.0
     if dropout_p > 0.0 and query.device.type == "cpu":

@@ -35,9 +35,7 @@ JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchi
         "pretrain.run",
         "experiments.study", "grading.handout", "grading.grade", "grading.autograder",
         "grading.mutations", "grading.check_predictions",
-        "bench.model_speed", "bench.optim_speed", "bench.multitask", "bench.pretrain_speed",
-        "bench.task_interference", "bench.busy_core", "bench.encode_speed", "bench.step_profile",
-        "bench.lora_step"]
+        "bench.optim_speed", "bench.busy_core", "bench.encode_speed", "bench.job_step"]
 
 
 def value_flags(module: str) -> list[argparse.Action]:

@@ -168,7 +168,7 @@ class UnpaddedBertModel(BertModel):
     """BertModel on a padded batch's real tokens only: pack the inputs, embed and encode, pad back.
 
     On 2 CPU cores, batches of 32 with half their positions padding ran forward and backward about 2x
-    faster than BertModel with "sdpa", MiniLM and bert-base sizes (bench/model_speed.py). Its layers'
+    faster than BertModel with "sdpa", MiniLM and bert-base sizes (docs/results.md, "The model"). Its layers'
     attention is UnpaddedSelfAttention; its parameters, and so its checkpoints, are BertModel's. A batch
     without padding, or a call that asks for the attention probabilities (only the eager kernel has
     them, on the padded batch), takes BertModel's path unchanged.
