@@ -1,8 +1,9 @@
 """The main job's own training step against the same step written with `transformers`, taking turns.
 
 What the jobs train on: a pair task's batch is 32 sentence pairs (64 sentences) grouped by length
-(tasks/data/batching.py), so about nine positions in ten are real tokens, with dropout on. Here two steps take turns on those batches, in one process (a few steps of each, the same steps,
-round after round, so that both see the same machine):
+(tasks/data/batching.py), so about nine positions in ten are real tokens, with dropout on. Here two steps
+take turns on those batches, in one process (a few steps of each, the same steps, round after round, so
+that both see the same machine):
 - minbert's step exactly as tasks/training/loop.py runs it on the model `python -m tasks.multitask` builds
   (`build_job`): the job's kernel for the precision (--attn-implementation auto), the job's
   dropout (minbert/fast/dropout.py), the task's head and loss, clipping, our AdamW with its fast path, the
@@ -11,10 +12,10 @@ round after round, so that both see the same machine):
   mode, so dropout on), mean pooling, SBERT's cosine loss (MSE between cos(u, v) and the label), backward,
   clipping, `torch.optim.AdamW` with its defaults but the job's lr and weight decay; `peft`'s LoRA (r = 8,
   query and value, the job's alpha and dropout) for the LoRA arms; the same autocast.
-The steps are the job's epoch-1 steps of the pair tasks (Quora and STS), in the job's order. The loop keeps
-freed memory for the next step (tasks/training/memory.py), a setting of the whole process: before each turn
-the bench sets glibc's malloc as each side's own process would have it (`as_a_plain_process` for the
-reference; --plain-malloc for minbert too).
+The steps are the job's epoch-1 steps of the pair tasks (Quora and STS), in the job's order. The job keeps
+freed memory for the next step (tasks/training/job.py's keep_freed_memory), a setting of the whole process:
+before each turn the bench sets glibc's malloc as each side's own process would have it
+(`as_a_plain_process` for the reference; --plain-malloc for minbert too).
 
 Per round, the ratio is the reference's time over minbert's on the same steps; the table gives each arm's
 median ratio and its range over the rounds, and each step's share of this CPU's measured matmul peak: the
@@ -49,13 +50,11 @@ from tasks.data.course_files import SPLITS, find_data
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import choice_list, positive_int
-from tasks.training.job import freeze, load_job_encoder
-from tasks.training.loop import interleave
-from tasks.training.settings import resolve_settings
-from tasks.training.fast_paths import use_fast_paths
-from tasks.training.optimizer import build_optimizer, make_schedule
+from tasks.training.job import (M_MMAP_MAX, M_TRIM_THRESHOLD, build_optimizer, freeze, glibc,
+                                keep_freed_memory, load_job_encoder, use_fast_paths)
+from tasks.training.loop import interleave, make_schedule
 from tasks.training.lora_run import add_adapters
-from tasks.training.memory import M_MMAP_MAX, M_TRIM_THRESHOLD, glibc, keep_freed_memory
+from tasks.training.settings import resolve_settings
 
 ARMS = ("full-fp32", "full-bf16", "lora-fp32", "lora-bf16")
 LORA_RANK = 8
@@ -103,7 +102,7 @@ GLIBC_DYNAMIC_MAX = 32 << 20  # glibc's dynamic mmap threshold never rises above
 def as_a_plain_process() -> None:
     """glibc's malloc as a process that never called keep_freed_memory has it after a few steps: blocks of
     32 MiB or more mmapped and unmapped when freed, smaller ones from the heap. The reference runs so,
-    minbert's step as the loop sets it (tasks/training/memory.py). (The heap is not trimmed: a plain
+    minbert's step as the loop sets it (tasks/training/job.py's keep_freed_memory). (The heap is not trimmed: a plain
     process's heap keeps the pages its steps use too.)"""
     libc = glibc()
     if libc is not None:
@@ -185,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=positive_int, default=7, help="turns of every arm (default 7)")
     parser.add_argument("--steps", type=positive_int, default=4, help="steps of a side per turn (default 4)")
     parser.add_argument("--plain-malloc", action="store_true",
-                        help="minbert's side without tasks/training/memory.py's setting too (to measure it)")
+                        help="minbert's side without keep_freed_memory's setting too (to measure it)")
     return parser
 
 

@@ -23,15 +23,32 @@ function ("objects") show the calls back and forth inside one file:
 Everything after the bench's own flags goes to the job's parser (default: --limit 96 --epochs 1 --threads 1
 --precision fp32). This is a measurement, not a test: tests/test_architecture.py calls `trace_path` to
 check docs/architecture.md's drawing of the step.
+
+A flag's trip (`--flag`, `trace_flag`): the files its value crosses from the parser to the line that uses
+it, counted along the calls. The job runs with the flag set to a value of its own; the trip is the file
+that declares the flag's field and the file whose parse returns it, then, once the parse has returned, every
+file of ours that hands the value on: a function whose arguments hold it (as itself, or inside a settings
+object, a dict or a list, three levels deep) and that is on the call stack when the use is reached, or
+that returns it in a new object (the run's resolved settings, the parameter groups). A function that only
+reads it (a check, config.json) hands nothing on and is not counted. The use is given per flag (FLAG_USES):
+the optimizer's constructor for --lr, the clipping call for --max-grad-norm, nn.Dropout for
+--hidden-dropout-prob.
+
+    python -m bench.step_path --flag lr            # the files --lr crosses, in order
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
+from typing import Any, Callable
+
+import torch
+from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = tuple(str(ROOT / package) + "/" for package in ("minbert", "optim", "tasks"))
@@ -158,12 +175,122 @@ def trace_path(job_argv: list[str]) -> tuple[str, dict[str, list[tuple[str, str,
     return task, {window: recorder.moves.get(keys[window], []) for window in WINDOWS}
 
 
+# ----- a flag's trip ------------------------------------------------------------------------------------
+
+FLAG_OURS = OURS + (str(ROOT / "pretrain") + "/",)
+
+
+def holds(obj: Any, value: float, depth: int = 3) -> bool:
+    """Whether `obj` is `value`, or holds it: a dataclass's or one of our objects' attribute, a dict's value or a
+    list's item, `depth` levels deep (models, tensors and long lists are not searched)."""
+    if type(obj) is float:
+        return obj == value
+    if depth == 0 or isinstance(obj, (str, bytes, int, torch.Tensor, nn.Module)):
+        return False
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif dataclasses.is_dataclass(obj) or str(getattr(type(obj), "__module__", "")).startswith(PACKAGES):
+        items = list(getattr(obj, "__dict__", {}).values())
+    else:
+        return False
+    return len(items) <= 64 and any(holds(item, value, depth - 1) for item in items)
+
+
+PACKAGES = ("minbert", "optim", "tasks", "pretrain")
+FLAG_USES: dict[str, Callable[[FrameType], bool]] = {
+    "lr": lambda frame: frame.f_code.co_name == "__init__"
+    and isinstance(frame.f_locals.get("self"), torch.optim.Optimizer),
+    "max-grad-norm": lambda frame: frame.f_code.co_name == "clip_grad_norm_",
+    "hidden-dropout-prob": lambda frame: frame.f_code.co_name == "__init__"
+    and isinstance(frame.f_locals.get("self"), nn.Dropout),
+}
+FLAG_VALUES = {"lr": "3.14159e-05", "max-grad-norm": "0.314159", "hidden-dropout-prob": "0.0314159"}
+
+
+class FlagTrip:
+    """The profile function that follows one flag's value (see the module docstring)."""
+
+    def __init__(self, value: float, use: Callable[[FrameType], bool]) -> None:
+        self.value, self.use = value, use
+        self.calls = 0
+        self.started = False  # the job's parse has returned the settings
+        # each frame of ours handed the value since: (when it was called, its arguments' ids)
+        self.handed: dict[FrameType, tuple[int, list[int]]] = {}
+        self.crossed: dict[str, int] = {}  # file -> when the value first reached it
+        self.done = False
+
+    def add(self, frame: FrameType, when: int) -> None:
+        path = place(frame)[0]
+        self.crossed[path] = min(when, self.crossed.get(path, when))
+
+    def __call__(self, frame: FrameType, event: str, arg) -> None:
+        self.calls += event == "call"
+        if event == "call" and self.started and self.use(frame) and holds(dict(frame.f_locals), self.value):
+            here: FrameType | None = frame
+            while here is not None:  # the calls that brought the value here
+                if here in self.handed:
+                    self.add(here, self.handed[here][0])
+                here = here.f_back
+            if frame.f_code.co_filename.startswith(FLAG_OURS):
+                self.add(frame, self.calls)
+            self.done = True
+            sys.setprofile(None)
+            return
+        if not frame.f_code.co_filename.startswith(FLAG_OURS) or frame.f_code.co_name == "<module>":
+            return
+        if event == "call":
+            local = dict(frame.f_locals)
+            if self.started and holds(local, self.value):
+                self.handed[frame] = (self.calls, [id(v) for v in local.values()])
+        elif event == "return" and holds(arg, self.value):
+            if frame.f_code.co_qualname == "SettingsParser.parse":  # the parser hands the settings back
+                self.started = True
+                self.add(frame, 0)
+            elif frame in self.handed and id(arg) not in self.handed[frame][1]:  # handed on in a new object
+                self.add(frame, self.handed[frame][0])
+
+    def files(self) -> list[str]:
+        return sorted(self.crossed, key=self.crossed.get)
+
+
+def trace_flag(flag: str, job_argv: list[str]) -> list[str]:
+    """The files of our repository that --`flag` crosses from the parser to its use (FLAG_USES), in order,
+    in a one-step run of the main job with the flag at FLAG_VALUES' value."""
+    from tasks import multitask
+    from tasks.training.settings import flag_fields, groups
+
+    value = float(FLAG_VALUES[flag])
+    name = flag.replace("-", "_")
+    declared = next(type(g) for g in groups(multitask.build_parser().defaults)
+                    if name in {f.name for f in flag_fields(g)})
+    trip = FlagTrip(value, FLAG_USES[flag])
+    with tempfile.TemporaryDirectory() as out:
+        argv = JOB_DEFAULTS + list(job_argv) + [f"--{flag}", FLAG_VALUES[flag], "--max-steps", "1", "--out",
+                                                str(Path(out) / "run")]
+        sys.setprofile(trip)
+        try:
+            multitask.main(argv)
+        finally:
+            sys.setprofile(None)
+    if not trip.done:
+        raise SystemExit(f"error: the job never reached --{flag}'s use")
+    where = str(Path(sys.modules[declared.__module__].__file__).relative_to(ROOT))
+    return [where] + [path for path in trip.files() if path != where]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.step_path", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quiet", action="store_true", help="print the numbers only")
     parser.add_argument("--objects", action="store_true", help="list the moves between classes and functions")
+    parser.add_argument("--flag", choices=sorted(FLAG_USES), help="the files this flag crosses, instead")
     args, job_argv = parser.parse_known_args(argv)
+    if args.flag:
+        files = trace_flag(args.flag, job_argv)
+        print(f"--{args.flag}: {len(files)} files: " + " -> ".join(files))
+        return 0
     task, windows = trace_path(job_argv)
     if not args.quiet:
         print(f"the first step trains {task}; each call from one of our files into another, once:")

@@ -97,10 +97,10 @@ HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
 HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files
 HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "tasks/hierarchical.py")
 # The fast paths, by name (a folder ends with "/"): each gives the lesson's numbers faster, and the kernel of
-# AdamW's restates adamw_update. Without them tasks/training/fast_paths.py has the jobs run the student's own
+# AdamW's restates adamw_update. Without them tasks/training/settings.py has the jobs run the student's own
 # code: the lesson's AdamW and its update as written, uncompiled, the student's dropout, and the student's
 # eager attention for --attn-implementation auto.
-HANDOUT_FAST_PATHS = ("minbert/fast/", "optim/fast_adamw.py", "optim/adamw_kernel.c", "tasks/training/memory.py")
+HANDOUT_FAST_PATHS = ("minbert/fast/", "optim/fast_adamw.py", "optim/adamw_kernel.c")
 
 # Which files an edition ships is computed (contents.py): the import closure of its TODOs, their tests,
 # the main job and the jobs that use them. How the handout's check runs a shipped job cheaply, on a tiny

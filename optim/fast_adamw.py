@@ -18,7 +18,7 @@ cannot be built (no C compiler or OpenMP, a failed build or load), this module w
 compiling fails (no C++ compiler for Inductor, an unsupported platform), it warns once and leaves every update
 to the lesson's loop, which gives the same numbers, slower.
 
-The jobs train with FastAdamW (tasks/training/fast_paths.py chooses it). The student handout leaves this
+The jobs train with FastAdamW (tasks/training/settings.py chooses it). The student handout leaves this
 module and its kernel out (the kernel restates the exercise's answer): there the jobs train with AdamW, which
 runs the student's `adamw_update` as they wrote it, never compiled behind their back (a compiled update would
 report their mistakes through Inductor's tracebacks, and could reject correct Python that torch.compile

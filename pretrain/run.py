@@ -50,10 +50,11 @@ from pretrain.span_boundary import SpanBoundaryHead, span_boundary_loss, span_ta
 from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch
 from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
-from tasks.training.flags import (Flags, SettingsParser, choice_list, existing_dir, existing_file, flag,
-                                  integer, model_name_or_path, output_dir, positive_int, real)
+from tasks.training.flags import (choice_list, existing_dir, existing_file, integer, model_name_or_path,
+                                  output_dir, positive_int, real)
 from tasks.training.job import JobRun, parse_settings, user_errors
-from tasks.training.settings import DEFAULT_MODEL, RunSettings, TrainingSettings, resolve_training
+from tasks.training.settings import (DEFAULT_MODEL, RunSettings, SettingsParser, TrainingSettings, flag,
+                                     resolve_training)
 from tasks.data.course import read_splits, task_files
 
 COURSE_TASKS = ("sst", "cfimdb", "quora", "sts")
@@ -302,7 +303,7 @@ def check_enough_documents(total: int, train_documents: Sequence, heldout_docume
 
 
 @dataclass(frozen=True)
-class PretrainSettings(Flags):
+class PretrainSettings:
     """Corpus and objectives."""
 
     within: str | None = flag(None, "within-task: one task's text (multitask: SST + Quora + STS)",

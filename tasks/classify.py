@@ -60,10 +60,10 @@ from minbert import metrics
 from tasks.models.classifier import ChunkBatch, ClassifyModel
 from tasks.models.features import CHUNK_POOLINGS, LAYER_COMBINES, chunk_pieces
 from minbert.task_heads import classification_loss
-from tasks.training.flags import Flags, SettingsParser, flag, integer, non_negative, nonempty, real
+from tasks.training.flags import integer, non_negative, nonempty, real
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
+from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
 from tasks.data.encoding import encode_pairs, encode_texts
 
 LABEL_INITS = ("random", "keywords", "class-mean")
@@ -278,7 +278,7 @@ def run_one(run_settings: ClassifyRunSettings, out: Path, resume: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class ClassifySettings(Flags):
+class ClassifySettings:
     """The task and the classifier."""
 
     task: str | None = flag(None, "which dataset", choices=sorted(SPECS), required=True)
@@ -312,7 +312,7 @@ class ClassifySettings(Flags):
 
 
 @dataclass(frozen=True)
-class LabelSettings(Flags):
+class LabelSettings:
     """Label-embedding attention (Wang et al. 2020; minbert/label_attention.py)."""
 
     label_embedding: bool = flag(False, "label-embedding attention and the label loss")
@@ -374,9 +374,6 @@ class ClassifyRunSettings(RunSettings):
             raise ValueError("--label-init class-mean averages single windows; use random or keywords with "
                              "--chunks")
 
-    @property
-    def seeds(self) -> tuple[int, ...] | None:
-        return self.classify.seeds
 
     @property
     def padded(self) -> bool:

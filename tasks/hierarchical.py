@@ -46,10 +46,10 @@ from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, Labelle
 from minbert.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
-from tasks.training.flags import Flags, SettingsParser, flag, nonempty
+from tasks.training.flags import nonempty
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
+from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
 from tasks.data.encoding import encode_texts
 
 # Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
@@ -228,7 +228,7 @@ def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: 
 
 
 @dataclass(frozen=True)
-class HierarchicalSettings(Flags):
+class HierarchicalSettings:
     """The collection and the layer map."""
 
     dataset: str | None = flag(None, "which labelled collection", choices=DATASETS, required=True)
@@ -259,9 +259,6 @@ class HierarchicalRunSettings(RunSettings):
     job: JobSettings = JobSettings(max_length=256)
     training: TrainingSettings = TrainingSettings(epochs=5)
 
-    @property
-    def seeds(self) -> tuple[int, ...] | None:
-        return self.hierarchical.seeds
 
 
 def build_parser() -> SettingsParser:

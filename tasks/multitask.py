@@ -13,23 +13,24 @@ The tasks are the rows of TASKS below (tasks/models/course_task.py says what a r
 - similarity: cos(u, v) trained against score / 5 (SBERT's CosineSimilarityLoss). Predictions on 0..5.
 
 Each step trains one task's batch (proportional sampling), under a linear schedule; STS's loss counts 4
-times (--task-weights).
-The best epoch is chosen by the course's overall score (SST acc + Quora acc + (STS r + 1) / 2) / 3. The
-run directory holds config.json, metrics.jsonl, loss_and_dev.png, best/ (Hugging Face-format encoder,
-heads.safetensors, heads.json) and predictions/{sst,para,sts}-{dev,test}-output.csv in the course format.
-`--predict RUN_DIR` trains nothing: the run's best weights predict the files --sst_dev ... --sts_test name
-(all six from --data-dir when none is) into --out or the --*_out files, and score the dev files.
-What each default and each lever measured: docs/results.md.
+times (--task-weights). The best epoch is chosen by the course's overall score (SST acc + Quora acc +
+(STS r + 1) / 2) / 3. The run directory holds config.json, metrics.jsonl, loss_and_dev.png, best/ (Hugging
+Face-format encoder, heads.safetensors, heads.json) and predictions/{sst,para,sts}-{dev,test}-output.csv in
+the course format. `--predict RUN_DIR` trains nothing: the run's best weights predict the files --sst-dev
+... --sts-test name (all six from --data-dir when none is) into --out or the --*-out files, and score the
+dev files. What each default and each lever measured: docs/results.md.
 
 Read next: ../pretrain/ (further pre-training before this job).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -38,18 +39,18 @@ from minbert.loading.atomic import atomic_directory
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
-from tasks.data.course import read_splits, write_predictions
+from tasks.data.course import read_splits, task_files, write_predictions
 from tasks.data.course_files import OUTPUT_SPLITS, SPLITS, find_data, output_path, read_prediction_inputs
 from tasks.models.course_task import (Accuracy, Classifier, Correlation, Cosine, CourseTask, MultitaskBERT,
                                       RDrop, TaskData, above_zero, argmax, binary_cross_entropy, cosine_mse,
                                       on_0_to_5)
-from tasks.training.flags import (Flags, SettingsParser, as_dict, existing_dir, flag, from_dict, name_weights,
-                                  non_negative)
+from tasks.training.flags import checked, existing_dir, existing_file, non_negative, output_file, positive
 from tasks.training.best import load_checkpoint, read_run_settings
-from tasks.training.job import CourseFiles, JobRun, load_encoder, parse_settings, user_errors
+from tasks.training.job import JobRun, load_encoder, parse_settings, user_errors
 from tasks.training.run_folder import default_run_dir
 from tasks.training.signals import signals_deferred
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings, resolve_settings
+from tasks.training.settings import (JobSettings, RunSettings, SettingsParser, TrainingSettings, as_dict,
+                                     flag, from_dict, resolve_settings)
 
 # The main job's tasks, one row each. [CLS] pooling and R-Drop raised SST on every seed; STS's loss 4x
 # raised STS on every seed (it has the fewest batches and the others pull it hardest): docs/results.md.
@@ -74,8 +75,29 @@ def overall_score(tasks: Sequence[CourseTask], dev: dict[str, dict[str, float]])
 HEAD_SETTINGS = ("sentiment_pooling", "hidden_dropout_prob")
 
 
+def name_weights(allowed: tuple[str, ...]) -> Callable[[str], tuple[tuple[str, float], ...]]:
+    """Comma-separated name=factor pairs, each name one of `allowed` and each factor > 0 ("sts=2,sst=1.5")."""
+    @checked("NAME=X,...")
+    def parse(text: str) -> tuple[tuple[str, float], ...]:
+        pairs = []
+        for item in text.split(","):
+            name, equals, value = item.strip().partition("=")
+            if not equals or name not in allowed:
+                raise argparse.ArgumentTypeError(f"must be comma-separated name=factor pairs, the names from "
+                                                 f"{', '.join(allowed)} (e.g. {allowed[-1]}=2), got {text!r}")
+            try:
+                pairs.append((name, positive(value)))
+            except argparse.ArgumentTypeError as error:
+                raise argparse.ArgumentTypeError(f"{name}'s factor {error}") from None
+        if len({name for name, _ in pairs}) < len(pairs):
+            raise argparse.ArgumentTypeError(f"names a task twice: {text!r}")
+        return tuple(pairs)
+    parse.__name__ = "name=factor list"
+    return parse
+
+
 @dataclass(frozen=True)
-class MultitaskSettings(Flags):
+class MultitaskSettings:
     """The heads and their losses (see above), and --predict."""
 
     sentiment_pooling: str = flag(SST.head.pooling, "SST's sentence vector", choices=POOLINGS)
@@ -99,10 +121,39 @@ def with_settings(tasks: Sequence[CourseTask], settings: MultitaskSettings) -> t
                          loss=RDrop(settings.r_drop)) if t.name == SST.name else t for t in rows)
 
 
-# Proportional sampling: round-robin finishes STS's few batches early and cost STS 0.02-0.03 Pearson; the
-# linear schedule is BERT's; a third epoch adds about a point to SST (docs/results.md).
-TRAIN_DEFAULTS = TrainingSettings(epochs=3, sampling="proportional", schedule="linear")
-FIXED = ("sampling", "schedule")  # not offered: round-robin lost, no other schedule was measured here
+# The linear schedule is BERT's; a third epoch adds about a point to SST (docs/results.md).
+TRAIN_DEFAULTS = TrainingSettings(epochs=3, schedule="linear")
+FIXED = ("schedule",)  # not offered: no other schedule was measured here
+
+
+class CourseFiles:
+    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
+
+    prefixes: tuple[str, ...] = ()  # the rows' names: sst, para, sts
+
+    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """prefix -> split -> the file its --{prefix}-{split} flag names (None: the data folder's)."""
+        return {p: {split: getattr(self, f"{p}_{split}") for split in splits} for p in self.prefixes}
+
+    def output(self, prefix: str, split: str) -> str | None:
+        """The file --{prefix}-{split}-out names (None: the run folder's)."""
+        return getattr(self, f"{prefix}_{split}_out")
+
+
+def course_files(tasks: Sequence[CourseTask]) -> CourseFiles:
+    """The course starter's file flags of the table's rows, a group of the job's settings: --sst-train ...
+    --sts-test-out (the course's --sst_train ... too), each None unless given; tasks/data/course_files.py
+    reads and writes what they name. The training and dev files shape the run; --resume may name others."""
+    fields = [(f"{t.name}_{split}", str | None, flag(
+        None, f"instead of <data-dir>/{task_files([t.dataset], [split])[0]}", type=existing_file,
+        same_on_resume=split != "test")) for t in tasks for split in SPLITS]
+    fields += [(f"{t.name}_{split}_out", str | None, flag(
+        None, f"instead of <out>/predictions/{t.name}-{split}-output.csv", type=output_file,
+        same_on_resume=False)) for t in tasks for split in OUTPUT_SPLITS]
+    group = dataclasses.make_dataclass("CourseFiles", fields, bases=(CourseFiles,), frozen=True,
+                                       namespace={"__doc__": CourseFiles.__doc__,
+                                                  "prefixes": tuple(t.name for t in tasks)})
+    return group()
 
 
 @dataclass(frozen=True)
@@ -112,13 +163,13 @@ class MultitaskRunSettings(RunSettings):
     multitask: MultitaskSettings = MultitaskSettings()
     job: JobSettings = JobSettings()
     training: TrainingSettings = TRAIN_DEFAULTS
-    files: CourseFiles = CourseFiles.of({t.name: t.dataset for t in TASKS})
+    files: CourseFiles = course_files(TASKS)
 
     def check(self) -> None:
         """Contradictory flags are errors, never silently ignored."""
         super().check()
         if self.multitask.predict:
-            training_only = [f"--{p}_train" for p, given in self.files.inputs(["train"]).items()
+            training_only = [f"--{p}-train" for p, given in self.files.inputs(["train"]).items()
                              if given["train"]]
             training_only += ["--resume"] if self.training.resume else []
             training_only += [f"--lora {self.job.lora}"] if self.job.lora is not None else []  # best/ says
@@ -131,7 +182,7 @@ def build_parser(tasks: Sequence[CourseTask] = TASKS) -> SettingsParser:
     """The job's flags; the course's file flags and the task weights' default come from `tasks`."""
     weights = tuple((t.name, t.weight) for t in tasks if t.weight != 1)
     defaults = MultitaskRunSettings(MultitaskSettings(task_weights=weights),
-                                    files=CourseFiles.of({t.name: t.dataset for t in tasks}))
+                                    files=course_files(tasks))
     return SettingsParser("python -m tasks.multitask", __doc__, defaults, fixed=FIXED)
 
 

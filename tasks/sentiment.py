@@ -26,9 +26,8 @@ from tasks.data.course import read_splits, task_files, write_predictions
 from tasks.data.sources import resolve_data_dir
 from tasks.models.course_task import (Accuracy, Classifier, CourseTask, MultitaskBERT, TaskData, argmax,
                                       cross_entropy)
-from tasks.training.flags import Flags, SettingsParser, flag
 from tasks.training.job import JobRun, parse_settings, user_errors
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
+from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
 
 NUM_CLASSES = {"sst": 5, "cfimdb": 2}
 
@@ -47,7 +46,7 @@ def read_task_data(data_dir, task: str, strict: bool, limit: int):
 
 
 @dataclass(frozen=True)
-class SentimentSettings(Flags):
+class SentimentSettings:
     """The dataset and the classifier."""
 
     task: str = flag("sst", "which dataset", choices=sorted(NUM_CLASSES))

@@ -50,10 +50,10 @@ from tasks.evaluation.entities import (bio_entities, format_report, score_spans,
                                        type_confusion)
 from tasks.models.crf import CRF
 from tasks.models.spans import POOLINGS, SpanClassifier, decode_spans, enumerate_spans, span_labels
-from tasks.training.flags import Flags, SettingsParser, existing_file, flag, positive_int
+from tasks.training.flags import existing_file, positive_int
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
-from tasks.training.settings import JobSettings, RunSettings, TrainingSettings
+from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
 
 METHODS = ("bio", "bio-crf", "span")
 TRAIN_FILE, DEV_FILE = "wnut17/wnut17train.conll", "wnut17/emerging.dev.conll"
@@ -281,7 +281,7 @@ def read_any_conll(path: Path, tags: Sequence[str]) -> list[Sentence]:
 
 
 @dataclass(frozen=True)
-class TagSettings(Flags):
+class TagSettings:
     """The method."""
 
     method: str = flag("bio", "BIO tagging, BIO with a CRF, or spans", choices=METHODS)
@@ -316,9 +316,6 @@ class TagRunSettings(RunSettings):
     job: JobSettings = JobSettings()
     training: TrainingSettings = TrainingSettings(epochs=3)
 
-    @property
-    def seeds(self) -> tuple[int, ...] | None:
-        return self.tag.seeds
 
 
 def build_parser() -> SettingsParser:

@@ -22,7 +22,7 @@ from torch import nn
 
 import optim.adamw as adamw_module
 import optim.fast_adamw as fast_adamw
-import tasks.training.fast_paths as fast_paths
+import tasks.training.settings as settings
 from minbert.config import BertConfig
 from minbert.model import BertModel
 from optim.adamw import AdamW
@@ -433,13 +433,13 @@ def test_where_the_fast_paths_are_not_shipped_the_jobs_train_with_the_lessons_ad
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The student handout leaves fast_adamw.py out: then the job's optimizer is AdamW, whose loop runs the
     student's own adamw_update, uncompiled (what a built handout runs is checked in test_grading.py)."""
-    assert fast_paths.shipped() and fast_paths.optimizer_class() is FastAdamW
-    monkeypatch.setattr(fast_paths, "FAST_MODULES", ("minbert.fast", "optim.left_out_fast_adamw"))
-    fast_paths.shipped.cache_clear()
+    assert settings.fast_paths_shipped() and settings.adamw_class() is FastAdamW
+    monkeypatch.setattr(settings, "FAST_MODULES", ("minbert.fast", "optim.left_out_fast_adamw"))
+    settings.fast_paths_shipped.cache_clear()
     try:
-        assert not fast_paths.shipped() and fast_paths.optimizer_class() is AdamW
+        assert not settings.fast_paths_shipped() and settings.adamw_class() is AdamW
     finally:
-        fast_paths.shipped.cache_clear()
+        settings.fast_paths_shipped.cache_clear()
 
 
 def test_a_lessons_adamw_state_dict_continues_in_fast_adamw_and_back() -> None:

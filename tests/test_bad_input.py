@@ -197,7 +197,7 @@ def test_disk_full_while_saving_keeps_the_last_good_checkpoint(tiny_model_dir, d
 
 @pytest.mark.parametrize("flags, message", [
     (["--lr", "-1"], "argument --lr: must be a number in (0, inf), got '-1'"),
-    (["--batch_size", "0"], "argument --batch_size/--batch-size: must be an integer >= 1, got '0'"),
+    (["--batch_size", "0"], "argument --batch-size: must be an integer >= 1, got '0'"),
     (["--warmup", "1.5"], "argument --warmup: must be a number in [0, 1) (a fraction of the training steps)"),
     (["--layerwise-decay", "0"], "argument --layerwise-decay: must be a number in (0, 1] (1: no decay)"),
     (["--limit", "-5"], "argument --limit: must be an integer >= 0 (0: every example), got '-5'"),

@@ -25,11 +25,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from tasks.training import fast_paths, flags
-from tasks.training.flags import SettingsParser, from_dict
+from tasks.training import flags, settings as settings_module
 from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, WRITE_TEST, claim_run
-from tasks.training.settings import (JobSettings, RunSettings, TrainingSettings, attn_implementation_for,
-                                     resolve_training)
+from tasks.training.settings import (JobSettings, RunSettings, SettingsParser, TrainingSettings,
+                                     attn_implementation_for, from_dict, resolve_training)
 
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
@@ -107,7 +106,7 @@ def test_output_dir_under_a_read_only_folder(tmp_path):
     (["--data-dir", "setup.cfg"], "argument --data-dir: 'setup.cfg' is a file, not a folder"),
     (["--out", "setup.cfg"], "argument --out: 'setup.cfg' is a file, not a folder"),
     (["--hidden_dropout_prob", "1"],
-     "argument --hidden_dropout_prob/--hidden-dropout-prob: must be a number"),
+     "argument --hidden-dropout-prob: must be a number"),
 ])
 def test_a_bad_value_names_the_flag_before_any_work(argv, message, capsys):
     from tasks import multitask
@@ -207,7 +206,7 @@ def test_where_the_fast_paths_are_not_shipped_auto_is_the_students_eager_kernel_
         monkeypatch):
     """The student handout leaves minbert/fast/ out (grading/config.py): there the jobs run the student's
     attention, and asking for the fast path says why it is not there."""
-    monkeypatch.setattr(fast_paths, "shipped", lambda: False)
+    monkeypatch.setattr(settings_module, "fast_paths_shipped", lambda: False)
     assert [attn_implementation_for("auto", device, precision) for device, precision in
             (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["eager"] * 3
     assert attn_implementation_for("sdpa", "cpu", "fp32") == "sdpa"  # as asked
@@ -228,8 +227,8 @@ def test_resume_refuses_settings_that_shape_the_run_and_allows_the_others(tmp_pa
         run.write_config(job, train)
         trained(run)
     changed = TrainingSettings(threads=1, lr=1e-4, batch_size=8)
-    with pytest.raises(SystemExit, match=r"was started with --lr 5e-05, --batch_size 32, but this command "
-                                         r"asks for --lr 0.0001, --batch_size 8"):
+    with pytest.raises(SystemExit, match=r"was started with --lr 5e-05, --batch-size 32, but this command "
+                                         r"asks for --lr 0.0001, --batch-size 8"):
         with claim_run(tmp_path / "run", "sentiment", "tiny", resume=True, settings=(job, changed)):
             pass
     free = TrainingSettings(threads=2, max_steps=9, resume=True, keep_checkpoints=True)
@@ -391,7 +390,7 @@ def test_a_refused_resume_names_the_setting_and_rewrites_nothing(tiny_multitask_
     assert multitask.main(tiny_multitask_run(out)) == 0  # 2 steps of 6: a stopped run, resumable
     before = files_of(out)
     for flags, said in [(["--lr", "1e-4"], "--lr 5e-05, but this command asks for --lr 0.0001"),
-                        (["--batch_size", "4"], "--batch_size 8, but this command asks for --batch_size 4"),
+                        (["--batch_size", "4"], "--batch-size 8, but this command asks for --batch-size 4"),
                         (["--max-length", "48"],
                          "--max-length 64, but this command asks for --max-length 48"),
                         (["--sentiment-pooling", "max"],

@@ -33,16 +33,22 @@ def finished_run(tiny_multitask_run, tmp_path_factory) -> Path:
     return out
 
 
-def test_every_course_flag_is_there_with_the_courses_name():
+def test_every_course_flag_is_there_with_the_courses_name_and_dashed(tmp_path):
     parser = multitask.build_parser()
     flags = {option for action in parser._actions for option in action.option_strings}
+    given = tmp_path / "given.csv"
+    given.write_text("x")
     for prefix in ("sst", "para", "sts"):
         for split in ("train", "dev", "test"):
-            assert f"--{prefix}_{split}" in flags and f"--{prefix}-{split}" in flags
+            assert f"--{prefix}-{split}" in flags  # --help shows the dashed name; the course's is taken too
+            for spelled in (f"--{prefix}_{split}", f"--{prefix}-{split}"):
+                assert getattr(parser.parse([spelled, str(given)]).files, f"{prefix}_{split}") == str(given)
         for split in ("dev", "test"):
-            assert f"--{prefix}_{split}_out" in flags
-    args = parser.parse_args([])
-    assert args.sst_train is None and args.sts_test_out is None  # unset: --data-dir's and --out's files
+            assert f"--{prefix}-{split}-out" in flags
+            assert getattr(parser.parse([f"--{prefix}_{split}_out", str(given)]).files,
+                           f"{prefix}_{split}_out") == str(given)
+    files = parser.parse([]).files
+    assert files.sst_train is None and files.sts_test_out is None  # unset: --data-dir's and --out's files
 
 
 def test_file_flags_replace_the_data_folders_files(tiny_multitask_run, tmp_path):
@@ -62,10 +68,10 @@ def test_file_flags_replace_the_data_folders_files(tiny_multitask_run, tmp_path)
 def test_a_flag_naming_a_missing_file_or_a_folder_is_refused(tiny_multitask_run, tmp_path, capsys):
     with pytest.raises(SystemExit):
         multitask.main(tiny_multitask_run(tmp_path / "a", "--para_dev", str(tmp_path / "nothing.csv")))
-    assert "--para_dev" in capsys.readouterr().err
+    assert "--para-dev" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         multitask.main(tiny_multitask_run(tmp_path / "b", "--sts_test_out", str(tmp_path)))
-    assert "--sts_test_out" in capsys.readouterr().err
+    assert "--sts-test-out" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
@@ -97,7 +103,7 @@ def test_predict_writes_only_the_files_named(finished_run, tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--sst_train", "SAMPLE"], "--sst_train belong(s) to training"),
+    (["--sst_train", "SAMPLE"], "--sst-train belong(s) to training"),
     (["--resume"], "--resume belong(s) to training"),
 ])
 def test_predict_refuses_training_flags(finished_run, extra, message, capsys):

@@ -23,12 +23,12 @@ FOUR = multitask.TASKS + (CFIMDB,)
 def test_the_course_file_flags_are_made_from_the_table(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # argparse wraps at the terminal's width, and breaks paths at hyphens
     flags = {option for action in multitask.build_parser(FOUR)._actions for option in action.option_strings}
-    assert {"--cfimdb_train", "--cfimdb-dev", "--cfimdb_test", "--cfimdb_dev_out",
-            "--cfimdb_test_out"} <= flags
+    assert {"--cfimdb-train", "--cfimdb-dev", "--cfimdb-test", "--cfimdb-dev-out",
+            "--cfimdb-test-out"} <= flags
     help_text = multitask.build_parser(FOUR).format_help()
     assert "instead of <data-dir>/ids-cfimdb-train.csv" in help_text
     assert "instead of <out>/predictions/cfimdb-test-output.csv" in help_text
-    assert "--cfimdb_train" not in multitask.build_parser().format_help()  # the main job's own three
+    assert "--cfimdb-train" not in multitask.build_parser().format_help()  # the main job's own three
 
 
 def test_a_row_whose_head_does_not_read_its_examples_is_refused():

@@ -138,7 +138,7 @@ def test_predict_from_damaged_heads_is_one_line_naming_the_file(finished_run, tm
 @pytest.mark.skipif(CUDA_MISSING is False, reason="this PyTorch has CUDA: --use_gpu would train")
 def test_use_gpu_without_cuda_is_one_line_naming_the_flag(tiny_model_dir, tmp_path, capsys):
     code, line = job_failure(capsys, sentiment_args(tiny_model_dir, tmp_path / "out") + ["--use_gpu"])
-    assert code == 1 and "--use_gpu" in line and "CUDA" in line
+    assert code == 1 and "--use-gpu" in line and "CUDA" in line
     assert not (tmp_path / "out").exists()
 
 

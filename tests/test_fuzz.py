@@ -35,7 +35,7 @@ from tasks.data.examples import DataFileError, MalformedRowError
 from tasks.data.inputs import first_change, fingerprint
 from tasks.data.glue import read_glue, read_trec
 from tasks.data.hierarchy import read_hwv
-from tasks.training.flags import groups
+from tasks.training.settings import groups
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

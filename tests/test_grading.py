@@ -120,9 +120,9 @@ def test_editions_name_real_components_and_full_is_every_one():
 
 
 def test_the_jobs_ask_for_exactly_the_fast_paths_the_handout_leaves_out():
-    # fast_paths.shipped() looks for these modules; were one listed on one side only, a handout would ship
-    # a fast path the jobs then import, or miss one they still take for shipped.
-    from tasks.training.fast_paths import FAST_MODULES
+    # settings.fast_paths_shipped() looks for these modules; were one listed on one side only, a handout would
+    # ship a fast path the jobs then import, or miss one they still take for shipped.
+    from tasks.training.settings import FAST_MODULES
 
     root = Path(__file__).resolve().parents[1]
     asked = {path + ("/" if (root / path).is_dir() else ".py")
@@ -187,9 +187,9 @@ def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_fast_p
     assert probe.returncode == 0 and "python -m grading.check_predictions" in probe.stdout, probe.stderr
     assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
     assert not [path for path in HANDOUT_FAST_PATHS if (out / path).exists()]  # the fast paths, by name
-    # ... so there the jobs train with the lesson's AdamW and the student's attention (fast_paths.py asks)
-    probe = subprocess.run([sys.executable, "-c", "from tasks.training import fast_paths as f, settings as s; "
-                            "print(f.shipped(), f.optimizer_class().__name__, "
+    # ... so there the jobs train with the lesson's AdamW and the student's attention (settings.py asks)
+    probe = subprocess.run([sys.executable, "-c", "from tasks.training import settings as s; "
+                            "print(s.fast_paths_shipped(), s.adamw_class().__name__, "
                             "s.attn_implementation_for('auto', 'cpu', 'fp32'))"], cwd=out, capture_output=True,
                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(out)})
     assert probe.stdout.split() == ["False", "AdamW", "eager"], probe.stderr

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from tasks.training.job import build_optimizer
 from tasks.training.loop import place_step_losses, train
 from tasks.training.checkpoints import TrainState
 from tasks.training.plot import moving_average, plot_history
@@ -54,7 +55,8 @@ def test_the_moving_average_is_debiased_and_smooths_over_a_twentieth_of_the_poin
 def test_the_loop_records_every_step_and_the_plot_ticks_whole_epochs(tmp_path, one_weight_model,
                                                                        monkeypatch):
     run = RunDir(tmp_path / "run")
-    state = train(one_weight_model(), [ToyTask("a", 4)], TrainingSettings(epochs=3, lr=1e-3), run,
+    model, training = one_weight_model(), TrainingSettings(epochs=3, lr=1e-3)
+    state = train(model, [ToyTask("a", 4)], build_optimizer(model, training), training, run,
                   lambda dev: dev["a"]["score"], lambda m, folder: (folder / "w.txt").write_text("w"))
     places = [x for x, _ in state.step_losses["a"]]
     assert places == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0])

@@ -1,4 +1,4 @@
-"""tasks/training/memory.py: a large block freed and asked for again comes back with its pages mapped.
+"""tasks/training/job.py's keep_freed_memory: a large block freed and asked for again comes back with its pages mapped.
 
 A property, not a timing: the minor page faults of zeroing a 48 MiB tensor a second time, counted by the
 kernel (getrusage). glibc's default maps such a block afresh (about 12,000 faults of 4 KiB pages); kept
@@ -13,7 +13,7 @@ import resource
 import pytest
 import torch
 
-from tasks.training.memory import glibc, keep_freed_memory
+from tasks.training.job import glibc, keep_freed_memory
 
 BLOCK = (48 << 20) // 4  # float32 numbers in 48 MiB, above glibc's 32 MiB mmap threshold
 

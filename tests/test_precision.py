@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from tasks.training.flags import SettingsParser
-from tasks.training.settings import RunSettings, TrainingSettings, resolve_precision, resolve_training
+from tasks.training.settings import RunSettings, SettingsParser, TrainingSettings, resolve_precision, resolve_training
 
 
 @dataclass(frozen=True)

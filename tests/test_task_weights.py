@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from tasks import multitask
-from tasks.training.flags import name_weights
+from tasks.multitask import name_weights
+from tasks.training.job import build_optimizer
 from tasks.training.loop import train
 from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings
@@ -41,7 +42,8 @@ def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logge
     model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
     config = TrainingSettings(epochs=1, sampling="round-robin", max_grad_norm=0.0)
     run = RunDir(tmp_path / "run")
-    train(model, [ToyTask("a"), ToyTask("b", weight=3.0)], config, run, lambda dev: 0.0,
+    train(model, [ToyTask("a"), ToyTask("b", weight=3.0)], build_optimizer(model, config), config, run,
+          lambda dev: 0.0,
           lambda m, folder: (folder / "weights.txt").write_text("w"))
     assert gradients == [1.0, 3.0]  # task a's backward, then task b's
     record = json.loads(run.metrics.read_text().splitlines()[-1])

@@ -2,7 +2,7 @@
 
 import torch
 
-from tasks.training.settings import apply_threads, choose_threads, idle_threads
+from tasks.training.settings import TrainingSettings, choose_threads, idle_threads, resolve_training
 
 
 def test_idle_threads_leaves_busy_cores_alone():
@@ -39,10 +39,10 @@ def test_the_default_backs_off_from_a_busy_core():
     assert threads == most and "0.0 busy" in why
 
 
-def test_apply_threads_sets_torch():
+def test_resolving_the_threads_sets_torch():
     before = torch.get_num_threads()
     try:
-        assert apply_threads(1) == (1, "--threads 1")
+        assert resolve_training(TrainingSettings(threads=1, precision="fp32")).threads == 1
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

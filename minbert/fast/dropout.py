@@ -16,7 +16,7 @@ cheap, so there we call it.
 The model's files use torch's `nn.Dropout`, as a reader expects; `use_fast_dropout(model)` swaps this one
 in for every nn.Dropout of a model (its modules' names and checkpoints do not change: dropout has no
 weights). A training job calls it once on the model it has built, before the loop
-(tasks/training/fast_paths.py).
+(tasks/training/job.py).
 
 Read next: ../extras/ (label attention, layer analysis).
 """

@@ -31,7 +31,6 @@ from minbert.loading.schema import check_fields
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from tasks.training.checkpoints import TrainState
-from tasks.training.flags import Flags
 from tasks.training.run_records import read_heads, settings_schema
 
 
@@ -97,7 +96,7 @@ def load_checkpoint(model: nn.Module, directory: Path) -> None:
     model.load_state_dict({**model.state_dict(), **heads})
 
 
-def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[Flags] = ()
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[Any] = ()
                       ) -> tuple[Path, dict]:
     """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
 

@@ -1,11 +1,10 @@
-"""What every job is made of around the loop, written once: its command line parsed and resolved, its run
-(`JobRun`), the pre-trained encoder, one-line errors, the course's file flags (several seeds of one run:
-seeds.py).
+"""What every job is made of around the loop, written once: its run (`JobRun`), the pre-trained encoder,
+the model made ready to train (frozen, adapted, fast paths on), its optimizer, and one-line errors.
 
 A job says only what is its own (its settings, data, model, tasks and outputs); the rest is here:
 
     with user_errors():  # one line, "error: ...", for what a user can fix
-        settings = parse_settings(build_parser(), argv)  # one object; threads, precision, kernel decided
+        settings = parse_settings(build_parser(), argv)  # settings.py: one object, "auto" decided
         with JobRun("sentiment", settings, {"task": settings.sentiment.task}) as run:  # seed, folder
             run.write_config(data_path=...)  # config.json: every setting, and where the data was
             bert, tokenizer, model_dir = run.load_encoder()  # checked against --max-length
@@ -17,12 +16,11 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
   with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C and
   SIGTERM (signals.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
   ours, whose traceback ends saying so;
-- `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and the loop with best/ saved at every best
-  epoch and loaded back, the encoder frozen under --option pretrain, or adapted under --lora (lora_run.py);
+- `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and `train`: the encoder frozen under
+  --option pretrain or adapted under --lora, the fast paths switched on, the optimizer of --optimizer built
+  (`build_optimizer`), the loop run with best/ saved at every best epoch, and best/ loaded back;
 - `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded (the one
-  place an encoder is loaded; `load_job_encoder`: --model's, as JobSettings say);
-- `CourseFiles`: the course starter's file flags (--sst_train ... --sts_test_out) of a job's tasks, a group
-  of its settings like settings.py's JobSettings (tasks/data/course_files.py reads and writes what they name).
+  place an encoder is loaded; `load_job_encoder`: --model's, as JobSettings say).
 
 Read next: ../sentiment.py (the smallest job).
 """
@@ -30,12 +28,12 @@ Read next: ../sentiment.py (the smallest job).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import ctypes
+import ctypes.util
 import errno
 import os
 import signal
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -47,68 +45,17 @@ from minbert.loading.errors import MinbertError, machine_limit, os_refusal, shor
 from minbert.loading.hub import resolve_model
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
-from tasks.data.course import task_files
+from optim.param_groups import make_param_groups, uses_weight_decay
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
-from tasks.training.fast_paths import use_fast_paths
 from tasks.training.world import process_rank
-from tasks.training.flags import Flags, SettingsParser, env_switch, existing_file, flag, groups, output_file
 from tasks.training.loop import train
 from tasks.training.best import load_checkpoint, save_checkpoint
 from tasks.training.checkpoints import TrainState
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.signals import Interrupted, signals_stop_the_job
-from tasks.training.settings import JobSettings, RunSettings, resolve_settings
-
-
-def course_input(dataset: str, split: str) -> Any:
-    # the training and dev files shape the run; a resumed run may name other test files
-    return flag(None, f"instead of <data-dir>/{task_files([dataset], [split])[0]}", type=existing_file,
-                course=True, same_on_resume=split != "test")
-
-
-def course_output(prefix: str, split: str) -> Any:
-    return flag(None, f"instead of <out>/predictions/{prefix}-{split}-output.csv", type=output_file,
-                course=True, same_on_resume=False)
-
-
-@dataclass(frozen=True)
-class CourseFiles(Flags):
-    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
-
-    rows: tuple[tuple[str, str], ...]  # (prefix, dataset) of each row of the job's table: ("para", "quora")
-    paths: tuple[tuple[str, str], ...] = ()  # (flag's field name, the file it names) of the flags given
-
-    @classmethod
-    def of(cls, tasks: Mapping[str, str]) -> "CourseFiles":
-        """`tasks`: prefix -> dataset ({"sst": "sst", "para": "quora", ...})."""
-        return cls(tuple(tasks.items()))
-
-    def flag_fields(self) -> list[dataclasses.Field]:
-        """--{prefix}_{train,dev,test} for the inputs, then --{prefix}_{dev,test}_out for the predictions,
-        each None unless given; as str | None fields for config.json's schema (run_records.py)."""
-        fields = [(f"{p}_{split}", course_input(dataset, split))
-                  for p, dataset in self.rows for split in ("train", "dev", "test")]
-        fields += [(f"{p}_{split}_out", course_output(p, split))
-                   for p, _ in self.rows for split in ("dev", "test")]
-        for name, field in fields:
-            field.name, field.type = name, str | None
-        return [field for _, field in fields]
-
-    def values(self) -> dict[str, str | None]:
-        return {**{f.name: None for f in self.flag_fields()}, **dict(self.paths)}
-
-    def replaced(self, values: dict[str, str | None]) -> "CourseFiles":
-        return replace(self, paths=tuple((k, v) for k, v in values.items() if v is not None))
-
-    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
-        """prefix -> split -> the file its --{prefix}_{split} flag names (None: the data folder's)."""
-        given = dict(self.paths)
-        return {p: {split: given.get(f"{p}_{split}") for split in splits} for p, _ in self.rows}
-
-    def output(self, prefix: str, split: str) -> str | None:
-        """The file --{prefix}_{split}_out names (None: the run folder's)."""
-        return dict(self.paths).get(f"{prefix}_{split}_out")
+from tasks.training.settings import (OPTIMIZERS, JobSettings, RunSettings, SettingsParser, TrainingSettings,
+                                     fast_paths_shipped, groups, resolve_settings)
 
 
 # A failure that is ours, not the user's, keeps its traceback; this note ends it.
@@ -142,6 +89,18 @@ def user_fault(error: BaseException) -> str | None:
     return f"{name}: {cause}"
 
 
+def env_switch(name: str) -> bool:
+    """The environment variable `name` as a switch: 1, true, yes or on (any case) turn it on; unset, empty,
+    0, false, no or off leave it off; anything else is a usage error naming the variable (exit status 2)."""
+    on, off = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+    value = os.environ.get(name, "")
+    if value.strip().lower() in on + off:
+        return value.strip().lower() in on
+    print(f"error: environment variable {name}={value!r}: must be one of {', '.join(on)} (on) or "
+          f"{', '.join(off[:-1])} or empty (off)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 @contextlib.contextmanager
 def user_errors():
     """Run a job's body, its one error boundary: an error the user can fix (`user_fault`) becomes one line
@@ -150,7 +109,7 @@ def user_errors():
     Every file is written atomically (minbert/loading/atomic.py), so a failed write leaves the previous
     version intact; the message says so. Ctrl-C and SIGTERM print the line the run folder's state calls for
     (`Interrupted.message`, from claim_run) and exit 128 + the signal's number. MINBERT_TRACEBACK=1 (a
-    switch: flags.env_switch) gives the traceback instead.
+    switch: `env_switch`) gives the traceback instead.
     """
     show_traceback = env_switch("MINBERT_TRACEBACK")
     start_job()  # the files this job reads are its inputs (tasks/data/inputs.py), not an earlier job's
@@ -254,14 +213,77 @@ def freeze(module: nn.Module) -> None:
         param.requires_grad_(False)
 
 
-def parse_settings(parser: SettingsParser, argv: Sequence[str] | None,
-                   resolve: bool = True) -> RunSettings:
-    """The command line as the job's settings object (with --seeds checked against --seed) and, unless
-    `resolve` is False, the run's real settings decided (settings.py's `resolve_settings`)."""
+def use_fast_paths(model: nn.Module) -> nn.Module:
+    """Where they ship (settings.py), the fast paths that give the same numbers for the model as built:
+    minbert/fast/dropout.py's cheaper CPU dropout in place of every nn.Dropout, and freed memory kept for the
+    next step (`keep_freed_memory`). Returns `model`."""
+    if fast_paths_shipped():
+        from minbert.fast.dropout import use_fast_dropout
+        use_fast_dropout(model)
+        keep_freed_memory()
+    return model
+
+
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's <malloc.h>
+
+
+def glibc():
+    """The C library when it is glibc (it has mallopt), else None (macOS, musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "gnu_get_libc_version") else None
+
+
+def keep_freed_memory() -> bool:
+    """No mmap for large blocks, and the heap's free top kept, so that a freed block serves the next step's
+    request with its pages mapped. glibc returns a freed block of 32 MiB or more to the system, and a step
+    frees and asks again for the same ones: MiniLM's word embeddings' gradient (30,522 x 384 float32,
+    45 MiB) is built anew by every backward, and zeroing its fresh pages took 15-38 ms of a 255 ms bf16
+    step on one core (docs/results.md). Numbers do not change; the process keeps what it used at its peak.
+    Returns whether glibc took both settings."""
+    libc = glibc()
+    keep = 1 << 30  # the free top of the heap given back above 1 GiB only
+    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, keep))
+
+
+def build_optimizer(model: nn.Module, training: TrainingSettings) -> torch.optim.Optimizer:
+    """The --optimizer's row of OPTIMIZERS over the parameter groups: the model's one BertModel (or, without
+    one, all of it) at --lr, with --layerwise-decay's smaller rates below (optim/param_groups.py), the rest
+    (the heads) at --head-lr; biases and LayerNorm weights never decay. Frozen parameters (--option
+    pretrain's encoder, all but --lora's adapters) are left out: no state kept for them."""
+    encoders = [module for module in model.modules() if isinstance(module, BertModel)]
+    if len(encoders) > 1:
+        raise TypeError(f"build_optimizer: {type(model).__name__} holds {len(encoders)} BertModels, not one")
+    encoder = encoders[0] if encoders else model
+    groups = make_param_groups(encoder, lr=training.lr, weight_decay=training.weight_decay,
+                               layer_decay=training.layerwise_decay)
+    groups = [{**g, "params": [p for p in g["params"] if p.requires_grad],
+               "param_names": [n for n, p in zip(g["param_names"], g["params"]) if p.requires_grad]}
+              for g in groups]
+    groups = [g for g in groups if g["params"]]
+    in_encoder = {id(p) for p in encoder.parameters()}
+    heads = [(name, p) for name, p in model.named_parameters() if id(p) not in in_encoder and p.requires_grad]
+    for decay in (True, False):
+        chosen = [(n, p) for n, p in heads if uses_weight_decay(n) == decay]
+        if chosen:
+            groups.append({"params": [p for _, p in chosen], "param_names": [n for n, _ in chosen],
+                           "lr": training.head_lr, "weight_decay": training.weight_decay if decay else 0.0})
+    return OPTIMIZERS[training.optimizer](groups, training)
+
+
+def parse_settings(parser: SettingsParser, argv: Sequence[str] | None, resolve: bool = True) -> RunSettings:
+    """The command line as the job's settings object (--seeds checked against --seed: repeats, or both given)
+    and, unless `resolve` is False, the run's real settings decided (settings.py's `resolve_settings`)."""
     settings = parser.parse(argv)
-    if settings.seeds is not None:  # a job without --seeds loads nothing of them
-        from tasks.training.seeds import check_seeds
-        check_seeds(parser, settings.seeds, argv)
+    if settings.seeds is not None:
+        if any(a == "--seed" or a.startswith("--seed=") for a in (sys.argv[1:] if argv is None else argv)):
+            parser.error("give --seed or --seeds, not both")
+        if len(set(settings.seeds)) != len(settings.seeds):
+            parser.error(f"--seeds has repeats: {list(settings.seeds)}")
     return resolve_settings(settings) if resolve else settings
 
 
@@ -315,8 +337,8 @@ class JobRun:
               tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
               sentence: Mapping[str, Any] | None = None,
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
-        """The loop (under --option pretrain with `model.bert` frozen), each best epoch saved in best/: the
-        encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
+        """The loop (under --option pretrain with `model.bert` frozen, under --lora adapted; with the fast
+        paths and --optimizer's optimizer), each best epoch saved in best/: the encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
         the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
         (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
         outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
@@ -331,7 +353,9 @@ class JobRun:
         if save_best is None:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)
-        state = train(model, tasks, self.training, self.folder, overall_score, save_best, resume=self.resume)
+        optimizer = build_optimizer(model, self.training)
+        state = train(model, tasks, optimizer, self.training, self.folder, overall_score, save_best,
+                      resume=self.resume)
         if process_rank() != 0:
             return None
         if not self.training.keep_checkpoints:
@@ -340,6 +364,3 @@ class JobRun:
             load_checkpoint(model, self.folder.best)
             model.eval()
         return state
-
-
-# ----- several seeds of one run ------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from minbert.loading.atomic import atomic_directory, record_checksums
 from tasks.training.best import check_best_on_resume
 from tasks.training.checkpoints import TrainState, load_training_state, save_training_state
-from tasks.training.optimizer import build_optimizer, make_schedule
+from optim.schedules import SCHEDULES
 from tasks.training.plot import plot_history
 from tasks.training.run_folder import ResumeRefused, RunDir
 from tasks.training.signals import Interrupted, signals_deferred, stop_requested
@@ -99,19 +99,20 @@ def interleave(task_batches: dict[str, list[Any]], sampling: str, seed: int,
 def train(
     model: nn.Module,
     tasks: Sequence[Task],
+    optimizer: torch.optim.Optimizer,
     training: TrainingSettings,
     run: RunDir,
     overall_score: Callable[[dict[str, dict[str, float]]], float],
     save_best: Callable[[nn.Module, Path], None],
     resume: bool = False,
 ) -> TrainState:
-    """Train `model` on `tasks`; returns the final state (history of dev metrics, best epoch)."""
+    """Train `model` on `tasks` with `optimizer` (job.py's build_optimizer); returns the final state (history
+    of dev metrics, best epoch)."""
     world = join_world(training.device)
     device = world.device_for(training.device)
     model.to(device)
     by_name = {t.name: t for t in tasks}
     task_loss = world.wrap(TaskLosses(model, by_name), device)
-    optimizer = build_optimizer(model, training)
 
     def epoch_steps(epoch: int) -> list[list[tuple[str, Any]]]:
         return interleave({t.name: t.train_batches(epoch) for t in tasks}, training.sampling, training.seed,
@@ -251,6 +252,20 @@ def train(
     run.training_finished = state.epoch >= training.epochs  # claim_run then marks the run finished
     world.barrier()  # rank 0's last files are written before any process moves on
     return state
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, training: TrainingSettings, total_steps: int,
+                  steps_per_epoch: int):
+    """The --schedule's LambdaLR (optim/schedules.py), stepped once per optimizer step; --warmup is its
+    warm-up fraction (slanted triangular: cut_frac)."""
+    warmup_steps = int(training.warmup * total_steps)
+    if training.schedule in ("linear", "cosine"):
+        return SCHEDULES[training.schedule](optimizer, warmup_steps, total_steps)
+    if training.schedule == "constant":
+        return SCHEDULES["constant"](optimizer, warmup_steps)
+    if training.schedule == "slanted_triangular":
+        return SCHEDULES["slanted_triangular"](optimizer, total_steps, cut_frac=training.warmup or 0.1)
+    return SCHEDULES["exponential"](optimizer, steps_per_epoch=steps_per_epoch)  # CS224N reports: gamma 0.96
 
 
 def join_world(device: str) -> World:

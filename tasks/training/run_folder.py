@@ -32,8 +32,8 @@ from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
 from tasks.training.world import process_rank
 from tasks.training.checkpoints import PREVIOUS, TrainState
-from tasks.training.flags import as_dict, flag_names, frozen
 from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
+from tasks.training.settings import as_dict, flag_fields, flag_name, frozen
 from tasks.training.signals import Interrupted, resume_command
 
 
@@ -173,8 +173,8 @@ def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
         return  # nothing to compare: a run that stopped before it wrote its settings
     saved = read_document(config_file, settings_schema(*settings))
     now = as_dict(*settings)
-    differ = [(flag_names(f, f.default)[0], saved[f.name], now[f.name])
-              for s in settings for f in s.flag_fields() if f.metadata["same_on_resume"]
+    differ = [(flag_name(f), saved[f.name], now[f.name])
+              for s in settings for f in flag_fields(s) if f.metadata["same_on_resume"]
               and f.name in saved and frozen(saved[f.name]) != now[f.name]]
     if differ:
         said = ", ".join(f"{name} {was}" for name, was, _ in differ)

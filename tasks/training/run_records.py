@@ -26,7 +26,7 @@ import torch
 from minbert.loading.files import FileContentError, check_file, loads, read_text
 from minbert.loading.checkpoint import CheckpointError, read_weights
 from minbert.loading.schema import Field, Schema
-from tasks.training.flags import Flags
+from tasks.training.settings import flag_fields
 
 _TEXT = Field("string")
 _FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", "[0, inf]"), "sha256": _TEXT},
@@ -60,14 +60,14 @@ TRAINING_CHECKPOINT = Schema(
 _KINDS = {bool: "boolean", int: "integer", float: "real", str: "string", Path: "string", tuple: "array"}
 
 
-def settings_schema(*settings: Flags, required: Sequence[str] = ()) -> Schema:
+def settings_schema(*settings: Any, required: Sequence[str] = ()) -> Schema:
     """config.json's (and heads.json's) schema from groups of flags: each flag's kind from its annotation (a
     field the group makes itself carries its type), its choices as the values allowed. Other keys (where the
     data was, ...) are kept."""
     fields = {}
     for group in settings:
         hints = typing.get_type_hints(type(group))
-        fields.update({f.name: _flag_field(hints.get(f.name, f.type), f) for f in group.flag_fields()})
+        fields.update({f.name: _flag_field(hints.get(f.name, f.type), f) for f in flag_fields(group)})
     return Schema(fields, tuple(required), unknown="keep")
 
 

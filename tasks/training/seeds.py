@@ -12,7 +12,6 @@ Read next: ../classify.py (a job with --seeds).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -22,10 +21,10 @@ from typing import Any, Callable, Sequence
 
 from minbert.loading.atomic import atomic_write_text
 from minbert.loading.schema import read_document
-from tasks.training.flags import flag, seed_int
+from tasks.training.flags import seed_int
 from tasks.training.run_folder import default_run_dir
 from tasks.training.run_records import RESULT
-from tasks.training.settings import Settings
+from tasks.training.settings import RunSettings, flag
 
 
 RESULT_FILE = "result.json"
@@ -36,16 +35,6 @@ def seeds_flag() -> Any:
     # a resumed study may add seeds: the finished ones are skipped
     return flag(None, "train once per seed into <out>/seed-<n>/, report mean ± std", type=seed_int,
                 nargs="+", same_on_resume=False)
-
-
-def check_seeds(parser: argparse.ArgumentParser, seeds: Sequence[int] | None,
-                argv: Sequence[str] | None) -> None:
-    """--seeds and --seed contradict each other; a repeated seed would overwrite its own run."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if seeds is not None and any(a == "--seed" or a.startswith("--seed=") for a in argv):
-        parser.error("give --seed or --seeds, not both")
-    if seeds is not None and len(set(seeds)) != len(seeds):
-        parser.error(f"--seeds has repeats: {list(seeds)}")
 
 
 def write_result(directory: Path, result: dict) -> None:
@@ -97,7 +86,7 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
     return summary
 
 
-def run_one_or_seeds(name: str, settings: Settings, run_one: Callable[[Settings, Path, bool], dict | None],
+def run_one_or_seeds(name: str, settings: RunSettings, run_one: Callable[[RunSettings, Path, bool], dict | None],
                      title: str, extra: dict, metrics: Sequence[str] | None = None) -> None:
     """`run_one(settings, out, resume)` once per seed of --seeds (`run_seeds`), each with its seed as --seed,
     or, without --seeds, once with --seed straight into --out (default runs/<name>/<date-time>), its summary
