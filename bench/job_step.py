@@ -50,10 +50,9 @@ from tasks.data.course_files import SPLITS, find_data
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import choice_list, positive_int
-from tasks.training.job import (M_MMAP_MAX, M_TRIM_THRESHOLD, build_optimizer, freeze, glibc,
+from tasks.training.job import (M_MMAP_MAX, M_TRIM_THRESHOLD, add_adapters, build_optimizer, freeze, glibc,
                                 keep_freed_memory, load_job_encoder, use_fast_paths)
 from tasks.training.loop import interleave, make_schedule
-from tasks.training.lora_run import add_adapters
 from tasks.training.settings import resolve_settings
 
 ARMS = ("full-fp32", "full-bf16", "lora-fp32", "lora-bf16")

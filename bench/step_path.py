@@ -181,8 +181,8 @@ FLAG_OURS = OURS + (str(ROOT / "pretrain") + "/",)
 
 
 def holds(obj: Any, value: float, depth: int = 3) -> bool:
-    """Whether `obj` is `value`, or holds it: a dataclass's or one of our objects' attribute, a dict's value or a
-    list's item, `depth` levels deep (models, tensors and long lists are not searched)."""
+    """Whether `obj` is `value`, or holds it: a dataclass's or one of our objects' attribute, a dict's value
+    or a list's item, `depth` levels deep (models, tensors and long lists are not searched)."""
     if type(obj) is float:
         return obj == value
     if depth == 0 or isinstance(obj, (str, bytes, int, torch.Tensor, nn.Module)):

@@ -177,7 +177,7 @@ def run_study(study: Study, out: Path, seeds: Sequence[int], extra: Sequence[str
         try:
             code = runner(run.module, argv)
         except SystemExit as stop:
-            if stop.code not in (130, 143):  # not Ctrl-C or SIGTERM (signals.py): the job's own error
+            if stop.code not in (130, 143):  # Ctrl-C or SIGTERM (process.py) aside: the job's error
                 raise
             # The job saved itself and said "... --resume": in a study, the study's command adds that.
             print(f"the study stopped in {study.name}/{run.name}; run the same study command again to "

@@ -31,7 +31,7 @@ def _interrupted_outside_the_run(number: int, frame: object) -> None:
 def stop_in_one_line_outside_the_run() -> None:
     """Under `python -m <package>.<job>` (runpy says "-m" in argv[0] while it imports the packages): a Ctrl-C
     while the job still imports torch ends it in one line, exit 130, not a traceback of the import machinery.
-    The run's own handling (training/signals.py) takes over once the run begins. A SIGINT that the parent
+    The run's own handling (training/process.py) takes over once the run begins. A SIGINT that the parent
     ignores (a background job, nohup) stays ignored."""
     if sys.argv[:1] == ["-m"] and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_outside_the_run)

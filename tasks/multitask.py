@@ -45,10 +45,10 @@ from tasks.models.course_task import (Accuracy, Classifier, Correlation, Cosine,
                                       RDrop, TaskData, above_zero, argmax, binary_cross_entropy, cosine_mse,
                                       on_0_to_5)
 from tasks.training.flags import checked, existing_dir, existing_file, non_negative, output_file, positive
-from tasks.training.best import load_checkpoint, read_run_settings
+from tasks.training.checkpoints import load_checkpoint, read_run_settings
 from tasks.training.job import JobRun, load_encoder, parse_settings, user_errors
+from tasks.training.process import signals_deferred
 from tasks.training.run_folder import default_run_dir
-from tasks.training.signals import signals_deferred
 from tasks.training.settings import (JobSettings, RunSettings, SettingsParser, TrainingSettings, as_dict,
                                      flag, from_dict, resolve_settings)
 

@@ -365,10 +365,9 @@ def test_every_file_of_the_training_machinery_is_one_concept_of_at_most_about_40
             f"{path.relative_to(ROOT)}'s docstring does not end with 'Read next: ...'"
 
 
-# Loaded only when a flag asks for them (--lora, --seeds, torchrun); the main job with no option never
+# Loaded only when a flag asks for them (--lora, --seeds); the main job with no option never
 # imports them.
-ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.lora_run",
-              "tasks.training.seeds", "tasks.training.distributed")
+ON_REQUEST = ("minbert.lora", "minbert.loading.adapter_files", "tasks.training.seeds")
 # Loaded only once the run writes or reads the file they own, never before the first step: best/'s
 # sentence-transformers files (written at the first best epoch).
 ON_WRITING = ("minbert.loading.sentence_files",)

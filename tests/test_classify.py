@@ -24,7 +24,7 @@ from tasks.data.classify_sets import subsample
 from tasks.data.examples import PairExample, SentenceExample
 from tasks.models.classifier import ClassifyModel
 from tasks.training.job import build_optimizer
-from tasks.training.best import load_checkpoint
+from tasks.training.checkpoints import load_checkpoint
 from tasks.training.settings import TrainingSettings, resolve_settings
 from tasks.data.course import read_predictions
 

@@ -1,4 +1,4 @@
-"""Data parallelism (tasks/training/distributed.py, overriding world.py's one process): slicing batches across
+"""Data parallelism (tasks/training/process.py's Distributed, overriding its one-process World): slicing batches across
 processes, the loss weights that keep the gradient of the whole batch, and a real 2-process run under
 torchrun (gloo, CPU) whose final weights equal a one-process run with the same global batch.
 
@@ -23,8 +23,7 @@ import torch.nn.functional as F
 
 from tasks.data.batching import TokenBatch
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training.distributed import Distributed, slice_rows
-from tasks.training.world import World, batch_rows
+from tasks.training.process import Distributed, World, batch_rows, slice_rows
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""--lora on the fine-tuning jobs (tasks/training/lora_run.py), with the tiny model.
+"""--lora on the fine-tuning jobs (tasks/training/job.py, checkpoints.py), with the tiny model.
 
 A LoRA run of the main job trains the adapters and the heads only (the encoder's weights bit-identical after
 it, the optimizer holding nothing else); its best/ is peft's adapter folder (`peft.PeftModel` on the base
@@ -24,7 +24,7 @@ from minbert.sentence_encoder import SentenceEncoder
 from tasks import classify, hierarchical, multitask, sentiment, tag
 from tasks.data.course import read_predictions
 from tasks.data.sources import SAMPLE_DIR
-from tasks.training.lora_run import MERGED
+from minbert.loading.hub import MERGED
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

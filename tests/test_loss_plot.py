@@ -10,9 +10,8 @@ import torch
 from torch import nn
 
 from tasks.training.job import build_optimizer
-from tasks.training.loop import place_step_losses, train
+from tasks.training.loop import moving_average, place_step_losses, plot_history, train
 from tasks.training.checkpoints import TrainState
-from tasks.training.plot import moving_average, plot_history
 from tasks.training.run_folder import RunDir
 from tasks.training.settings import TrainingSettings
 

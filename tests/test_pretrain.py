@@ -547,10 +547,10 @@ def test_the_smallest_corpora_train(tiny_model_dir, tmp_path, n, flags):
 
 
 # Sends SIGTERM to its own process during the 3rd training step (the loop computes each loss through
-# world.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
+# process.TaskLosses), then runs pretrain.run as `python -m pretrain.run` would.
 SIGTERM_AT_STEP_3 = """
 import os, runpy, signal, sys
-from tasks.training import world
+from tasks.training import process as world
 real, calls = world.TaskLosses.forward, []
 def forward(self, name, batch):
     calls.append(1)

@@ -2,7 +2,7 @@
 was never interrupted: the same weights, optimizer moments and schedule (compared with torch.equal: the
 resumed run replays the same arithmetic from the restored state, RNG included) and the same dev metrics.
 So does a run stopped by Ctrl-C or SIGTERM (a real signal, sent by the process to itself), which saves itself
-at the next step boundary and prints the command that continues it (tasks/training/signals.py)."""
+at the next step boundary and prints the command that continues it (tasks/training/process.py)."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def test_resume_refuses_a_changed_data_or_model_file_naming_it_and_writes_nothin
 
 
 def test_a_resume_that_cannot_make_progress_is_an_error_not_a_loop(tiny_model_dir, tmp_path):
-    from tasks.training.loop import check_progress_possible
+    from tasks.training.checkpoints import check_progress_possible
     from tasks.training.checkpoints import TrainState
     from tasks.training.run_folder import ResumeRefused
     from tasks.training.settings import TrainingSettings

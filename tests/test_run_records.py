@@ -1,4 +1,4 @@
-"""Every file a run folder holds, read back through its reader (tasks/training/run_records.py) and its
+"""Every file a run folder holds, read back through its reader (tasks/training/run_folder.py, checkpoints.py) and its
 declared schema (minbert/loading/schema.py): damaged, another JSON type, a field of the wrong type, out of
 range, missing, or another job's file, each refused naming the file and the field; and the jobs' --resume
 and --predict end with one line on such a folder, never a traceback or a silent wrong run."""
@@ -16,8 +16,9 @@ from safetensors.torch import load_file, save_file
 from minbert.loading.files import FileContentError
 from tasks.data.sources import SAMPLE_DIR
 from minbert.loading.schema import read_document
-from tasks.training.run_records import (INPUTS, RESULT, RUN, check_training_checkpoint, read_heads,
-                                        read_metrics, settings_schema)
+from tasks.training.checkpoints import check_training_checkpoint, read_heads
+from tasks.training.run_folder import INPUTS, RUN, read_metrics, settings_schema
+from tasks.training.seeds import RESULT
 from tasks.training.settings import JobSettings, TrainingSettings
 
 FINGERPRINT = {"path": "/data/a.csv", "bytes": 10, "sha256": "ab" * 32}

@@ -139,7 +139,7 @@ def test_pretraining_output_has_transformers_keys_in_its_order_then_the_two_loss
 
 
 def test_distributed_data_parallel_finds_the_tensors_inside_an_output(folders, batch, tmp_path):
-    """tasks/training/distributed.py's wrapping (find_unused_parameters) with the pooler left unused: DDP
+    """tasks/training/process.py's wrapping (find_unused_parameters) with the pooler left unused: DDP
     must find the output's tensors to see that, or the second step fails."""
     ours = BertModel.from_pretrained(folders["encoder"], attn_implementation="eager")
     theirs = hf_load(BertModel, folders["encoder"])

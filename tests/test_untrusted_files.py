@@ -34,7 +34,7 @@ from minbert.lora import apply_lora
 from tasks import multitask, sentiment
 from tasks.data.sources import SAMPLE_DIR
 from tasks.training.job import user_fault
-from tasks.training.run_records import read_metrics
+from tasks.training.run_folder import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 

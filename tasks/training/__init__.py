@@ -1,21 +1,17 @@
-"""The machinery every job shares: one training loop and what surrounds it, in a few rooms.
+"""The machinery every job shares: one training loop and what hangs off it, in a few rooms.
 
-    flags.py       the command line: settings declared as dataclass fields that are flags, checked types
-    settings.py    the settings every job shares: TrainingSettings (the loop), JobSettings (model and data),
-                   and the run's real ones decided (threads, precision, attention kernel)
-    loop.py        the loop: task sampling, steps, evaluation, progress lines
-    optimizer.py   AdamW over parameter groups (encoder, heads) and the --schedule
-    run_folder.py  the run's folder: claimed, locked, and its records (config.json, run.json, inputs.json)
-    checkpoints.py the resume state (checkpoints/last.pt)
-    best.py        best/: the best epoch's model saved, verified and loaded back
-    signals.py     Ctrl-C and SIGTERM (stop at a step boundary, saved)
-    plot.py        loss_and_dev.png
-    world.py       where a process stands: alone, or one of torchrun's
-    distributed.py data parallelism under torchrun (loaded only then)
-    lora_run.py    --lora (loaded only then): adapters on the encoder, best/ as peft's adapter folder
-    job.py         a job's set-up, written once: settings parsed and resolved, JobRun (the run folder claimed,
-                   the encoder, the loop, best/ reloaded), one-line errors, the course's file flags
-    seeds.py       --seeds: one run per seed, their mean ± std summarised
+    loop.py         the loop: a batch, its loss, backward, the step; the schedule, evaluation, progress, plot
+    settings.py     the settings every job shares, as frozen dataclasses whose fields are the flags; their
+                    parser; the optimizers (OPTIMIZERS); the run's real settings, decided once
+    flags.py        the checked types of the flags' values
+    job.py          a job's run written once (JobRun: the folder, the encoder, the fast paths, the optimizer,
+                    the loop, best/ back), --lora's adapters, one-line errors
+    run_folder.py   the run's folder: claimed, locked, and its records (config.json, run.json, inputs.json,
+                    metrics.jsonl), each read back through its schema
+    checkpoints.py  what a run saves: the resume state (checkpoints/last.pt) and best/
+    process.py      this process and its machine: the fast paths, threads, precision and attention kernel;
+                    alone or one of torchrun's; Ctrl-C and SIGTERM
+    seeds.py        --seeds: one run per seed, their mean ± std
 
 Read next: loop.py.
 """

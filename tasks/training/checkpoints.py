@@ -1,32 +1,70 @@
-"""The resume state: checkpoints/last.pt, everything a stopped run needs to continue exactly.
+"""What a run saves as it trains: the resume state (checkpoints/), and the best epoch's model (best/).
 
-checkpoints/last.pt holds the model, the optimizer, the scheduler, the position in the epoch (TrainState)
-and the random state; the one before is kept as last.prev.pt, and the sha256 of both in checksums.sha256,
-which a --resume checks (what it reads back is checked by run_records.py's schema). It holds tensors and
-plain values only (state dicts, the random states, counters) and is read with torch.load(weights_only=True):
-a checksum proves a file whole, not trusted, so no file handed over with a run folder can run code here.
+checkpoints/last.pt holds everything a stopped run needs to continue exactly: the model, the optimizer, the
+scheduler, fp16's loss scale, the position in the epoch (TrainState) and the random state. The one before is
+kept as last.prev.pt, and the sha256 of both in checksums.sha256, which a --resume checks; what it reads
+back is checked against its schema, field by field. It holds tensors and plain values only (state dicts, the
+random states, counters) and is read with torch.load(weights_only=True): a checksum proves a file whole, not
+trusted, so no file handed over with a run folder can run code here.
 
-Read next: best.py (the best epoch's model, saved for use).
+best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
+`transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
+heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
+heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
+`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it whole at every best
+epoch, with the sha256 of each file; a job's outputs, its `--predict` and the notebooks load it back
+(`load_checkpoint`) once every file matches its checksum. A `--lora` run's best/ holds peft's adapter files
+(adapter_config.json, adapter_model.safetensors: `peft.PeftModel.from_pretrained` loads them on the base
+model) and the encoder with the adapters merged in as best/merged/, a plain Hugging Face folder that the
+loading path (minbert/loading/hub.py) reads for best/: the job's outputs, --predict, `--model RUN/best` and
+`SentenceEncoder(RUN/best)` all read the merged weights.
+
+Read next: run_folder.py (the folder these live in).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
 from minbert.loading.atomic import (DamagedFileError, atomic_directory, link, read_checksums, read_verified,
-                                    readable_directory, record_checksums, write_hashed)
-from minbert.loading.checkpoint import read_torch
-from tasks.training.world import World
-from tasks.training.run_records import check_training_checkpoint
+                                    readable_directory, record_checksums, verify_folder, write_file,
+                                    write_hashed, write_text)
+from minbert.loading.checkpoint import CheckpointError, read_torch, read_weights, write_model
+from minbert.loading.files import FileContentError, check_file, read_json_object
+from minbert.loading.schema import Field, Schema, check_fields
+from minbert.model import BertModel
+from minbert.text.tokenizer import BertTokenizer
+from tasks.training.process import World
+from tasks.training.run_folder import PREVIOUS, ResumeRefused, settings_schema
+from tasks.training.settings import TrainingSettings
+
+
+# ----- the resume state: checkpoints/last.pt ------------------------------------------------------------
+
+
+# checkpoints/last.pt: what save_training_state writes (checkpoints.py), TrainState's fields inside.
+_COUNT = Field("integer", "[0, inf]")
+TRAIN_STATE = Schema({"epoch": _COUNT, "step_in_epoch": _COUNT, "global_step": _COUNT,
+                      "best_score": Field("real"), "best_epoch": Field("integer", "[-1, inf]"),
+                      "history": Field("array", items=Field("object")), "epoch_losses": Field("object"),
+                      "step_losses": Field("object")},
+                     ("epoch", "step_in_epoch", "global_step", "best_score", "best_epoch", "history"))
+TRAINING_CHECKPOINT = Schema(
+    {"model": Field("object", items=Field("tensor")), "optimizer": Field("object"),
+     "scheduler": Field("object"), "train_state": TRAIN_STATE,
+     "torch_rng": Field("tensor"), "python_rng": Field("any"), "scaler": Field("object")},
+    ("model", "optimizer", "scheduler", "train_state", "torch_rng", "python_rng"))
 
 
 @dataclass
@@ -44,7 +82,6 @@ class TrainState:
     step_losses: dict = dataclasses.field(default_factory=dict)
 
 
-PREVIOUS = "last.prev.pt"  # the checkpoint before last.pt, kept in case last.pt proves damaged
 
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
@@ -94,8 +131,7 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
         if not candidate.exists():
             continue
         try:  # tensors and plain values only (weights_only=True): a checkpoint cannot run code
-            payload = read_torch(candidate, read_verified(candidate))
-            payload = check_training_checkpoint(payload, candidate, model)
+            payload = check_training_checkpoint(read_torch(candidate, read_verified(candidate)), candidate, model)
             model.load_state_dict(payload["model"])
             optimizer.load_state_dict(payload["optimizer"])
             scheduler.load_state_dict(payload["scheduler"])
@@ -120,3 +156,154 @@ def load_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Opt
                          f"start over: delete {run} (or choose another --out) and run the command without "
                          "--resume")
     raise SystemExit(f"error: --resume given, but there is no checkpoint at {path}")
+
+
+def check_training_checkpoint(payload: object, path: Path, model: torch.nn.Module) -> dict:
+    """The dict inside checkpoints/last.pt: its keys and their types, TrainState's fields, and the model's
+    weights, each tensor of the model's shape."""
+    if found := TRAINING_CHECKPOINT.problem(payload, str(path), prefix=f"{path}: "):
+        raise FileContentError(found)
+    check_tensors_fit(payload["model"], model.state_dict(), path, "the model")
+    return payload
+
+
+def check_tensors_fit(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: Path,
+                      what: str = "the model's heads") -> None:
+    """Every tensor the model has, of its shape, and no other; refused naming the file, each tensor and both
+    shapes."""
+    missing, unknown = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    wrong = [f"{k} {tuple(v.shape)}, the model's {tuple(expected[k].shape)}" for k, v in state.items()
+             if k in expected and v.shape != expected[k].shape]
+    if missing or unknown or wrong:
+        raise CheckpointError(f"{path}: does not fit {what} (missing {missing}, unknown {unknown}, of "
+                              f"another shape {wrong}); written with other settings, or by another job?")
+
+
+def read_heads(path: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """best/heads.safetensors, read as any weights file (checkpoint.py: truncated, unreadable, a folder in its
+    place: named), each tensor the shape of the model's (`expected`)."""
+    state = read_weights(check_file(path, CheckpointError))
+    check_tensors_fit(state, expected, path)
+    return state
+
+
+def check_progress_possible(state: TrainState, training: TrainingSettings, steps_per_epoch: int,
+                            last: Path) -> None:
+    """A resumed run must be able to go on from where its checkpoint stands: a position past the end of
+    the epoch (the training data shrank), or a --max-steps it has already reached, would evaluate the
+    same epoch over and over without a step (what a run folder's inputs.json normally catches first)."""
+    if state.step_in_epoch > steps_per_epoch or state.global_step > steps_per_epoch * training.epochs:
+        raise ResumeRefused(f"error: --resume: {last} stands at step {state.step_in_epoch} of epoch "
+                         f"{state.epoch + 1}, but an epoch now has {steps_per_epoch} steps (did the training "
+                         "data or the batch size change?); start a new run (another --out, without --resume)")
+    if training.max_steps and state.global_step >= training.max_steps:
+        raise ResumeRefused(f"error: --resume with --max-steps {training.max_steps}, but the run has taken "
+                         f"{state.global_step} steps already ({last}); give a larger --max-steps, or none")
+
+
+# ----- best/: the best epoch's model, for use --------------------------------------------------------
+
+
+def _adapted(bert: nn.Module) -> bool:
+    """Whether `bert` carries LoRA adapters. A LoRA layer exists only once minbert/lora.py is imported (by
+    --lora), so a run without it loads none of LoRA's files."""
+    lora = sys.modules.get("minbert.lora")
+    return lora is not None and bool(lora.lora_layers(bert))
+
+
+HEADS_WEIGHTS = "heads.safetensors"
+HEADS_SETTINGS = "heads.json"
+
+
+def head_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer outside the encoder (`bert.`)."""
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+            if not k.startswith("bert.")}
+
+
+def save_checkpoint(model: nn.Module, directory: Path, tokenizer: BertTokenizer, head_settings: dict,
+                    sentence: Mapping[str, Any] | None = None) -> None:
+    """The encoder in Hugging Face format, plus the heads and the settings that rebuild them (and the
+    sentence-transformers files, when `sentence` says how the job pooled: the fields of
+    minbert/loading/sentence_files.py's SentenceSettings), into the new best/ the loop is writing
+    (atomic.py). A LoRA run's encoder: peft's adapter files and the merged encoder in merged/
+    (`save_encoder`)."""
+    encoder = directory
+    if _adapted(model.bert):
+        encoder = save_encoder(model.bert, directory, tokenizer)
+    else:
+        write_model(model.bert, directory, tokenizer=tokenizer)
+    if sentence is not None:
+        from minbert.loading.sentence_files import SentenceSettings, write_settings  # only when written
+        for folder in {encoder, directory}:  # a LoRA run's best/ too, where SentenceTransformer looks
+            write_settings(folder, SentenceSettings(**sentence), model.bert.config.hidden_size)
+    write_file(directory / HEADS_WEIGHTS, lambda path: save_safetensors(head_state(model), str(path)))
+    write_text(directory / HEADS_SETTINGS, json.dumps(head_settings, indent=2, sort_keys=True) + "\n")
+
+
+def write_best(best: Path, save: Callable[[Path], None]) -> None:
+    """best/ written by `save` whole beside the old one, with the sha256 of each file, then swapped in."""
+    with atomic_directory(best, keep_others=False) as new_best:
+        save(new_best)
+        record_checksums(new_best)
+
+
+def check_best_on_resume(best: Path, state: TrainState) -> None:
+    """A resumed run's best/ must be whole to be loaded back at the end: a damaged one is said at once, and
+    forgotten (`state`'s best score), so that the next evaluation writes best/ anew."""
+    try:
+        verify_folder(readable_directory(best))
+    except DamagedFileError as error:
+        print(f"warning: {error}; best/ is written anew at the next evaluation", file=sys.stderr)
+        state.best_score, state.best_epoch = -math.inf, -1
+
+
+def load_checkpoint(model: nn.Module, directory: Path) -> None:
+    """Load what `save_checkpoint` wrote into a model of the same shape (strictly), once every file matches
+    the sha256 recorded when it was saved. A LoRA model gets the merged encoder, its adapters folded in
+    (merge_and_unload), as --predict reads it."""
+    directory = readable_directory(directory)  # best/, even if a crash interrupted its swap
+    verify_folder(directory)
+    if _adapted(model.bert):
+        from minbert.lora import merge_and_unload
+        merge_and_unload(model.bert)
+    model.bert.load_state_dict(BertModel.from_pretrained(directory).state_dict())
+    heads = read_heads(directory / HEADS_WEIGHTS, head_state(model))
+    model.load_state_dict({**model.state_dict(), **heads})
+
+
+def save_encoder(bert: nn.Module, directory: Path, tokenizer) -> Path:
+    """A LoRA run's encoder into best/: peft's adapter files and the tokenizer's (so SentenceTransformer(best/)
+    builds base + adapters), and the merged plain folder best/merged/ (with the tokenizer's files). Returns
+    the merged folder (sentence-transformers' files go in both)."""
+    from minbert.loading.adapter_files import save_merged, write_adapter  # only under --lora
+    from minbert.loading.hub import MERGED  # best/merged/: the encoder with its adapters folded in
+    write_adapter(bert, directory)  # best/ is being written whole (save_checkpoint)
+    tokenizer.save(directory)
+    return save_merged(bert, directory / MERGED, tokenizer=tokenizer)
+
+
+def read_run_settings(run_dir: str, job: str, keys: Sequence[str], settings: Sequence[Any] = ()
+                      ) -> tuple[Path, dict]:
+    """A finished run's folder (or its best/ folder) -> (best/, the settings `job` saved with its heads).
+
+    The settings must name `job`, hold every one of `keys`, and each flag of the `settings` groups it holds
+    must be of the flag's kind; anything else is a one-line error."""
+    best = readable_directory(Path(run_dir) / "best")  # best/, even if a crash interrupted its swap
+    best = best if best.is_dir() else Path(run_dir)
+    path = best / HEADS_SETTINGS
+    if not path.is_file():
+        raise SystemExit(f"error: --predict {run_dir}: no {path} (expected a tasks.{job} run folder that "
+                         "finished at least one epoch, or its best/ folder)")
+    verify_folder(best)  # before any of it is read (load_checkpoint checks again what it loads)
+    saved = read_json_object(path)
+    if "job" not in saved:
+        raise SystemExit(f"error: --predict {run_dir}: {path} lacks its job (the field every job writes, "
+                         f"here '{job}'): damaged, or not written by tasks.{job}")
+    if saved["job"] != job:
+        named = isinstance(saved["job"], str)
+        who = f"tasks.{saved['job']}" if named else f"something other than tasks.{job}"
+        raise SystemExit(f"error: --predict {run_dir}: {path} was written by {who}, whose heads "
+                         f"tasks.{job} cannot rebuild")
+    check_fields(saved, settings_schema(*settings, required=keys), f"{path}: ")
+    return best, saved

@@ -79,7 +79,8 @@ def machine_cpus() -> int:
 positive_int = integer(1)
 # torch.manual_seed takes a seed below 2**64; a larger one was an OverflowError deep inside it
 seed_int = integer(0, high=2**64 - 1, high_meaning="torch.manual_seed's range")
-threads_int = integer(0, "0: decide from the idle cores", high=machine_cpus, high_meaning="this machine's CPUs")
+threads_int = integer(0, "0: decide from the idle cores", high=machine_cpus,
+                      high_meaning="this machine's CPUs")
 non_negative_int = integer(0)
 positive = real(0.0, low_open=True)
 non_negative = real(0.0)

