@@ -17,6 +17,7 @@ Read next: sentence_files.py (sentence-transformers' files).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NamedTuple
 
