@@ -2,7 +2,8 @@
 
 import torch
 
-from tasks.training.settings import TrainingSettings, choose_threads, idle_threads, resolve_training
+from tasks.training.process import choose_threads, idle_threads
+from tasks.training.settings import TrainingSettings, resolve_training
 
 
 def test_idle_threads_leaves_busy_cores_alone():
