@@ -79,7 +79,7 @@ def run(folder, precision: str, overflow_at: int = 0, max_steps: int = 0, resume
     task = ToyTask(model, overflow_at)
     settings = TrainingSettings(epochs=1, precision=precision, lr=1e-3, head_lr=1e-3, warmup=0.0,
                                 max_steps=max_steps, threads=1)
-    train(model, [task], build_optimizer(model, settings), settings, RunDir(folder), lambda dev: 0.0,
+    train(model, [task], lambda m: build_optimizer(m, settings), settings, RunDir(folder), lambda dev: 0.0,
           lambda m, best: (best / "weights.txt").write_text("w"), resume=resume)
     return model, task, torch.load(folder / "checkpoints" / "last.pt", weights_only=True)
 

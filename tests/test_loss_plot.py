@@ -55,7 +55,7 @@ def test_the_loop_records_every_step_and_the_plot_ticks_whole_epochs(tmp_path, o
                                                                        monkeypatch):
     run = RunDir(tmp_path / "run")
     model, training = one_weight_model(), TrainingSettings(epochs=3, lr=1e-3)
-    state = train(model, [ToyTask("a", 4)], build_optimizer(model, training), training, run,
+    state = train(model, [ToyTask("a", 4)], lambda m: build_optimizer(m, training), training, run,
                   lambda dev: dev["a"]["score"], lambda m, folder: (folder / "w.txt").write_text("w"))
     places = [x for x, _ in state.step_losses["a"]]
     assert places == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0])

@@ -42,7 +42,7 @@ def test_the_weighted_task_gets_its_factor_in_the_gradient_and_its_loss_is_logge
     model.bert.weight.register_hook(lambda grad: gradients.append(grad.item()))
     config = TrainingSettings(epochs=1, sampling="round-robin", max_grad_norm=0.0)
     run = RunDir(tmp_path / "run")
-    train(model, [ToyTask("a"), ToyTask("b", weight=3.0)], build_optimizer(model, config), config, run,
+    train(model, [ToyTask("a"), ToyTask("b", weight=3.0)], lambda m: build_optimizer(m, config), config, run,
           lambda dev: 0.0,
           lambda m, folder: (folder / "weights.txt").write_text("w"))
     assert gradients == [1.0, 3.0]  # task a's backward, then task b's

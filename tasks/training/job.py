@@ -380,9 +380,8 @@ class JobRun:
         if save_best is None:
             def save_best(model: nn.Module, directory: Path) -> None:
                 save_checkpoint(model, directory, tokenizer, head_settings, sentence)
-        optimizer = build_optimizer(model, self.training)
-        state = train(model, tasks, optimizer, self.training, self.folder, overall_score, save_best,
-                      resume=self.resume)
+        state = train(model, tasks, lambda model: build_optimizer(model, self.training), self.training,
+                      self.folder, overall_score, save_best, resume=self.resume)
         if process_rank() != 0:
             return None
         if not self.training.keep_checkpoints:

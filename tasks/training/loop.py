@@ -57,11 +57,11 @@ class Task(Protocol):
         ...
 
 
-def train(model: nn.Module, tasks: Sequence[Task], optimizer: torch.optim.Optimizer,
+def train(model: nn.Module, tasks: Sequence[Task], make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
           training: TrainingSettings, run: RunDir, overall_score: Callable[[dict[str, dict]], float],
           save_best: Callable[[nn.Module, Path], None], resume: bool = False) -> TrainState:
-    """Train `model` on `tasks` with `optimizer` (job.py's build_optimizer) in `run`'s folder; returns the
-    final state (the history of dev metrics, the best epoch)."""
+    """Train `model` on `tasks` with the optimizer `make_optimizer` builds (job.py's build_optimizer) in
+    `run`'s folder; returns the final state (the history of dev metrics, the best epoch)."""
     world = join_world(training.device)
     device = world.device_for(training.device)
     model.to(device)
@@ -79,19 +79,30 @@ def train(model: nn.Module, tasks: Sequence[Task], optimizer: torch.optim.Optimi
     if steps_per_epoch == 0:
         raise SystemExit("error: an epoch has no training step (no task has a training batch): nothing to "
                          "train")
-    scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
+    optimizer = scheduler = None  # built by optimize(): after the first step's backward, unless resumed
+
+    def optimize() -> tuple[torch.optim.Optimizer, Any]:
+        """The optimizer and its schedule, built once. A new run builds them after its first backward (the
+        same numbers: building draws no randomness), so that a student's untouched handout stops at the first
+        TODO of the reading order, in the model, not at the parameter groups' or the schedule's."""
+        nonlocal optimizer, scheduler
+        if optimizer is None:
+            optimizer = make_optimizer(model)
+            scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
+        return optimizer, scheduler
+
     scaler = torch.amp.GradScaler(device.type, enabled=training.precision == "fp16")  # a no-op when disabled
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state, last, good = TrainState(), run.checkpoints / "last.pt", None  # good: the checkpoint known whole
     if resume:
-        state, good = load_training_state(last, model, optimizer, scheduler, scaler)
+        state, good = load_training_state(last, model, *optimize(), scaler)
         check_best_on_resume(run.best, state)
         check_progress_possible(state, training, steps_per_epoch, last)
     untrainable: set[str] = set()
 
     def step(batches: list[tuple[str, Any]], losses: dict[str, list[float]]) -> float:
         """One optimizer step on the (task, batch) pairs of `batches`; returns their summed loss."""
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # the optimizer's parameters are the model's
         total = 0.0
         for name, batch in batches:
             rows, weight = world.shard(batch)  # all rows and weight 1 in one process
@@ -110,6 +121,7 @@ def train(model: nn.Module, tasks: Sequence[Task], optimizer: torch.optim.Optimi
                       "head); it is reported but trains nothing", file=sys.stderr)
             losses[name].append(loss.item() / world.world_size)  # summed over processes after the epoch
             total += loss.item()
+        optimizer, scheduler = optimize()  # built once, after the first backward
         if training.max_grad_norm > 0:
             scaler.unscale_(optimizer)  # clipping sees the true gradients
             torch.nn.utils.clip_grad_norm_(trainable, training.max_grad_norm)
@@ -122,7 +134,7 @@ def train(model: nn.Module, tasks: Sequence[Task], optimizer: torch.optim.Optimi
 
     def save() -> None:
         nonlocal good
-        save_training_state(last, model, optimizer, scheduler, state, world, scaler,
+        save_training_state(last, model, *optimize(), state, world, scaler,
                             keep=good.name if good else None)  # kept as last.prev.pt
         good = last
 
