@@ -9,7 +9,7 @@ Interchangeable kernels compute the same thing, looked up by name in ATTENTION_K
   probabilities);
 - `sdpa_attention`: PyTorch's fused `scaled_dot_product_attention`, faster, tested equal to eager.
 A variant that attends differently subclasses BertSelfAttention and overrides its `attend` (label
-attention, label_attention.py; the unpadded fast path, fast/unpadded.py).
+attention, label_attention.py; the unpadded fast path, minbert.fast.unpadded).
 
 Shape legend: B batch, T tokens, C hidden size, H heads, D head size (C = H * D).
 
@@ -80,13 +80,13 @@ def sdpa_attention(
         raise ValueError("the sdpa kernel cannot return attention probabilities; use the eager kernel")
     # Why boolean: PyTorch's CPU flash kernel runs ~15% faster masking with -inf than with our finite
     # finfo.min (forward, MiniLM size, batch 32, 2 threads), ~2% of a whole forward pass; this is what
-    # put us level with transformers, which also passes a boolean mask (docs/results.md, "The model"). It also
+    # put us level with transformers, which also passes a boolean mask (measured side by side). It also
     # needs no cast under bf16 autocast. Our masks hold only 0 and finfo.min, so `== 0` loses nothing.
     dropout_p = dropout.p if dropout is not None and dropout.training else 0.0
     if dropout_p > 0.0 and query.device.type == "cpu":
         # PyTorch's CPU fused kernels take no dropout: given some, they fall back to this same computation
         # written out, with F.dropout's random mask. So training on a CPU runs the eager kernel, with the
-        # layer's own dropout module (minbert/fast/dropout.py swaps in a cheaper one); evaluation, and
+        # layer's own dropout module (minbert.fast.dropout swaps in a cheaper one); evaluation, and
         # every GPU, keep the fused one.
         if attention_mask is None:
             attention_mask = query.new_zeros(())  # nothing masked: an additive 0, broadcast

@@ -5,7 +5,7 @@ frozen: a model's shape never changes after it is built, so nothing may edit it 
 
 `BertConfig.from_pretrained(name_or_path)` reads the config.json of a directory or of a model name; what
 a config.json may say, and every field's type and range, are checked by the base class
-(minbert/loading/pretrained.py, with the schema in minbert/loading/config_json.py).
+(minbert.loading.pretrained, with the schema in minbert.loading.config_json).
 
 Read next: embeddings.py (token ids to vectors).
 """
@@ -23,7 +23,7 @@ class BertConfig(PretrainedConfig):
     """Sizes and regularisation of a BERT encoder (names as in Hugging Face's config.json).
 
     config.json in and out (`from_json_file`, `from_pretrained`, `to_json_file`) come from the base class,
-    as transformers' BertConfig gets them from PretrainedConfig (minbert/loading/pretrained.py)."""
+    as transformers' BertConfig gets them from PretrainedConfig (minbert.loading.pretrained)."""
 
     vocab_size: int = 30522
     hidden_size: int = 768

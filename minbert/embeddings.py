@@ -37,7 +37,7 @@ class BertEmbeddings(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Embed a batch (BertModel.forward has checked the arguments: loading/forward_contract.py).
+        """Embed a batch (BertModel.forward has checked the arguments: minbert.loading.forward_contract).
 
         input_ids: (B, T) token ids; or inputs_embeds: (B, T, C) word vectors given directly (for
         gradients with respect to the input, e.g. saliency maps).

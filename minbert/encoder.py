@@ -3,7 +3,7 @@
 Each layer (layer.py) maps (B, T, C) to (B, T, C), so the stack is a loop; the additive mask is built
 once per batch (model.py) and every layer reads the same one. Along the way the encoder can keep what a
 caller asks for: every layer's output (for probing, or layer-wise features) and every layer's attention
-probabilities (for extras/analysis.py).
+probabilities (for minbert.extras.analysis).
 
 Shape legend: B batch, T tokens, C hidden size, H heads, L layers.
 

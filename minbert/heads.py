@@ -47,7 +47,7 @@ class BertLMPredictionHead(nn.Module):
     def __init__(self, config: BertConfig, transform: nn.Module | None = None) -> None:
         super().__init__()
         # Another objective can decode through the same tied decoder from its own hidden layer (SpanBERT's
-        # span-boundary head, pretrain/span_boundary.py); BERT's masked-LM head uses this one.
+        # span-boundary head, pretrain.span_boundary); BERT's masked-LM head uses this one.
         self.transform = BertPredictionHeadTransform(config) if transform is None else transform
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
@@ -65,7 +65,7 @@ def masked_lm_loss(prediction_logits: torch.Tensor, labels: torch.Tensor) -> tor
     """BERT's masked-LM loss: the mean cross-entropy over the predicted positions only (BERT §A.1).
 
     prediction_logits: (..., V), scores for every position: (B, T, V) from BertForPreTraining, or (N, V)
-    from pre-training (pretrain/run.py decodes only the N masked positions); labels: the same positions
+    from pre-training (pretrain.run decodes only the N masked positions); labels: the same positions
     without V, (B, T) or (N,): the original token id where a position is predicted and IGNORE_INDEX (-100)
     everywhere else. Returns a scalar; with no predicted position at all (every label IGNORE_INDEX, or
     N = 0) it is 0, still attached to the logits so that backward() runs and adds nothing, not the NaN

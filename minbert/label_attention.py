@@ -21,7 +21,7 @@ Paper versus the authors' released code. We implement the paper; the differences
    on one scale and the max compares like with like.
 2. The code subtracts the padding mask from the label scores instead of adding it, so padding keys get
    a huge label score, win the max, and [CLS] attends to [PAD]. We add it: padding never changes any
-   output (tests/test_label_attention.py checks this).
+   output (the repository's tests check this).
 3. The code uses the method in the last two of twelve layers only. Here the layers are a choice:
    all layers by default (the paper), or `label_layers="last:k"` for the last k.
 4. The code averages L_label over the classes (`label_loss_reduction="mean"`) and passes the label
@@ -126,7 +126,7 @@ class LabelSelfAttention(BertSelfAttention):
 def add_label_attention(bert: BertModel, label_embeddings: torch.Tensor, label_layers: Sequence[int]) -> None:
     """Put LabelSelfAttention in the layers `label_layers` (0-based) of `bert`, in place, each with the
     query, key and value weights of the attention it replaces."""
-    if type(bert) is not BertModel:  # UnpaddedBertModel (minbert/fast/unpadded.py) packs the batch
+    if type(bert) is not BertModel:  # UnpaddedBertModel (minbert.fast.unpadded) packs the batch
         raise ValueError("label attention reads the [CLS] row of every padded sequence: build the "
                          "encoder as a BertModel with attn_implementation 'sdpa' or 'eager', not an "
                          f"{type(bert).__name__}")

@@ -23,12 +23,12 @@ only A and B:
 What it saves: with r = 8 on the query and value of all-MiniLM-L6-v2, 73,728 numbers train instead of
 22.7 million, and AdamW keeps its two moments for those alone.
 
-Files: minbert/loading/adapter_files.py reads and writes `peft`'s adapter folder (adapter_config.json and
+Files: minbert.loading.adapter_files reads and writes `peft`'s adapter folder (adapter_config.json and
 adapter_model.safetensors) and the merged model as a plain Hugging Face folder.
 
 Shape legend: N any leading axes (B, T for a batch of tokens), I in_features, O out_features, r the rank.
 
-Read next: text/tokenizer.py (text to the ids the model reads).
+Read next: minbert.text.tokenizer (text to the ids the model reads).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Options:
   geometric distribution Geo(p = 0.2) clipped to 10 words (mean 3.8), at uniformly random starts, until
   the 15% budget is spent; the 80/10/10 decision is made once per span. Spans never cross [SEP] and never
   touch another span, so the tokens just outside each span (what the span-boundary objective reads,
-  see span_boundary.py) are never masked.
+  see pretrain.span_boundary) are never masked.
 
 Everything works on Python lists of ids for one sequence, with a `random.Random` passed in, so a run
 masks the same way every time it is given the same seed.

@@ -5,8 +5,8 @@ The model knows nothing about tasks: it maps token ids to one contextual vector 
 BERT's next-sentence head). Pre-training heads live in heads.py, fine-tuning heads in task_heads.py.
 
 Loading and saving (`BertModel.from_pretrained`, `save_pretrained`) and the rest of what a `transformers`
-user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class in loading/pretrained.py; the
-output reads as an attribute (`out.last_hidden_state`), a key (`out["last_hidden_state"]`) or an index
+user asks of a model (`dtype`, `num_parameters()`, ...) come from the base class of minbert.loading.pretrained;
+the output reads as an attribute (`out.last_hidden_state`), a key (`out["last_hidden_state"]`) or an index
 (`out[0]`), as in `transformers`.
 
 Shape legend: B batch, T tokens, C hidden size, H heads, L layers.
@@ -73,7 +73,8 @@ class BertModel(BertPreTrainedModel):
     """The BERT encoder: BertEmbeddings -> BertEncoder (L x BertLayer) -> BertPooler.
 
     attn_implementation: "sdpa" (the default) or "eager" (the kernel students write). The fast path for
-    padded batches, which runs on their real tokens only, is a subclass: UnpaddedBertModel (fast/unpadded.py).
+    padded batches, which runs on their real tokens only, is a subclass: minbert.fast.unpadded's
+    UnpaddedBertModel.
     add_pooling_layer=False leaves the pooler out (pooler_output is then None), as in transformers.
     """
 
@@ -106,7 +107,7 @@ class BertModel(BertPreTrainedModel):
         output_hidden_states: also return the embeddings and every layer's output (L + 1 tensors).
         output_attentions: also return every layer's attention probabilities (uses the eager kernel).
         """
-        # Every argument's type, shape, dtype and range, checked once (the base class, loading/pretrained.py).
+        # Every argument's type, shape, dtype and range, checked once (by the base class).
         input_ids, attention_mask, token_type_ids, inputs_embeds = self.check_inputs(
             input_ids, attention_mask, token_type_ids, inputs_embeds,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions)

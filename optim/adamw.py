@@ -39,7 +39,7 @@ parameter because a parameter without a gradient is skipped and its clock does n
 
 The optimizer at the end of this file runs `adamw_update`, one parameter at a time, in a plain loop
 (`AdamW.update_group`). A faster optimizer with the same numbers is a subclass that overrides that one
-method (fast_adamw.py's FastAdamW, which the jobs train with where it is shipped); nothing here needs it to
+method (optim.fast_adamw's FastAdamW, which the repository's jobs train with); nothing here needs it to
 be read.
 
 Read next: schedules.py (how the learning rate changes during training).
@@ -252,6 +252,6 @@ class AdamW(torch.optim.Optimizer):
 
         updates: (param, grad, m, v, v_max or None, step) of each parameter with a gradient, its step
         already counted; hyper: lr, beta1, beta2, eps and weight_decay, as `adamw_update` takes them;
-        group: the parameter group itself. The one method a faster subclass overrides (fast_adamw.py)."""
+        group: the parameter group itself. The one method a faster subclass overrides (optim.fast_adamw)."""
         for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step in updates:
             adamw_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, **hyper)

@@ -16,7 +16,7 @@ all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classif
 its word embeddings, and the run says so; a BertForMaskedLM checkpoint keeps its trained masked-LM head
 (transform and bias) and gets a fresh NSP classifier. The heads learn at --head-lr 1e-3 by default where
 the head the run trains (masked-LM; NSP with --no-mlm) is fresh, at --lr where it was loaded. Training
-uses the shared loop (tasks/training/loop.py): our AdamW, warm-up and decay, progress bars, metrics.jsonl,
+uses the shared loop (tasks.training.loop): our AdamW, warm-up and decay, progress bars, metrics.jsonl,
 loss_and_dev.png, atomic checkpoints and --resume.
 Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
 Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP

@@ -4,7 +4,7 @@
     python -m tasks.classify --task rte --label-embedding --seeds 1 2 3
     python -m tasks.classify --task sst2 --train-fraction 0.01 --label-embedding --label-init keywords
 
-Tasks (read from $MINBERT_DATA or --data-dir, the shared datasets folder; see tasks/data/glue.py for the GLUE
+Tasks (read from $MINBERT_DATA or --data-dir, the shared datasets folder; see tasks.data.glue for the GLUE
 and TREC files' quirks), each with its dev metric:
 
     cola         GLUE CoLA, acceptability        Matthews correlation (and accuracy)
@@ -19,15 +19,15 @@ and TREC files' quirks), each with its dev metric:
 
 A sentence is encoded `[CLS] A [SEP]`, a pair `[CLS] A [SEP] B [SEP]`; a classifier reads the final [CLS]
 vector (--pooling), or other layers' (--layer-features, --layer-combine); a text longer than --max-length is
-cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks/models/features.py).
+cut (--truncation head, tail or head+tail) or encoded window by window (--chunks; tasks.models.features).
 `--label-embedding` adds one learned embedding per class, read by the [CLS] row of the chosen layers'
 attention, and the label loss L_final = L_c + lambda L_label (Wang et al. 2020; the method and how the
-authors' code differs are in minbert/label_attention.py).
+authors' code differs are in minbert.label_attention).
 
 `--seeds 1 2 3` trains once per seed, each into <out>/seed-<n>/, and reports every dev metric as mean
-± standard deviation (tasks/training/job.py) in <out>/summary.json, both for the last epoch (the fixed
-budget: what docs/results.md reports) and for the best epoch on dev (optimistic: the same dev set picks the
-epoch and scores it). `--resume` skips finished seeds and continues the others.
+± standard deviation (tasks.training.job) in <out>/summary.json, both for the last epoch (the fixed
+budget: what minbert's results page reports) and for the best epoch on dev (optimistic: the same dev set
+picks the epoch and scores it). `--resume` skips finished seeds and continues the others.
 
 Every run directory holds what the other jobs write (config.json, metrics.jsonl, loss_and_dev.png,
 checkpoints/, best/, predictions/<task>-dev-output.csv with label names) plus result.json.
@@ -313,7 +313,7 @@ class ClassifySettings:
 
 @dataclass(frozen=True)
 class LabelSettings:
-    """Label-embedding attention (Wang et al. 2020; minbert/label_attention.py)."""
+    """Label-embedding attention (Wang et al. 2020; minbert.label_attention)."""
 
     label_embedding: bool = flag(False, "label-embedding attention and the label loss")
     label_lambda: float = flag(LABEL_LOSS_WEIGHT, "weight of the label loss, lambda (0: off)",
@@ -323,7 +323,7 @@ class LabelSettings:
     label_init: str = flag("random", "label embeddings start random, at keywords' mean word embedding, or at "
                            "the class-averaged final [CLS] vector", choices=LABEL_INITS)
     label_keywords: str | None = flag(None, "for --label-init keywords: a ';'-separated group per class, in "
-                                      "class order (default: SPECS' in tasks/data/classify_sets.py)",
+                                      "class order (default: SPECS' in tasks.data.classify_sets)",
                                       type=nonempty, metavar="WORDS")
     label_loss_path: str = flag("direct", "direct: the classifier reads the label embeddings (the paper); "
                                 "pooler: through the pooler first (the authors' code)",

@@ -4,8 +4,8 @@
     python -m tasks.hierarchical --dataset 20newsgroups --variant flat --seeds 1 2 3
     python -m tasks.hierarchical --dataset trec --layer-map "1:3;2:6"
 
-Datasets and their splits: tasks/data/hierarchy.py. Variants and the rule that maps them onto any depth:
-tasks/models/structured.py (the map used is printed at the start of a run and saved in config.json). Documents
+Datasets and their splits: tasks.data.hierarchy. Variants and the rule that maps them onto any depth:
+tasks.models.structured (the map used is printed at the start of a run and saved in config.json). Documents
 are encoded `[CLS] text [SEP]`, long ones cut head+tail (Sun et al. 2019) to --max-length pieces.
 
 The dev metric is R-Precision per level, micro (all labels ranked together) and macro (mean of the levels);
@@ -15,8 +15,8 @@ best/):
 
     rprecision.md          the per-level R-Precision table (dev and test), with documents counted per level
     result.json            the same numbers, plus the layer map
-    analysis.json          the layer analysis of the best checkpoint on dev (minbert/extras/analysis.py),
-                           unless --no-analysis; notebooks/structured_layers.ipynb draws it
+    analysis.json          the layer analysis of the best checkpoint on dev (minbert.extras.analysis),
+                           unless --no-analysis; the repository's structured-layers notebook draws it
     predictions/test-output.jsonl   per test document: gold labels and the top-R labels of each level
 
 Read next: ../minbert/extras/analysis.py.

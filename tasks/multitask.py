@@ -3,7 +3,7 @@
     python -m tasks.multitask                      # the embedded all-MiniLM-L6-v2, default settings
     python -m tasks.multitask --model bert-base-uncased --epochs 3 --lr 2e-5
 
-The tasks are the rows of TASKS below (tasks/models/course_task.py says what a row holds); the heads
+The tasks are the rows of TASKS below (tasks.models.course_task says what a row holds); the heads
 (Reimers & Gurevych 2019, "Sentence-BERT", for the pairs):
 - sentiment: the [CLS] vector (--sentiment-pooling) -> dropout -> linear over 5 classes, cross-entropy with
   R-Drop (--r-drop 1: each sentence twice, with two dropout masks, and the symmetric KL between the two
@@ -18,10 +18,12 @@ times (--task-weights). The best epoch is chosen by the course's overall score (
 Face-format encoder, heads.safetensors, heads.json) and predictions/{sst,para,sts}-{dev,test}-output.csv in
 the course format. `--predict RUN_DIR` trains nothing: the run's best weights predict the files --sst-dev
 ... --sts-test name (all six from --data-dir when none is) into --out or the --*-out files, and score the
-dev files. What each default and each lever measured: docs/results.md.
+dev files.
 
 Read next: ../pretrain/ (further pre-training before this job).
 """
+
+# What each default and each lever measured: docs/results.md.
 
 from __future__ import annotations
 

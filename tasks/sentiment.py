@@ -7,7 +7,7 @@ The course's `classifier.py`, on the shared training loop:
 
 It writes into its run directory: config.json, metrics.jsonl, loss_and_dev.png, best/ (the encoder in
 Hugging Face format plus the head), and predictions/{task}-{dev,test}-output.csv in the course's format.
-The task is one row of tasks/models/course_task.py, as the main job's SST is.
+The task is one row of tasks.models.course_task, as the main job's SST is.
 
 Read next: multitask.py.
 """

@@ -12,14 +12,14 @@ test file is not distributed; see its SOURCE.txt). Methods:
 - bio: a linear tag classifier over the final hidden state of every piece; training labels per piece
   (--label-pieces all: every piece carries its word's tag; first: only the first, the rest ignored), a word's
   tag from its first piece or the mean of its pieces' distributions (--word-decoding);
-  tasks/data/wordpieces.py.
+  tasks.data.wordpieces.
 - bio-crf: the same scores pooled per word (first piece or mean), then a linear-chain CRF
-  (tasks/models/crf.py) trained by maximum likelihood and decoded by Viterbi, with IOB2's invalid transitions
+  (tasks.models.crf) trained by maximum likelihood and decoded by Viterbi, with IOB2's invalid transitions
   forbidden.
 - span: every span of up to --max-span-width words classified over the types plus NULL
-  (tasks/models/spans.py), decoded greedily without overlaps (--nested allows spans inside spans).
+  (tasks.models.spans), decoded greedily without overlaps (--nested allows spans inside spans).
 
-Dev metric: entity-level micro F1 (exact span and type; tasks/evaluation/entities.py, conlleval's
+Dev metric: entity-level micro F1 (exact span and type; tasks.evaluation.entities, conlleval's
 conventions), which picks the best epoch. The run directory holds, besides what every job writes,
 predictions/dev.conll (token, gold, predicted), report.txt (precision / recall / F1 per type and the confusion
 between types) and result.json; every --predict file gets predictions/<name>.conll.

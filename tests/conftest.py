@@ -91,7 +91,7 @@ def pytest_configure(config):
     # two threads per process slow torch down by an order of magnitude. MINBERT_TEST_THREADS overrides.
     threads = os.environ.get("MINBERT_TEST_THREADS", "1")
     torch.set_num_threads(int(threads))
-    # The jobs keep PyTorch's threads when OMP_NUM_THREADS is set (tasks/training/settings.py), so a job
+    # The jobs keep PyTorch's threads when OMP_NUM_THREADS is set (tasks.training.settings), so a job
     # run inside a test neither samples the machine's load nor changes the threads of the tests after it;
     # subprocesses inherit the same number.
     os.environ["OMP_NUM_THREADS"] = threads

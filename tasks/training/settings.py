@@ -209,6 +209,7 @@ class SettingsParser(argparse.ArgumentParser):
     def __init__(self, prog: str, description: str | None, defaults: Any, fixed: Sequence[str] = ()) -> None:
         """defaults: the job's settings object; fixed: flags it does not offer (they keep their defaults)."""
         width = min(shutil.get_terminal_size((110, 24)).columns, 110) - 2  # the docstrings' width
+        description = (description or "").split("\nRead next:")[0].rstrip() or None  # a user's, no reader's
         super().__init__(prog=prog, description=description, usage="%(prog)s [options]", allow_abbrev=False,
                          epilog="Every flag also takes underscores for dashes (the course's --batch_size).",
                          formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(

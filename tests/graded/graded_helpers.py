@@ -10,7 +10,7 @@ AssertionErrors, so a hidden test shows them without quoting its code.
 Stand-ins (`use_stand_ins`) replace other components' TODOs by torch's own modules, so a test of one
 component never waits for another's TODO and a bug costs points only where it is. Nothing here has a
 TODO's signature and computes its answer: expectations come from torch's modules with the same weights,
-from worked examples, or from small stored tensors (reference/, made by hidden/make_references.py).
+from worked examples, or from small stored tensors (reference/, made by a staff script).
 """
 
 from __future__ import annotations

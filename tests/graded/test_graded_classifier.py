@@ -84,7 +84,7 @@ def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(pooled):
 def test_head_reads_its_sentence_vector_through_self_sentence_vector(pooled):
     given = torch.randn(B, C, generator=torch.Generator().manual_seed(7))
 
-    class GivenVector(SentenceClassifier):  # as the classify job's head does (tasks/models/classifier.py)
+    class GivenVector(SentenceClassifier):  # as the classify job's head does (tasks.models.classifier)
         def sentence_vector(self, output, attention_mask):
             return given
 

@@ -18,7 +18,7 @@ STORED = Path(__file__).resolve().parent / "reference" / "embeddings.safetensors
 
 
 def stored(config) -> tuple[BertEmbeddings, dict[str, torch.Tensor]]:
-    """Embeddings with stored weights, and stored inputs and outputs (made by hidden/make_references.py)."""
+    """Embeddings with stored weights, and stored inputs and outputs (made by a staff script)."""
     tensors = load_file(str(STORED))
     emb = BertEmbeddings(config).eval()
     emb.load_state_dict({name: tensors[name] for name in emb.state_dict()})

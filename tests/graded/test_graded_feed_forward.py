@@ -24,7 +24,7 @@ STORED = Path(__file__).resolve().parent / "reference" / "feed_forward.safetenso
 
 @pytest.mark.points(2)
 def test_intermediate_is_exact_gelu_of_the_expansion(config):
-    t = load_file(str(STORED))  # made by hidden/make_references.py
+    t = load_file(str(STORED))  # made by a staff script
     ffn = BertIntermediate(config).eval()
     ffn.load_state_dict({name: t[name] for name in ffn.state_dict()})
     check_close(ffn(t["hidden"]), t["output"], "the intermediate output (B, T, I) = (3, 7, 37)",

@@ -36,7 +36,7 @@ def test_merge_by_hand():
 
 @pytest.mark.points(1)
 def test_only_the_cls_row_beyond_cls_changes_and_the_input_is_kept():
-    t = load_file(str(STORED))  # made by hidden/make_references.py
+    t = load_file(str(STORED))  # made by a staff script
     scores, labels = t["scores"], t["label_scores"]
     original = scores.clone()
     merged = merge_label_scores(scores, labels)

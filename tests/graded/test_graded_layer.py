@@ -33,7 +33,7 @@ def _stand_ins(monkeypatch):
 
 
 def stored_add_norm(config, size: str):
-    """AddNorm with stored weights, its input, residual and output (made by hidden/make_references.py)."""
+    """AddNorm with stored weights, its input, residual and output (made by a staff script)."""
     tensors = load_file(str(STORED))
     layer = AddNorm(config.hidden_size if size == "hidden" else config.intermediate_size, config).eval()
     layer.load_state_dict({name: tensors[f"{size}.{name}"] for name in layer.state_dict()})

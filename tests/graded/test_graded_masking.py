@@ -302,7 +302,7 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
 @pytest.mark.todo("mask_tokens")
 @pytest.mark.parametrize("whole_word", [False, True])
 def test_spans_are_first_and_last_positions_as_pre_training_reads_them(whole_word):
-    """mask_tokens' spans feed the span-boundary targets (span_boundary.py), which read each as (first,
+    """mask_tokens' spans feed the span-boundary targets (pretrain.span_boundary), which read each as (first,
     last), both ends inclusive: first..last is one taken unit, and together they are the labelled
     positions."""
     rng = random.Random(10)

@@ -19,7 +19,7 @@ STORED = Path(__file__).resolve().parent / "reference" / "pooler.safetensors"
 
 @pytest.mark.points(2)
 def test_pooler_is_tanh_of_a_dense_layer_on_cls(config):
-    t = load_file(str(STORED))  # made by hidden/make_references.py
+    t = load_file(str(STORED))  # made by a staff script
     pooler = BertPooler(config).eval()
     pooler.load_state_dict({name: t[name] for name in pooler.state_dict()})
     check_close(pooler(t["hidden"]), t["output"], "the pooled output (B, C) (stored weights)", [

@@ -23,7 +23,7 @@ STORED = Path(__file__).resolve().parent / "reference" / "pretraining_heads_lm_h
 @pytest.mark.points(2)
 @pytest.mark.todo("BertLMPredictionHead.forward")
 def test_lm_head_is_transform_times_the_tied_embeddings_plus_bias(config):
-    t = load_file(str(STORED))  # made by hidden/make_references.py
+    t = load_file(str(STORED))  # made by a staff script
     head = BertLMPredictionHead(config).eval()
     head.load_state_dict({name: t[name] for name in head.state_dict()})
     expected = t["logits"]
@@ -93,7 +93,7 @@ def loss_or_failure(logits: torch.Tensor, labels: torch.Tensor, shapes: str, adv
 @pytest.mark.points(1)
 @pytest.mark.todo("masked_lm_loss")
 def test_masked_lm_loss_takes_the_n_by_v_scores_pretraining_passes():
-    # pretrain/run.py decodes only the N masked positions: (N, V) scores and (N,) labels, all predicted.
+    # pretrain.run decodes only the N masked positions: (N, V) scores and (N,) labels, all predicted.
     logits = torch.randn(4, V, dtype=torch.float64)
     labels = torch.tensor([3, 0, 10, 3])
     expected = -torch.log_softmax(logits, dim=-1).gather(1, labels[:, None]).mean()

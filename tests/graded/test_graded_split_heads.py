@@ -71,7 +71,7 @@ def test_merge_undoes_split(config):
 
 
 @pytest.mark.points(1)
-@pytest.mark.todo("merge_heads")  # it runs both; merge_heads is the one done second (grading/documents.py)
+@pytest.mark.todo("merge_heads")  # it runs both; merge_heads is the one done second (the README's order)
 def test_self_attention_with_torchs_kernel_matches_torch_multihead_attention(config, padding_mask):
     ours = randomize(BertSelfAttention(config, attn_implementation="sdpa")).eval()
     theirs = torch_multihead_attention(ours, config)

@@ -3,14 +3,14 @@
 A plain module shared by tests/graded/test_graded_model.py and its hidden twin (tests/graded/conftest.py
 puts this folder on sys.path). Unlike the other graded tests it uses no stand-in: the student's every
 model TODO runs, as in CS224N's sanity_check.py, so a bug anywhere in the model costs points here as well
-as in its own component. The stored outputs are transformers' (tests/model_references.py, a staff script, made them);
+as in its own component. The stored outputs are transformers' (a staff script made them);
 the message names the first output that differs (the embeddings, a layer, the pooler), which tells the
 student where the bug is.
 
 Tolerance: ATOL + RTOL |expected| at every real token (padding positions mean nothing). Our reference
 model, with any attention kernel, lies within 2.1e-6 of transformers' on these sentences (float32
-rounding: 50 times below), and the subtlest model bug in grading/mutations.py, the tanh GELU, moves
-layer 1's output by 1.2e-3 (12 times above); docs/teaching.md has the table.
+rounding: 50 times below), and the subtlest model bug the staff's mutation tests plant, the tanh GELU,
+moves layer 1's output by 1.2e-3 (12 times above); the staff's teaching guide has the table.
 """
 
 from __future__ import annotations
