@@ -1,12 +1,12 @@
 """Graded tests: small, fast, one file per component, each test independent of the other TODOs.
 
 Every test declares its component (module-level `pytestmark`) and points (`@pytest.mark.points`); the
-grader (python -m grading.grade) reads them; where a component has several TODOs, a test also names the
-one it checks (`@pytest.mark.todo`). A test of one component never runs another component's TODO: where
-it needs one (the layer needs attention, the head split and the FFN), it uses `graded_helpers.use_stand_ins`
-or a stand-in of its own, so a bug in one TODO costs points in that component only. Failures say what is
-wrong through `graded_helpers.check_close` / `check_value` / `fail`. Files in hidden/ are not in the
-handout.
+autograder reads them, and so does the points table at the end of `pytest tests/graded`; where a component
+has several TODOs, a test also names the one it checks (`@pytest.mark.todo`). A test of one component never
+runs another component's TODO: where it needs one (the layer needs attention, the head split and the FFN),
+it uses `graded_helpers.use_stand_ins` or a stand-in of its own, so a bug in one TODO costs points in that
+component only. Failures say what is wrong through `graded_helpers.check_close` / `check_value` / `fail`.
+Files in hidden/ are not in the handout.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # graded_helpers, for 
 
 from crashes import explain, student_frame  # noqa: E402 (found through the line above)
 
-SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # grading/config.py SUBMITTED_PACKAGES
+SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # the packages whose frames are the student's
 
 
 def axes(item) -> dict[str, int]:
@@ -74,3 +74,46 @@ def config() -> BertConfig:
 def padding_mask() -> torch.Tensor:
     """(B=3, T=7): one full row, two padded."""
     return torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0]])
+
+
+# ----- points per component, at the end of `pytest tests/graded` -------------------------------------------
+
+_POINTS: dict[str, tuple[str, float]] = {}  # nodeid -> (component, points) of each test collected
+_PASSED: set[str] = set()
+_FAILED: set[str] = set()  # any phase failed (its setup, the test, its teardown)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        component, points = item.get_closest_marker("component"), item.get_closest_marker("points")
+        if component and points:
+            _POINTS[item.nodeid] = (component.args[0], float(points.args[0]))
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.failed or report.skipped:
+        _FAILED.add(report.nodeid)
+    elif report.when == "call" and report.passed:
+        _PASSED.add(report.nodeid)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: after pytest's own summary of the failures
+def pytest_terminal_summary(terminalreporter):
+    """A table of the points the tests that ran earned, per component, as the autograder counts them (a
+    test earns its points when it passes); the autograder runs hidden tests too."""
+    result = yield
+    table: dict[str, list[float]] = {}
+    for nodeid, (component, points) in _POINTS.items():
+        if nodeid not in _PASSED | _FAILED:
+            continue  # not run (-x, -k)
+        earned = points if nodeid in _PASSED and nodeid not in _FAILED else 0.0
+        row = table.setdefault(component, [0.0, 0.0])
+        row[0], row[1] = row[0] + earned, row[1] + points
+    if not table:
+        return result
+    terminalreporter.section("points per component (these tests; the autograder adds hidden ones)")
+    for component, (earned, worth) in table.items():
+        terminalreporter.write_line(f"{component:<20} {earned:>5g} / {worth:g}")
+    earned, worth = (sum(row[i] for row in table.values()) for i in (0, 1))
+    terminalreporter.write_line(f"{'total':<20} {earned:>5g} / {worth:g}")
+    return result
