@@ -10,11 +10,9 @@ STAMP := $(VENV)/.installed
 # The shared datasets live beside the checkout; an explicit MINBERT_DATA wins.
 MINBERT_DATA ?= $(abspath ../shared/data)
 export MINBERT_DATA
-# What pip adds to the project's own requirements. The staff checkout takes the test extra (the parity tests
-# against transformers, the notebooks, the CRF); a student handout, which carries the .minbert-handout stamp
-# grading/handout.py writes, takes the grading extra, exactly what the autograder's setup.sh installs, so that
-# code importing a package the autograder lacks fails on the student's machine as it would on Gradescope.
-EXTRA ?= $(if $(wildcard .minbert-handout),grading,test)
+# What pip adds to the project's own requirements: the test extra (the parity tests against transformers, the
+# notebooks, the CRF). A student handout has a Makefile of its own (grading/student/Makefile).
+EXTRA ?= test
 
 .PHONY: setup run demo test bench clean
 
@@ -32,10 +30,10 @@ $(STAMP): setup.cfg pyproject.toml Makefile
 run: $(STAMP)
 	$(PY) -m tasks.multitask $(RUN_ARGS)
 
-# The staff suite runs on two cores (pytest-xdist, a test extra; each test process keeps torch to one thread,
+# The suite runs on two cores (pytest-xdist, a test extra; each test process keeps torch to one thread,
 # tests/conftest.py), each test file in one worker so that its shared fixtures (a handout built once per
-# edition) are built once. A handout's graded tests run in one process: the autograder has no xdist.
-PYTEST_WORKERS ?= $(if $(wildcard .minbert-handout),,-n 2 --dist loadfile)
+# edition) are built once.
+PYTEST_WORKERS ?= -n 2 --dist loadfile
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)

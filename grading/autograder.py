@@ -1,15 +1,16 @@
-"""Build the Gradescope autograder archive: the grader, the staff tests, and the packages as stubs.
+"""Build the Gradescope autograder archive: the grader, the staff tests, the lesson as stubs, and the wheel.
 
     python -m grading.autograder OUT.zip                  then upload OUT.zip as the assignment's autograder
     python -m grading.autograder OUT.zip --edition full   for a handout built with --edition full
 
 The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
-/autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg (setup.sh
-installs its install_requires and its grading extra; tests/test_gradescope.py runs both scripts in an
-empty folder), the grader (grading/, without mutations.py, which quotes the solutions), tests/conftest.py
-and all of tests/graded (hidden tests included), and the packages with the edition's solution regions
-stubbed out, so no solution is in the archive: a file a submission lacks is graded as the stub. The
-edition is written into run_autograder, which grades only its components (GRADING_EDITION overrides it).
+/autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg (its pytest
+settings), the grader (grading/, without mutations.py, which quotes the solutions), tests/conftest.py and
+all of tests/graded (hidden tests included), the lesson (layout.py) with the edition's solution regions
+stubbed out, so that no solution is in the archive and a lesson file a submission lacks is graded as the
+stub, and in wheels/ the handout's wheel of the same commit (handout.build_wheel): setup.sh installs it, so
+the graded code runs on the machinery a student's handout installs. The edition is written into
+run_autograder, which grades only its components (GRADING_EDITION overrides it).
 
 Read next: docs/teaching.md.
 """
@@ -19,11 +20,13 @@ from __future__ import annotations
 import argparse
 import stat
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
-from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, SUBMITTED_PACKAGES, edition_todos
-from grading.handout import repository_files
+from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, edition_todos
+from grading.handout import WHEELS, build_wheel
+from grading.layout import layout, repository_files
 from grading.regions import strip_regions
 from tasks.training.flags import output_file
 
@@ -31,14 +34,13 @@ STAFF_ROOT = Path(__file__).resolve().parents[1]
 GRADESCOPE = "grading/gradescope"
 
 
-def included(relative: str) -> bool:
-    if relative in ("setup.cfg", "pyproject.toml", "tests/conftest.py"):
+def included(relative: str, lesson: tuple[str, ...]) -> bool:
+    if relative in ("setup.cfg", "pyproject.toml", "tests/conftest.py") or relative in lesson:
         return True
     if relative.startswith(f"{GRADED_TESTS}/"):
         return True
-    if relative.startswith("grading/"):
-        return relative != "grading/mutations.py" and not relative.startswith(f"{GRADESCOPE}/")
-    return relative.split("/", 1)[0] in SUBMITTED_PACKAGES and relative.endswith(".py")
+    return relative.startswith("grading/") and relative != "grading/mutations.py" and not relative.startswith(
+        (f"{GRADESCOPE}/", "grading/student/"))
 
 
 EDITION_LINE = 'EDITION="${GRADING_EDITION:-default}"'  # in run_autograder; the archive's edition replaces it
@@ -59,14 +61,19 @@ def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_ED
                 text = text.replace(EDITION_LINE, EDITION_LINE.replace(":-default}", f":-{edition}}}"))
             archive.writestr(info, text.encode("utf-8"))
             names.append(script)
+        split = layout(staff, edition)
         for relative in repository_files(staff):
-            if not included(relative):
+            if not included(relative, split.lesson):
                 continue
             data = (staff / relative).read_bytes()
-            if relative.split("/", 1)[0] in SUBMITTED_PACKAGES:
+            if relative in split.lesson:
                 data = strip_regions(data.decode("utf-8"), relative, todos)[0].encode("utf-8")
             archive.writestr(relative, data)
             names.append(relative)
+        with tempfile.TemporaryDirectory(prefix="minbert-autograder-") as where:
+            wheel = build_wheel(Path(where), staff, edition, split)
+            archive.write(wheel, f"{WHEELS}/{wheel.name}")
+            names.append(f"{WHEELS}/{wheel.name}")
     return names
 
 

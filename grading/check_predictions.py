@@ -4,7 +4,7 @@
     python -m grading.check_predictions predictions/ --data-dir data/cs224n
 
 The CS224N default project grades six files, {sst,para,sts}-{dev,test}-output.csv, in the format its
-multitask_classifier.py writes (and tasks/data/course.py write_predictions copies): a header line
+multitask_classifier.py writes (and tasks.data.course's write_predictions copies): a header line
 "id \\t Predicted_Sentiment " (space, tab, space, the column, space; the STS column is the course's
 "Predicted_Similiary", sic), then one line "<id> , <prediction> " (space, comma, space, and a trailing
 space) per example. A submission whose files the course's scripts cannot read loses points; this finds
@@ -32,10 +32,10 @@ Malformed input rows (a missing field, an empty sentence or label; quora-dev.csv
 the course's loader and by the main job, so their ids need no prediction; a prediction for one is
 accepted too.
 
-It imports only the standard library and tasks/training/flags.py (the flag types every command line
-uses, themselves standard library only), so that it runs before torch is installed and ships alone in the
-student handout (grading/config.py HANDOUT_KEEP_FILES); tests/test_check_predictions.py checks that its
-file names, headers and input rows agree with the main job's (tasks/data/course.py, tasks/models/).
+It imports only the standard library and tasks.training.flags (the flag types every command line uses,
+themselves standard library only), so that it runs before torch is installed; a student's handout installs
+it with the rest (grading.layout INSTALLED_TOOLS). The repository's tests check that its file names,
+headers and input rows agree with the main job's (tasks.data.course, tasks.models).
 
 Read next: handout.py.
 """
@@ -348,7 +348,8 @@ def check_folder(predictions: Path, data_dir: Path) -> list[Report]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grading.check_predictions", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m grading.check_predictions",
+                                     description=__doc__.split("\nRead next:")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=existing_dir, metavar="DIR",
                         help="the folder with the six *-output.csv files, or a run folder (its predictions/)")

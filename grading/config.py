@@ -77,7 +77,8 @@ EDITIONS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_EDITION = "default"
 
-# The packages a submission contributes; everything else (tests, setup.cfg, conftest) is the staff copy.
+# The packages of a reference tree (mutations.py copies them); which of their files a submission contributes,
+# the lesson, is layout.py's.
 SUBMITTED_PACKAGES = ("minbert", "optim", "tasks", "pretrain")
 
 GRADED_TESTS = "tests/graded"  # graded tests, shipped to students
@@ -87,26 +88,14 @@ HIDDEN_TESTS = "tests/graded/hidden"  # graded tests that the handout leaves out
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 DEFAULT_VISIBILITY = "visible"
 
-# What the handout never ships, whatever the edition's closure (contents.py) reaches, besides the hidden
-# tests: the grader (its mutations quote the solutions), the project's own test files (they would pass or
-# fail regardless of the TODOs), the staff pages, the structured-classification job (tasks/hierarchical.py:
-# its collections are not in the handout, so it could not run there; R-Precision's graded tests run the
-# student's code), and the fast paths (HANDOUT_FAST_PATHS). README.md is replaced by the student README.
-HANDOUT_EXCLUDE_DIRS = ("grading", "tests", ".git", ".venv", "runs", "build", "dist")
-HANDOUT_KEEP_TESTS = ("tests/conftest.py",)
-HANDOUT_KEEP_FILES = ("grading/check_predictions.py",)  # the students' check of their prediction files
-HANDOUT_EXCLUDE_FILES = ("docs/teaching.md", "docs/bad_input.md", "README.md", "tasks/hierarchical.py")
-# The fast paths, by name (a folder ends with "/"): each gives the lesson's numbers faster, and the kernel of
-# AdamW's restates adamw_update. Without them tasks/training/settings.py has the jobs run the student's own
-# code: the lesson's AdamW and its update as written, uncompiled, the student's dropout, and the student's
-# eager attention for --attn-implementation auto.
-HANDOUT_FAST_PATHS = ("minbert/fast/", "optim/fast_adamw.py", "optim/adamw_kernel.c")
+# The notebooks the handout holds: pictures of the main job's runs and of label attention's. The tagging
+# and structured-layer notebooks read runs on data the handout lacks.
+HANDOUT_NOTEBOOKS = ("notebooks/multitask.ipynb", "notebooks/label_attention.ipynb")
 
-# Which files an edition ships is computed (contents.py): the import closure of its TODOs, their tests,
-# the main job and the jobs that use them. How the handout's check runs a shipped job cheaply, on a tiny
-# random model ({model}), the demo sample ({sample}: data/sample; {data}: a folder whose cs224n/ is it) and
-# a fresh folder ({out}): in the student handout it must finish or stop at a TODO of the edition, with the
-# solutions in it must finish. A shipped job without a row is checked with --help only.
+# How the handout's check runs a job cheaply, on a tiny random model ({model}), the demo sample ({sample}:
+# data/sample; {data}: a folder whose cs224n/ is it) and a fresh folder ({out}): in the student handout it
+# must stop at a TODO of the edition (the main job at the first in reading order), with the solutions in it
+# must finish. Every other job of the installed part is checked with --help only.
 JOB_TINY_RUNS: dict[str, str] = {
     "tasks.multitask": "--model {model} --data-dir {sample} --out {out} --limit 8 --batch_size 4 --epochs 1 "
                        "--max-length 32 --max-steps 2",

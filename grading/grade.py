@@ -5,11 +5,12 @@
     python -m grading.grade --submission DIR --edition full   the edition the handout was built for
     python -m grading.grade --submission DIR --components attention layer --timeout 10
 
-The submission contributes only the Python files of its packages (minbert/, optim/, tasks/, pretrain/).
-Everything else comes from the staff copy beside this grader: tests/conftest.py, tests/graded/ (hidden
-tests included), setup.cfg. So a submission that edits the tests, adds a conftest.py or changes the pytest
-settings is graded exactly as if it had not. A package file the submission lacks is taken from the staff
-copy with the edition's solution regions stubbed out, so it earns nothing there.
+The submission contributes only its lesson files (layout.py: minbert/'s and optim/'s, in the student's
+handout). Everything else comes from the staff copy beside this grader: tests/conftest.py, tests/graded/
+(hidden tests included), setup.cfg, and the machinery (the staff tree's, or the installed wheel on
+Gradescope). So a submission that edits the tests, adds a conftest.py, changes the pytest settings or edits
+the installed part is graded exactly as if it had not. A lesson file the submission lacks is taken from the
+staff copy with the edition's solution regions stubbed out, so it earns nothing there.
 
 Only the tests of the edition's components run (config.py EDITIONS; the handout is built for one edition).
 Points, components and visibility are pytest markers on the tests (see grading/config.py). Each test earns
@@ -42,6 +43,7 @@ from pathlib import Path
 
 from grading.config import (COMPONENTS, DEFAULT_EDITION, DEFAULT_VISIBILITY, EDITIONS, GRADED_TESTS,
                             SUBMITTED_PACKAGES, VISIBILITIES, WHOLE_MODEL, edition_components, edition_todos)
+from grading.layout import layout
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
@@ -142,10 +144,13 @@ def find_submission_root(submission: Path) -> Path:
     return submission
 
 
-def stage(submission: Path, staff: Path, where: Path, todos: frozenset[str] | None = None) -> list[str]:
+def stage(submission: Path, staff: Path, where: Path, edition: str = DEFAULT_EDITION) -> list[str]:
     """Build the tree the tests run in; return notes for the student (files taken from the handout).
 
-    todos: the edition's TODOs, stubbed in a file the submission lacks (all of them when None).
+    The submission contributes the lesson (layout.py); a lesson file it lacks is the staff's with the
+    edition's TODOs stubbed. The machinery is the staff tree's where it holds it (this repository); the
+    autograder's archive holds none, and there the wheel setup.sh installed provides it (the lesson's
+    packages extend their __path__ with its folders).
     """
     notes: list[str] = []
     root = find_submission_root(submission)
@@ -156,20 +161,18 @@ def stage(submission: Path, staff: Path, where: Path, todos: frozenset[str] | No
     shutil.copy(staff / "tests" / "conftest.py", where / "tests" / "conftest.py")
     shutil.copytree(staff / GRADED_TESTS, where / GRADED_TESTS,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for package in SUBMITTED_PACKAGES:
-        staff_files = {p.relative_to(staff).as_posix() for p in (staff / package).rglob("*.py")
-                       if "__pycache__" not in p.parts}
-        theirs = {p.relative_to(root).as_posix() for p in (root / package).rglob("*.py")
-                  if "__pycache__" not in p.parts} if (root / package).is_dir() else set()
-        for relative in sorted(staff_files | theirs):
-            target = where / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if relative in theirs:
-                shutil.copy(root / relative, target)
-                continue
+    split = layout(staff, edition)
+    for relative in split.lesson + tuple(f for f in split.machinery if f.split("/")[0] in SUBMITTED_PACKAGES):
+        target = where / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if relative not in split.lesson:
+            shutil.copy(staff / relative, target)
+        elif (root / relative).is_file():
+            shutil.copy(root / relative, target)
+        else:
             text = (staff / relative).read_text(encoding="utf-8")
             try:
-                stubbed, regions = strip_regions(text, relative, todos)
+                stubbed, regions = strip_regions(text, relative, edition_todos(edition))
             except RegionError:
                 stubbed, regions = text, []
             target.write_text(stubbed, encoding="utf-8")
@@ -198,7 +201,7 @@ def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.
           flush=True)
     with tempfile.TemporaryDirectory(prefix="minbert-stage-") as where:
         where = Path(where)
-        notes = stage(Path(submission).resolve(), staff, where, edition_todos(edition))
+        notes = stage(Path(submission).resolve(), staff, where, edition)
         results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
                             expect_modules_under=where)
         withheld = hidden_code(staff)

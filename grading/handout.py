@@ -1,35 +1,36 @@
-"""Build the student repository: solution regions become stubs, hidden tests and the grader stay behind.
+"""Build the student handout: the lesson with the edition's TODOs as stubs, its graded tests, a README, the
+notebooks and the set-up; what runs the lesson comes with it as one wheel, which its set-up installs.
 
     python -m grading.handout OUT_DIR                 the default edition (OUT_DIR empty, new or a handout)
     python -m grading.handout OUT_DIR --edition full  every component a TODO (config.py EDITIONS)
-    python -m grading.handout OUT_DIR --no-check      skip the slow checks (imports, jobs, tests on the stubs)
-    python -m grading.handout --list [--edition full]  what the edition ships, without writing it
+    python -m grading.handout OUT_DIR --no-check      skip the slow checks (the jobs, the tests on the stubs)
+    python -m grading.handout --wheel DIR             the wheel alone: a course's update of the installed part
 
-What OUT_DIR gets: what the edition needs (contents.py computes it from the code): the import closure of
-the files holding its TODOs, the visible graded tests of its components (with tests/conftest.py and the
-helpers and reference files they read), the main job and each other job that uses one of its TODOs; the
-notebooks that run on these, the demo data the jobs read and the top-level build files. Never grading/, the
-project's own tests, the hidden tests (tests/graded/hidden/), nor config.py HANDOUT_EXCLUDE_FILES and
-HANDOUT_FAST_PATHS (the fast paths, by name); so bench/, experiments/ and the jobs no TODO needs stay in this
-repository. README.md is replaced by a student README listing every TODO with its points and the tests that
-check it. In every Python file each region of the edition's components
+What OUT_DIR gets (layout.py says which files are the lesson and which the machinery):
 
-    # BEGIN SOLUTION
-    ...
-    # END SOLUTION
+    minbert/, optim/    the lesson; each region of the edition's components
+                            # BEGIN SOLUTION
+                            ...
+                            # END SOLUTION
+                        becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's
+                        indentation, the other regions lose their marker lines and ship as working code
+    tests/              tests/conftest.py and the edition's visible graded tests with their helpers and
+                        stored outputs (never tests/graded/hidden/)
+    notebooks/          config.py HANDOUT_NOTEBOOKS; data/sample/: the demo data
+    wheels/             minbert_runtime-<version>-py3-none-any.whl (build_wheel): the machinery, built from
+                        this commit; the set-up installs it, the autograder archive holds the same
+    README.md, Makefile, setup.cfg, pyproject.toml, .gitignore: the student README and the set-up
 
-becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's indentation; the other
-regions lose their marker lines and ship as working reference code.
-
-It refuses unbalanced or nested markers (naming file and line), code anywhere in the handout that
-restates a solution region, renamed or reformatted (leaks.py; this check always runs, it takes about a
-second), and a shipped document that links to or names a file the handout leaves out. Then it checks the
-result: no marker is left, every package module imports (and every name of a package's __all__ can be read),
-every shipped job runs (check_jobs: `--help`, and a tiny run that finishes or stops at a TODO of the edition,
-and finishes with the solutions in), and every graded test shipped to students fails with NotImplementedError
-naming a TODO of the test's own component (not with an import or attribute error, not on another
-component's stub, none passes on the stubs, and one that stops at another TODO of its component is listed
-in documents.py NEEDS, from which the README tells the order).
+It refuses unbalanced or nested markers (naming file and line), a file of the handout or of the wheel that
+restates a solution region (leaks.py, restatements.py; this check always runs, about a second), and a file
+of the handout, or a job's --help, that names a file of this repository the handout lacks
+(documents.dead_references; the installed part is named by its modules, `minbert.loading.pretrained`). Then
+it checks the result, with the wheel beside the lesson as the set-up installs it: no marker is left, every
+module imports, every job answers --help, each tiny run of config.py JOB_TINY_RUNS stops at a TODO of the
+edition (the main job at the first in reading order) and finishes with the solutions in, and every graded
+test shipped fails with NotImplementedError naming a TODO of its own component (not with an import or
+attribute error, not on another component's stub, none passes on the stubs, and one that stops at another
+TODO of its component is listed in documents.py NEEDS, from which the README tells the order).
 
 Read next: grade.py.
 """
@@ -37,25 +38,27 @@ Read next: grade.py.
 from __future__ import annotations
 
 import argparse
+import configparser
 import copy
 import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_EXCLUDE_DIRS,
-                            HANDOUT_EXCLUDE_FILES, HANDOUT_FAST_PATHS, HANDOUT_KEEP_TESTS, HIDDEN_TESTS,
-                            JOB_TINY_RUNS, SUBMITTED_PACKAGES, component_todos, edition_components,
-                            edition_todos, todo_component)
-from grading.contents import Contents, contents
-from grading.config import HANDOUT_KEEP_FILES
-from grading.documents import NEEDS, dead_references, student_readme
+from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS, HANDOUT_NOTEBOOKS,
+                            HIDDEN_TESTS, JOB_TINY_RUNS, component_todos, edition_components, edition_todos,
+                            todo_component)
+from grading.documents import NEEDS, dead_references, first_todo, student_readme
 from grading.handout_probe import REPORT
+from grading.layout import LESSON_PACKAGES, Layout, layout, repository_files
 from grading.leaks import Leak, LeakReport, Restatement, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.restatements import find_restated
@@ -64,6 +67,11 @@ from tasks.training.flags import output_dir
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
 STAMP = ".minbert-handout"  # marks a folder this builder wrote, which it may overwrite
+WHEELS = "wheels"  # the handout's folder holding the wheel, and the autograder archive's
+WHEEL_PROJECT = "minbert-runtime"
+MARKER = "minbert_handout"  # a module of the wheel: it says an installation runs a student's handout
+COPIED = ("pyproject.toml", ".gitignore")  # README.md, Makefile and setup.cfg are the handout's own
+MAKEFILE = "grading/student/Makefile"
 
 
 class HandoutError(RuntimeError):
@@ -75,43 +83,14 @@ class Handout:
     out: Path
     edition: str = DEFAULT_EDITION
     staff: Path = STAFF_ROOT
-    files: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # what the builder wrote, relative to out
     regions: list[Region] = field(default_factory=list)  # the ones stubbed: the edition's TODOs
     tests_by_component: dict[str, list[str]] = field(default_factory=dict)  # shipped graded tests
     todo_of: dict[str, str] = field(default_factory=dict)  # shipped graded test -> the TODO it checks
+    layout: Layout | None = None
+    wheel: Path | None = None
     leak_report: LeakReport | None = None
-    contents: Contents | None = None  # what the edition ships, and which jobs and notebooks
-    job_checks: dict[str, str] = field(default_factory=dict)  # shipped job -> what check_jobs ran
-
-
-def repository_files(root: Path) -> list[str]:
-    """The repository's files: git's tracked and untracked-but-not-ignored files, else a filtered walk."""
-    try:
-        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
-                                capture_output=True, check=True).stdout.decode().split("\0")
-        files = [f for f in listed if f and (root / f).is_file()]
-        if files:
-            return sorted(files)
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    skip = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "build", "dist"}
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and not skip & set(p.relative_to(root).parts)
-                  and not any(part.endswith(".egg-info") for part in p.parts))
-
-
-def may_ship(relative: str, left_out_tests: frozenset[str] = frozenset()) -> bool:
-    """Whether config.py's exclusions let a repository file into a handout (left_out_tests: graded test
-    files of components outside the edition); which of these an edition ships is edition_contents'."""
-    if relative in HANDOUT_EXCLUDE_FILES or relative in left_out_tests:
-        return False
-    if any(relative == p or p.endswith("/") and relative.startswith(p) for p in HANDOUT_FAST_PATHS):
-        return False  # a path, or a folder's (ending with "/")
-    if relative.startswith(f"{HIDDEN_TESTS}/"):
-        return False
-    if relative in HANDOUT_KEEP_TESTS + HANDOUT_KEEP_FILES or relative.startswith(f"{GRADED_TESTS}/"):
-        return True
-    return relative.split("/", 1)[0] not in HANDOUT_EXCLUDE_DIRS
+    job_checks: dict[str, str] = field(default_factory=dict)  # job -> what check_jobs ran
 
 
 def left_out_tests(tests, edition: str) -> frozenset[str]:
@@ -120,17 +99,20 @@ def left_out_tests(tests, edition: str) -> frozenset[str]:
     return frozenset(t.file for t in tests if t.component not in components)
 
 
-def edition_contents(edition: str, staff: Path = STAFF_ROOT) -> Contents:
-    """What the handout of `edition` ships (contents.py): the import closure of its TODOs, their tests and
-    the jobs that use them, the notebooks that run on these, and the files they name."""
-    from grading.grade import graded_tests
+def copied_files(files: list[str], split: Layout, left_out: frozenset[str]) -> list[str]:
+    """The repository files the handout copies: the lesson, the visible graded tests of the edition (their
+    helpers and stored outputs too), tests/conftest.py, the notebooks, the demo data and COPIED."""
+    def wanted(f: str) -> bool:
+        if f.startswith(f"{GRADED_TESTS}/"):
+            return not f.startswith(f"{HIDDEN_TESTS}/") and f not in left_out and "__pycache__" not in f
+        return (f in COPIED or f in HANDOUT_NOTEBOOKS or f == "tests/conftest.py"
+                or f.startswith("data/sample/") and not f.endswith(".py"))
+    return list(split.lesson) + [f for f in files if wanted(f)]
 
-    every = graded_tests(staff)
-    components = edition_components(edition)
-    tests = sorted({t.file for t in every if t.component in components and not t.hidden_from_handout})
-    left_out = left_out_tests(every, edition)
-    return contents(edition, repository_files(staff), lambda r: (staff / r).read_text(encoding="utf-8"),
-                    tests, lambda r: may_ship(r, left_out))
+
+def is_job(text: str) -> bool:
+    """A module run with `python -m`: it has an `if __name__ == "__main__":` block."""
+    return bool(re.search(r"^if __name__ == [\"']__main__[\"']:", text, re.M))
 
 
 def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str = DEFAULT_EDITION) -> Handout:
@@ -147,50 +129,52 @@ def build(out: Path, staff: Path = STAFF_ROOT, check: bool = True, edition: str 
         raise HandoutError(f"{out} lies inside the repository; write the handout elsewhere (or under build/)")
     handout = Handout(out, edition, staff)
     todos = edition_todos(edition)
-    staged: dict[str, bytes] = {}
-    every_region: list[Region] = []
     every_file = repository_files(staff)
-    for relative in every_file:  # every file that may ship: a bad marker anywhere is refused
-        if not may_ship(relative):
-            continue
-        data = (staff / relative).read_bytes()
-        if relative.endswith(".py"):
-            text = data.decode("utf-8")
-            every_region += find_regions(text, relative)  # RegionError names file:line
-            text, regions = strip_regions(text, relative, todos)
-            handout.regions += regions
-            data = text.encode("utf-8")
-        staged[relative] = data
+    every_region: list[Region] = []
+    for relative in every_file:  # every package file: a bad marker anywhere is refused
+        if relative.endswith(".py") and not relative.startswith(("tests/", "grading/")):
+            every_region += find_regions((staff / relative).read_text(encoding="utf-8"), relative)
     _check_todos(every_region)
     from grading.grade import graded_tests  # the staff's graded tests, with their markers
 
-    components = edition_components(edition)
-    tests = [t for t in graded_tests(staff) if t.component in components]
-    left_out = left_out_tests(graded_tests(staff), edition)
-    handout.contents = edition_contents(edition, staff)
-    staged = {relative: data for relative, data in staged.items() if relative in handout.contents.files}
-    handout.leak_report = check_leaks(leak_sources(staff, left_out), todos)
-    for relative, data in staged.items():
+    tests = [t for t in graded_tests(staff) if t.component in edition_components(edition)]
+    handout.layout = split = layout(staff, edition, every_file)
+    copied = copied_files(every_file, split, left_out_tests(graded_tests(staff), edition))
+    handout.leak_report = check_leaks(leak_sources(staff, edition), todos)
+    for relative in copied:
         target = out / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        if relative in split.lesson:
+            text, regions = strip_regions((staff / relative).read_text(encoding="utf-8"), relative, todos)
+            handout.regions += regions
+            target.write_text(text, encoding="utf-8")
+        else:
+            shutil.copyfile(staff / relative, target)
         handout.files.append(relative)
+    handout.wheel = build_wheel(out / WHEELS, staff, edition, split)
+    handout.files.append(f"{WHEELS}/{handout.wheel.name}")
     (out / STAMP).write_text(f"written by python -m grading.handout (edition {edition}); may be overwritten "
                              "by it\n")
+    shutil.copyfile(STAFF_ROOT / MAKEFILE, out / "Makefile")  # the builder's own file
+    (out / "setup.cfg").write_text(lesson_setup_cfg(staff), encoding="utf-8")
     for test in tests:
         if not test.hidden_from_handout:
             handout.tests_by_component.setdefault(test.component, []).append(test.nodeid)
             handout.todo_of[test.nodeid] = test.todo
     (out / "README.md").write_text(student_readme(edition, tests, set(handout.files)), encoding="utf-8")
-    handout.files.append("README.md")
-    dead = dead_references(out, handout.files, every_file)
-    if dead:
-        raise HandoutError("the handout's documents point at files it does not ship; reword them as plain "
-                           "text, or leave the document out (grading/config.py HANDOUT_EXCLUDE_FILES):\n  "
-                           + "\n  ".join(dead))
+    handout.files += ["Makefile", "setup.cfg", "README.md"]
+    refuse_dead_references(handout, every_file)
     if check:
         check_handout(handout)
     return handout
+
+
+def refuse_dead_references(handout: Handout, staff_files: list[str], helps: dict[str, str] | None = None):
+    dead = dead_references(handout.out, handout.files, handout.layout.machinery, staff_files, helps or {})
+    if dead:
+        raise HandoutError("the handout names files it does not have; name an installed file by its module "
+                           "(minbert.loading.pretrained), reword it as plain text, or leave it out:\n  "
+                           + "\n  ".join(dead))
 
 
 def _check_todos(regions: list[Region]) -> None:
@@ -206,17 +190,102 @@ def _check_todos(regions: list[Region]) -> None:
         raise HandoutError(f"grading/config.py lists TODOs with no solution region: {missing}")
 
 
-def leak_sources(staff: Path = STAFF_ROOT, left_out: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The shipped files that can hold code (Python, notebooks, Markdown), as the staff wrote them
-    (left_out: the graded test files an edition does not ship; by default every one ships)."""
-    sources = {}
-    for relative in repository_files(staff):
-        if may_ship(relative, left_out) and relative.endswith((".py", ".ipynb", ".md")):
-            try:
-                sources[relative] = (staff / relative).read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-    return sources
+# ----- the wheel: what runs the lesson, installed --------------------------------------------------------
+
+
+def _setup_cfg(staff: Path) -> configparser.ConfigParser:
+    parsed = configparser.ConfigParser(interpolation=None)
+    parsed.read(staff / "setup.cfg", encoding="utf-8")
+    return parsed
+
+
+def _version(staff: Path) -> str:
+    """setup.cfg's version with the commit as its local label (0.1.0+gf615700), where git knows one."""
+    version = _setup_cfg(staff)["metadata"]["version"]
+    commit = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=staff, capture_output=True,
+                            text=True).stdout.strip()
+    return f"{version}+g{commit}" if re.fullmatch(r"[0-9a-f]{7}", commit) else version
+
+
+def build_wheel(into: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDITION,
+                split: Layout | None = None) -> Path:
+    """The machinery of `edition` (layout.py) as one wheel in `into`, by setuptools through `pip wheel` from
+    a staged folder: minbert/ and optim/ there have no __init__.py (the lesson's regular packages extend
+    their __path__ with these folders), the other regions lose their markers, and MARKER says that this
+    installation runs a handout. Returns the wheel's path."""
+    split = split or layout(staff, edition)
+    setup = _setup_cfg(staff)
+    version = _version(staff)
+    with tempfile.TemporaryDirectory(prefix="minbert-wheel-") as stage:
+        stage = Path(stage)
+        for relative in split.machinery:
+            target = stage / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if relative.endswith(".py"):
+                text = strip_regions((staff / relative).read_text(encoding="utf-8"), relative, frozenset())[0]
+                target.write_text(text, encoding="utf-8")
+            else:
+                shutil.copyfile(staff / relative, target)
+        (stage / f"{MARKER}.py").write_text(
+            f'"""This installation runs a student handout of minbert {version}, edition {edition}: the jobs '
+            'run the\nstudent\'s own code (tasks.training.fast_paths), and a fast path only when asked for '
+            'by name."""\n\n' f"EDITION = {edition!r}\nVERSION = {version!r}\n", encoding="utf-8")
+        wheel = configparser.ConfigParser(interpolation=None)
+        wheel["metadata"] = {"name": WHEEL_PROJECT, "version": version, "description": "What runs the "
+                             "minbert lesson: loading and saving, the tokenizer, the jobs, the fast paths"}
+        wheel["options"] = {"python_requires": setup["options"]["python_requires"],
+                            "install_requires": setup["options"]["install_requires"],
+                            "packages": "find_namespace:", "py_modules": MARKER}
+        packages = sorted({f.split("/")[0] for f in split.machinery})
+        wheel["options.packages.find"] = {"include": "\n".join(f"{p}*" for p in packages)}
+        wheel["options.package_data"] = {"*": "*.c"}
+        wheel["options.extras_require"] = {"grading": setup["options.extras_require"]["grading"]}
+        with open(stage / "setup.cfg", "w", encoding="utf-8") as f:
+            wheel.write(f)
+        shutil.copyfile(staff / "pyproject.toml", stage / "pyproject.toml")
+        into.mkdir(parents=True, exist_ok=True)
+        for old in into.glob("minbert_runtime-*.whl"):
+            old.unlink()
+        commit_time = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=staff, capture_output=True,
+                                     text=True).stdout.strip()
+        built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                                "--quiet", "--disable-pip-version-check", "-w", str(into), str(stage)],
+                               capture_output=True, text=True,
+                               env={**os.environ, "SOURCE_DATE_EPOCH": commit_time or "315532800"})
+        found = sorted(into.glob("minbert_runtime-*.whl"))
+        if built.returncode != 0 or len(found) != 1:
+            raise HandoutError(f"pip wheel failed to build the installed part:\n{built.stderr[-3000:]}")
+    return found[0]
+
+
+def lesson_setup_cfg(staff: Path) -> str:
+    """The handout's setup.cfg: the lesson as a project (installed editable by the Makefile) and the
+    staff's pytest settings, whose markers the graded tests use."""
+    setup, lesson = _setup_cfg(staff), configparser.ConfigParser(interpolation=None)
+    lesson["metadata"] = {"name": "minbert-lesson", "version": setup["metadata"]["version"]}
+    lesson["options"] = {"python_requires": setup["options"]["python_requires"],
+                         "packages": ", ".join(LESSON_PACKAGES)}
+    for section in ("tool:pytest", "flake8"):
+        lesson[section] = dict(setup[section])
+    text = io.StringIO()
+    lesson.write(text)
+    return ("# Your lesson, minbert/ and optim/, as a project; what runs it is installed from wheels/ "
+            "(make setup).\n" + text.getvalue())
+
+
+# ----- the leak check ---------------------------------------------------------------------------------
+
+
+def leak_sources(staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDITION) -> dict[str, str]:
+    """What the handout of `edition` ships that can hold code (Python, notebooks, Markdown), its wheel's
+    files included, as the staff wrote them."""
+    from grading.grade import graded_tests
+
+    files = repository_files(staff)
+    split = layout(staff, edition, files)
+    shipped = copied_files(files, split, left_out_tests(graded_tests(staff), edition)) + list(split.machinery)
+    return {f: (staff / f).read_text(encoding="utf-8") for f in shipped
+            if f.endswith((".py", ".ipynb", ".md"))}
 
 
 # Reports of check_leaks by the hash of what it read and of the checker's own code: the check takes tens of
@@ -268,20 +337,22 @@ def check_leaks(sources: dict[str, str], todos: frozenset[str] | None = None) ->
     return report
 
 
+# ----- the checks that run it -------------------------------------------------------------------------
+
+
 def check_handout(handout: Handout) -> None:
     """No marker left; the packages import and the jobs run (check_jobs); every shipped graded test fails on
     its own component's stub."""
     out = handout.out
     for relative in handout.files:
-        try:
-            text = (out / relative).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
-        if has_marker(text):
+        if relative.endswith((".py", ".md", ".ipynb")) and has_marker((out / relative).read_text("utf-8")):
             raise HandoutError(f"{relative}: a solution marker is left in the handout")
-    check_jobs(handout)
-    component_of = {n: c for c, nodes in handout.tests_by_component.items() for n in nodes}
-    results = run_tests(out, list(component_of), expect_modules_under=out)
+    with tempfile.TemporaryDirectory(prefix="minbert-handout-check-") as scratch:
+        check_jobs(handout, unpack(handout.wheel, Path(scratch) / "installed"))
+        merged = Path(scratch) / "merged"  # the handout with the wheel's files in it, as the grader stages it
+        shutil.copytree(out, merged)
+        component_of = {n: c for c, nodes in handout.tests_by_component.items() for n in nodes}
+        results = run_tests(unpack(handout.wheel, merged), list(component_of), expect_modules_under=merged)
     problems = []
     for nodeid, component in component_of.items():
         r = results[nodeid]
@@ -296,55 +367,65 @@ def check_handout(handout: Handout) -> None:
                             "give the test a stand-in for it (tests/graded/graded_helpers.py)")
         elif (todo := handout.todo_of.get(nodeid)) and stub != todo and stub not in NEEDS.get(todo, ()):
             problems.append(f"{nodeid} checks {todo} but stops at the stub of {stub}: add it to NEEDS in "
-                            "grading/documents.py, from which the student README tells the order")
+                            "grading/documents.py, from which the README tells the order")
     if problems:
         raise HandoutError("student-visible tests must fail on a TODO stub of their own component:\n"
                            + "\n".join(problems))
 
 
-def check_jobs(handout: Handout) -> None:
-    """The packages import (each name of their __all__ included); every shipped job answers --help; each
-    job of config.py JOB_TINY_RUNS, run tiny, finishes or stops at a TODO of the edition in the handout, and
-    finishes with the solutions in (the same files, so nothing its path needs is left out)."""
-    runs = {job: flags for job, flags in JOB_TINY_RUNS.items() if job in handout.contents.jobs}
+def unpack(wheel: Path, where: Path) -> Path:
+    """A pure wheel's files in `where`, as pip puts them in site-packages (the checks run beside them)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(where)
+    return where
+
+
+def check_jobs(handout: Handout, installed: Path) -> None:
+    """The packages import (each name of their __all__ included); every job of the wheel answers --help,
+    which names no file the handout lacks; each job of config.py JOB_TINY_RUNS, run tiny, stops at a TODO of
+    the edition (the main job at the first in reading order) and finishes with the solutions in."""
+    jobs = sorted(f.removesuffix(".py").replace("/", ".") for f in handout.layout.machinery
+                  if f.endswith(".py") and is_job((handout.staff / f).read_text(encoding="utf-8")))
     with tempfile.TemporaryDirectory(prefix="minbert-handout-check-") as scratch:
         solved = Path(scratch) / "solved"
         for relative in handout.files:
             target = solved / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            if relative.endswith(".py"):
+            if relative in handout.layout.lesson:
                 text, _ = strip_regions((handout.staff / relative).read_text(encoding="utf-8"), relative,
                                         frozenset())
                 target.write_text(text, encoding="utf-8")
             else:
                 shutil.copyfile(handout.out / relative, target)
-        student = _probe(handout.out, handout.contents.jobs, runs, Path(scratch) / "student-runs")
-        with_solutions = _probe(solved, [], runs, Path(scratch) / "solved-runs") if runs else {"runs": {}}
-    todos = edition_todos(handout.edition)
+        student = _probe(handout.out, installed, jobs, JOB_TINY_RUNS, Path(scratch) / "student-runs")
+        with_solutions = _probe(solved, installed, [], JOB_TINY_RUNS, Path(scratch) / "solved-runs")
+    todos, first = edition_todos(handout.edition), first_todo(handout.edition)
     problems = student["errors"]
     for job, outcome in student["runs"].items():
-        if outcome != "finished" and outcome.removeprefix("TODO: ") not in todos:
-            problems.append(f"python -m {job} (tiny run) neither finishes nor stops at a TODO of the "
-                            f"edition:\n{outcome}")
+        stop = outcome.removeprefix("TODO: ")
+        if job == "tasks.multitask" and stop != first:
+            problems.append(f"python -m {job} (tiny run) stops at {stop!r}, not at the first TODO in reading "
+                            f"order, {first}:\n{outcome}")
+        elif stop not in todos:
+            problems.append(f"python -m {job} (tiny run) does not stop at a TODO of the edition:\n{outcome}")
     for job, outcome in with_solutions["runs"].items():
         if outcome != "finished":
-            problems.append(f"python -m {job} (tiny run, solutions in) does not finish; does its path need "
-                            f"a file the handout leaves out?\n{outcome}")
+            problems.append(f"python -m {job} (tiny run, solutions in) does not finish:\n{outcome}")
     if problems:
-        raise HandoutError("the handout's code does not run (contents.py chose its files):\n"
-                           + "\n".join(problems))
-    for job in handout.contents.jobs:
-        handout.job_checks[job] = (f"tiny run: {student['runs'][job].removeprefix('TODO: ')}"
-                                   + ("" if student["runs"][job] == "finished" else " (its stub)")
-                                   + "; with the solutions: finished" if job in runs else "--help")
+        raise HandoutError("the handout's code does not run:\n" + "\n".join(problems))
+    refuse_dead_references(handout, repository_files(handout.staff), student["helps"])
+    for job in jobs:
+        handout.job_checks[job] = (f"tiny run: stops at {student['runs'][job].removeprefix('TODO: ')}; with "
+                                   "the solutions: finished" if job in JOB_TINY_RUNS else "--help")
 
 
-def _probe(tree: Path, jobs: list[str], runs: dict[str, str], scratch: Path) -> dict:
-    """handout_probe.py run in `tree`: its report."""
-    spec = {"packages": list(SUBMITTED_PACKAGES), "jobs": jobs, "runs": runs, "scratch": str(scratch)}
+def _probe(tree: Path, installed: Path, jobs: list[str], runs: dict[str, str], scratch: Path) -> dict:
+    """handout_probe.py run in `tree` with the wheel's files beside it: its report."""
+    spec = {"packages": list(LESSON_PACKAGES), "jobs": jobs, "runs": runs, "scratch": str(scratch)}
     source = (STAFF_ROOT / "grading" / "handout_probe.py").read_text(encoding="utf-8")
     result = subprocess.run([sys.executable, "-c", source, json.dumps(spec)], cwd=tree, capture_output=True,
-                            text=True, env=_env(tree))
+                            text=True, env={**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{installed}",
+                                            "PYTHONDONTWRITEBYTECODE": "1"})
     report = [line for line in result.stdout.splitlines() if line.startswith(REPORT)]
     if result.returncode != 0 or not report:
         raise HandoutError(f"the handout check's probe failed in {tree}:\n{result.stdout[-2000:]}\n"
@@ -352,54 +433,44 @@ def _probe(tree: Path, jobs: list[str], runs: dict[str, str], scratch: Path) -> 
     return json.loads(report[-1].removeprefix(REPORT))
 
 
-def _env(root: Path) -> dict:
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(root)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grading.handout", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # A new folder or an existing one; whether an existing one may be overwritten is build()'s check.
-    parser.add_argument("out", type=output_dir, metavar="OUT_DIR", nargs="?",
+    parser.add_argument("out", type=output_dir, metavar="OUT_DIR",
                         help="where to write the student repository (empty, new, or a previous handout)")
     parser.add_argument("--edition", choices=sorted(EDITIONS), default=DEFAULT_EDITION,
                         help="which components are TODOs (grading/config.py EDITIONS; default: "
                              f"{DEFAULT_EDITION}); the other regions ship as reference code")
     parser.add_argument("--no-check", action="store_true",
-                        help="skip the checks that run Python (imports, jobs, tests failing on the stubs); "
-                             "the leak check always runs")
-    parser.add_argument("--list", action="store_true",
-                        help="write nothing: print the files the edition ships (grading/contents.py), its jobs "
-                             "and notebooks, and the notebooks left out")
+                        help="skip the checks that run Python (the jobs, the tests failing on the stubs); "
+                             "the leak check and the check of the files the handout names always run")
+    parser.add_argument("--wheel", action="store_true",
+                        help="write only the wheel of the installed part into OUT_DIR (docs/teaching.md: "
+                             "updating a course's installed part)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.list:
-        shipped = edition_contents(args.edition)
-        print("\n".join(sorted(shipped.files)))
-        print(f"\njobs: {', '.join(shipped.jobs)}\nnotebooks: {', '.join(shipped.notebooks) or 'none'}")
-        for notebook, why in shipped.left_out_notebooks.items():
-            print(f"left out: {notebook} ({why})")
+    args = build_parser().parse_args(argv)
+    if args.wheel:
+        wheel = build_wheel(Path(args.out), edition=args.edition)
+        print(f"wrote {wheel}: students install it with `make setup` (or .venv/bin/pip install '{wheel.name}"
+              "[grading]'); upload the autograder archive of the same commit")
         return 0
-    if args.out is None:
-        parser.error("give OUT_DIR, the folder to write the handout into (or --list)")
     try:
         handout = build(Path(args.out), check=not args.no_check, edition=args.edition)
     except (HandoutError, RegionError) as error:
         print(f"handout: {error}", file=sys.stderr)
         return 1
-    print(f"wrote {len(handout.files)} files to {handout.out}; edition {handout.edition}, "
-          f"{len(handout.regions)} TODOs:")
+    python = [f for f in handout.files if f.endswith(".py") and not f.startswith("tests/")]
+    lines = sum(len((handout.out / f).read_text(encoding="utf-8").splitlines()) for f in python)
+    print(f"wrote {len(handout.files)} files to {handout.out} ({len(python)} Python files outside tests/, "
+          f"{lines} lines); edition {handout.edition}, {len(handout.regions)} TODOs:")
     for region in handout.regions:
         print(f"  {region.todo}  ({todo_component(region.todo)})")
-    print(f"jobs: {', '.join(handout.contents.jobs)}; notebooks: {', '.join(handout.contents.notebooks)}")
+    print(f"installed part: {WHEELS}/{handout.wheel.name} ({len(handout.layout.machinery)} files; left out: "
+          f"{', '.join(handout.layout.withheld) or 'none'})")
     for job, checked in handout.job_checks.items():
         print(f"  python -m {job}: {checked}")
     print(handout.leak_report.summary())

@@ -1,12 +1,13 @@
-"""The handout check's child: run in a handout (its folder the working directory and PYTHONPATH), it imports
-what the handout ships and runs its jobs, and prints what happened as one JSON line.
+"""The handout check's child: run in a handout (its folder the working directory, the wheel's files on
+PYTHONPATH), it imports what the handout holds and runs the jobs, and prints what happened as one JSON line.
 
 handout.check_handout starts it twice, with its source as `python -c` (so that nothing of grading/ is on
 the path): in the student handout and in the same files with the solutions in. Argument: a JSON spec,
 {"packages": [...], "jobs": [...], "runs": {job: "flags with {model}, {out}, {sample}, {data}"}, "scratch":
 a folder for the tiny model, the runs and the data}. What it reports, under the prefix REPORT:
-    errors: a package or module that does not import, a name of a package's __all__ that cannot be
-            read (a re-export of a module the handout left out), a job whose --help does not exit 0;
+    errors: a package or module that does not import, a lesson package imported from elsewhere, a name of
+            a package's __all__ that cannot be read, a job whose --help does not exit 0;
+    helps:  job -> what its --help printed;
     runs:   job -> "finished", "TODO: <file>::<function>" (it stopped at that stub) or the error's
             traceback (the parent decides which of these may happen in which tree).
 
@@ -86,9 +87,11 @@ def main() -> None:
             except Exception as error:  # noqa: BLE001 - a lazy re-export of a module left out
                 errors.append(f"{name}/__init__.py exports {exported}, which fails in the handout: "
                               f"{type(error).__name__}: {error}")
+    helps = {}
     for job in spec["jobs"]:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
             outcome = run_job(job, ["--help"])
+        helps[job] = printed.getvalue()
         if outcome != "finished":
             errors.append(f"python -m {job} --help: {outcome}")
     runs = {}
@@ -102,7 +105,7 @@ def main() -> None:
             argv = [part.format(out=str(scratch / "runs" / job), **names) for part in flags.split()]
             runs[job] = run_job(job, argv)
     sys.stdout.flush()
-    print("\n" + REPORT + json.dumps({"errors": errors, "runs": runs}), flush=True)
+    print("\n" + REPORT + json.dumps({"errors": errors, "runs": runs, "helps": helps}), flush=True)
 
 
 if __name__ == "__main__":

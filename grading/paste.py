@@ -10,7 +10,7 @@ it. This check tries the paste: for each TODO of the edition, the body `return C
 is graded on the TODO's own graded tests (visible and hidden), once per candidate.
 
 Candidates of a TODO: every function defined at the top level of a Python file the handout ships (the
-packages, bench/, experiments/, the graded test files and helpers of the edition), and, for a method
+lesson, the graded test files and helpers of the edition) or installs (its wheel's), and, for a method
 TODO, the undecorated methods of its class, called on `self`. A function is tried with the TODO's
 arguments after `self` and, for a method TODO, with `self` first too. A candidate must take them: as many
 of the TODO's positional arguments, in order, as it has positional parameters (at least one, the TODO's
@@ -50,7 +50,8 @@ from pathlib import Path
 from grading.config import COMPONENTS, DEFAULT_EDITION, EDITIONS, HIDDEN_TESTS, edition_todos
 from grading.documents import NEEDS
 from grading.grade import graded_tests
-from grading.handout import leak_sources, left_out_tests, may_ship, repository_files
+from grading.handout import copied_files, leak_sources
+from grading.layout import layout, repository_files
 from grading.paste_runtime import RUNTIME
 from grading.regions import find_regions
 
@@ -240,9 +241,13 @@ def pasteable(text: str, path: str, todos: frozenset[str]) -> str:
     return "".join(lines)
 
 
-def stage(staff: Path, where: Path, todos: frozenset[str], extra: dict[str, str]) -> None:
-    """The handout's files (every region of `todos` pasteable), the hidden tests, and `extra`."""
-    for relative in [f for f in repository_files(staff) if may_ship(f) or f.startswith(f"{HIDDEN_TESTS}/")]:
+def stage(staff: Path, where: Path, edition: str, extra: dict[str, str]) -> None:
+    """The handout's files and its wheel's (every region of the edition pasteable), the hidden tests, the
+    staff's setup.cfg, and `extra`."""
+    files, todos = repository_files(staff), edition_todos(edition)
+    split = layout(staff, edition, files)
+    shipped = copied_files(files, split, frozenset()) + list(split.machinery) + ["setup.cfg"]
+    for relative in shipped + [f for f in files if f.startswith(f"{HIDDEN_TESTS}/")]:
         target = where / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         if relative.endswith(".py"):
@@ -306,8 +311,7 @@ def check(edition: str = DEFAULT_EDITION, staff: Path = STAFF_ROOT, todos: list[
     if todos is not None and set(todos) - set(chosen):
         raise ValueError(f"TODOs {sorted(set(todos) - set(chosen))} are not TODOs of edition {edition!r}")
     tests = [t for t in graded_tests(staff) if t.todo in chosen]
-    left_out = left_out_tests(graded_tests(staff), edition)
-    sources = {p: text for p, text in leak_sources(staff, left_out).items() if p.endswith(".py")}
+    sources = {p: text for p, text in leak_sources(staff, edition).items() if p.endswith(".py")}
     sources.update(extra or {})
     shipped = {path: functions(path, text) for path, text in sources.items()}
     todo_functions = {f"{f.path}::{f.qualname}": f for defined in shipped.values() for f in defined}
@@ -320,7 +324,7 @@ def check(edition: str = DEFAULT_EDITION, staff: Path = STAFF_ROOT, todos: list[
             "candidates": {todo: [c.__dict__ for c in found] for todo, found in by_todo.items()}}
     with tempfile.TemporaryDirectory(prefix="minbert-paste-") as where:
         where = Path(where)
-        stage(staff, where, stubs, extra or {})
+        stage(staff, where, edition, extra or {})
         results = _run_child(where, staff, spec, [t.nodeid for t in tests])
     passed: dict[tuple[str, str | None], set[str]] = {}
     for line in results:

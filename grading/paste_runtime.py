@@ -67,18 +67,9 @@ def pytest_collection_finish(session) -> None:
             try:
                 _RESOLVED[candidate["name"]] = getattr(_import(candidate), candidate["qualname"])
             except Exception as error:  # noqa: BLE001 - any import failure is reported, not fatal
-                if isinstance(error, ModuleNotFoundError) and _left_out(error.name or ""):
-                    _RESOLVED[candidate["name"]] = None  # it needs a file the handout leaves out: no student
-                    continue  # can call it either (a benchmark importing a fast path)
                 _write({"problem": f"cannot import candidate {candidate['name']} as {candidate['module']}: "
                                    f"{type(error).__name__}: {error}"})
                 _RESOLVED[candidate["name"]] = None
-
-
-def _left_out(module: str) -> bool:
-    """Whether `module` belongs to a package the staged handout holds (the cwd) but is not staged itself."""
-    path = Path(*module.split("."))
-    return bool(module) and Path(path.parts[0]).is_dir() and not (path.with_suffix(".py").is_file() or path.is_dir())
 
 
 def _import(candidate: dict):

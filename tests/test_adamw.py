@@ -22,6 +22,7 @@ from torch import nn
 
 import optim.adamw as adamw_module
 import optim.fast_adamw as fast_adamw
+import tasks.training.process as process
 import tasks.training.settings as settings
 from minbert.config import BertConfig
 from minbert.model import BertModel
@@ -429,17 +430,17 @@ def test_the_built_kernel_is_cached_and_reused(monkeypatch: pytest.MonkeyPatch, 
     assert [p.name for p in first.parent.iterdir()] == [first.name]  # no temporary file left behind
 
 
-def test_where_the_fast_paths_are_not_shipped_the_jobs_train_with_the_lessons_adamw(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The student handout leaves fast_adamw.py out: then the job's optimizer is AdamW, whose loop runs the
-    student's own adamw_update, uncompiled (what a built handout runs is checked in test_grading.py)."""
-    assert settings.fast_paths_shipped() and settings.adamw_class() is FastAdamW
-    monkeypatch.setattr(settings, "FAST_MODULES", ("minbert.fast", "optim.left_out_fast_adamw"))
-    settings.fast_paths_shipped.cache_clear()
+def test_in_a_students_handout_the_jobs_train_with_the_lessons_adamw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handout's installed part carries the marker module (grading/handout.py writes it): there the job's
+    optimizer is AdamW, whose loop runs the student's own adamw_update, uncompiled (what a built handout runs
+    is checked in test_grading.py and test_handout_setup.py)."""
+    assert not process.in_handout() and settings.adamw_class() is FastAdamW
+    monkeypatch.setattr(fast_paths, "HANDOUT_MARKER", "optim.adamw")  # a module that is there
+    process.in_handout.cache_clear()
     try:
-        assert not settings.fast_paths_shipped() and settings.adamw_class() is AdamW
+        assert process.in_handout() and settings.adamw_class() is AdamW
     finally:
-        settings.fast_paths_shipped.cache_clear()
+        process.in_handout.cache_clear()
 
 
 def test_a_lessons_adamw_state_dict_continues_in_fast_adamw_and_back() -> None:

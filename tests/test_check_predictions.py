@@ -319,16 +319,15 @@ def test_it_imports_only_the_standard_library_and_the_flag_types_so_it_ships_alo
     assert ours == {"tasks.training.flags"}, ours  # tests/test_architecture.py: standard library only
 
 
-def test_the_student_readme_says_to_run_it_before_submitting():
-    from grading.config import HANDOUT_KEEP_FILES
+def test_the_student_readme_says_to_run_it_before_submitting_and_the_handout_installs_it():
     from grading.documents import student_readme
-    from grading.handout import edition_contents, may_ship
+    from grading.layout import layout
 
     readme = student_readme("default", [])
-    assert "`python -m grading.check_predictions runs/multitask/<date-time>`" in readme
-    assert "grading/check_predictions.py" in HANDOUT_KEEP_FILES and may_ship("grading/check_predictions.py")
-    assert not may_ship("grading/grade.py") and not may_ship("grading/__init__.py")
-    assert "grading/check_predictions.py" in edition_contents("default").files
+    assert "`.venv/bin/python -m grading.check_predictions runs/multitask/<date-time>`" in readme
+    split = layout(REPO, "default")
+    grading = [f for f in split.machinery + split.lesson if f.startswith("grading/")]
+    assert grading == ["grading/check_predictions.py"]  # installed with the wheel; no other file of grading/
 
 
 @pytest.mark.slow

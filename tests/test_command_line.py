@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from tasks.training import flags, settings as settings_module
+from tasks.training import flags, process, settings as settings_module
 from tasks.training.run_folder import CONFIG_FILE, FAILED_FILE, LOCK_FILE, RUN_FILE, WRITE_TEST, claim_run
 from tasks.training.settings import (JobSettings, RunSettings, SettingsParser, TrainingSettings,
                                      attn_implementation_for, from_dict, resolve_training)
@@ -202,16 +202,14 @@ def test_the_kernel_is_decided_once_and_predict_runs_the_unpadded_model_on_a_cpu
     assert attn_implementation_for("eager", "cpu", "fp32", predicting=True) == "eager"  # as asked
 
 
-def test_where_the_fast_paths_are_not_shipped_auto_is_the_students_eager_kernel_and_unpadded_is_refused(
-        monkeypatch):
-    """The student handout leaves minbert/fast/ out (grading/config.py): there the jobs run the student's
-    attention, and asking for the fast path says why it is not there."""
-    monkeypatch.setattr(settings_module, "fast_paths_shipped", lambda: False)
+def test_in_a_students_handout_auto_is_the_students_eager_kernel_and_the_others_run_when_named(monkeypatch):
+    """In a handout (its installed part carries the marker module) the jobs run the student's attention
+    unless a fast path is named, and --help says so."""
+    monkeypatch.setattr(process, "in_handout", lambda: True)
     assert [attn_implementation_for("auto", device, precision) for device, precision in
             (("cpu", "fp32"), ("cpu", "bf16"), ("cuda", "fp32"))] == ["eager"] * 3
     assert attn_implementation_for("sdpa", "cpu", "fp32") == "sdpa"  # as asked
-    with pytest.raises(SystemExit, match="--attn-implementation unpadded: this handout leaves the fast paths"):
-        attn_implementation_for("unpadded", "cpu", "fp32")
+    assert attn_implementation_for("unpadded", "cpu", "fp32") == "unpadded"
 
 
 def trained(run) -> None:

@@ -27,9 +27,9 @@ import pytest
 
 from grading.autograder import build_archive
 from grading.config import GRADED_TESTS, SUBMITTED_PACKAGES, edition_components
-from grading.documents import CHECKPOINT, TORCH, dead_references
+from grading.documents import CHECKPOINT, TORCH, dead_references, first_todo
 from grading.grade import STAFF_ROOT, grade, graded_tests
-from grading.handout import build
+from grading.handout import build, unpack
 from grading.regions import strip_regions
 from grading.schema import validate
 
@@ -125,12 +125,13 @@ def test_the_clean_room_gives_the_untouched_handout_nothing(clean_room, handouts
         [t["name"] + "\n" + t["output"] for t in results["tests"] if "NotImplementedError" not in t["output"]]
 
 
-def test_the_archive_readme_and_makefile_pin_the_same_torch_and_checkpoint(handouts):
+def test_the_archive_readme_and_makefiles_pin_the_same_torch_and_checkpoint(handouts):
     setup = (STAFF_ROOT / "grading" / "gradescope" / "setup.sh").read_text()
-    makefile = (STAFF_ROOT / "Makefile").read_text()
     readme = (handouts("default").out / "README.md").read_text()
     assert f'TORCH="{TORCH}"' in setup and f'CHECKPOINT="{CHECKPOINT}"' in setup
-    assert f"pip install --quiet {TORCH}" in makefile and f"--no-deps {CHECKPOINT}" in makefile
+    for makefile in (STAFF_ROOT / "Makefile", handouts("default").out / "Makefile"):
+        text = makefile.read_text()
+        assert f"pip install --quiet {TORCH}" in text and f"--no-deps {CHECKPOINT}" in text, makefile
     assert f"pip install {TORCH} --index-url https://download.pytorch.org/whl/cpu" in readme
     assert f"pip install --no-deps {CHECKPOINT}" in readme
 
@@ -143,20 +144,38 @@ def requirements(setup_cfg: Path, extra: str) -> set[str]:
     return {line.strip() for line in listed.splitlines() if line.strip()}
 
 
+def wheel_requirements(wheel: Path, extra: str) -> set[str]:
+    """A wheel's requirements (its METADATA's Requires-Dist) without an extra or with `extra`."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(archive.read(n).decode() for n in archive.namelist()
+                        if n.endswith(".dist-info/METADATA"))
+    found = set()
+    for requirement in re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M):
+        name, _, marker = requirement.partition(";")
+        if not marker or f'extra == "{extra}"' in marker:
+            found.add(name.strip())
+    return found
+
+
 def make_setup_installs(folder: Path) -> set[str]:
     """What `make setup` in `folder` would pip install (make -n prints the commands without running them):
-    the named requirements, the project's `-e .[extra]` expanded from the folder's setup.cfg."""
+    the named requirements, a project's `.[extra]` from the folder's setup.cfg, a wheel's `x.whl[extra]` from
+    its metadata, and nothing for what goes in with --no-deps but the requirement named."""
     commands = subprocess.run(["make", "-n", "-B", "setup"], cwd=folder, capture_output=True, text=True,
                               env={**os.environ, "MAKEFLAGS": ""}, check=True).stdout
     installed: set[str] = set()
     for command in commands.splitlines():
         if "pip install" not in command:
             continue
-        for argument in shlex.split(command.split("pip install", 1)[1]):
+        arguments = shlex.split(command.split("pip install", 1)[1])
+        for before, argument in zip(["", *arguments], arguments):
             project = re.fullmatch(r"\.\[(\w+)\]", argument)
+            wheel = re.fullmatch(r"(\S+\.whl)\[(\w+)\]", argument)
             if project:
                 installed |= requirements(folder / "setup.cfg", project.group(1))
-            elif not argument.startswith("-"):
+            elif wheel:
+                installed |= wheel_requirements(folder / wheel.group(1), wheel.group(2))
+            elif not argument.startswith("-") and argument != "." and before != "--config-settings":
                 installed.add(argument)
     return installed
 
@@ -165,13 +184,13 @@ def test_the_handouts_make_setup_installs_what_setup_sh_installs_and_no_test_ext
     # A TODO answered through a package of the test extra (transformers) would pass on the student's
     # machine and score 0 on Gradescope: the handout's environment must be the autograder's.
     setup = (STAFF_ROOT / "grading" / "gradescope" / "setup.sh").read_text()
-    assert re.findall(r'extras_require"\]\["(\w+)"\]', setup) == ["grading"], "setup.sh reads another extra"
+    assert '"$TORCH" "${WHEEL[0]}[grading]"' in setup, "setup.sh installs the wheel with another extra"
     autograder = requirements(STAFF_ROOT / "setup.cfg", "grading") | {TORCH, CHECKPOINT}
     handout = handouts("default").out
     assert make_setup_installs(handout) == autograder
     assert "transformers>=4.40" in make_setup_installs(STAFF_ROOT)  # the staff checkout keeps its test tools
     readme = (handout / "README.md").read_text()
-    assert "pip install -e '.[grading]'" in readme and ".[test]" not in readme
+    assert "wheels/<the wheel>.whl[grading]" in readme and ".[test]" not in readme
 
 
 # ----- hidden tests stay hidden ------------------------------------------------------------------------
@@ -231,25 +250,38 @@ def test_student_readme_says_where_the_data_is_how_to_run_and_the_real_order(han
 @pytest.mark.parametrize("edition", ["default", "full"])
 def test_the_untouched_handouts_main_job_stops_at_the_todo_its_readme_names(handouts, edition, tmp_path):
     out = handouts(edition).out
+    installed = unpack(handouts(edition).wheel, tmp_path / "installed")  # beside the lesson, as installed
     run = subprocess.run([sys.executable, "-m", "tasks.multitask", "--data-dir", "data/sample", "--out",
                           str(tmp_path / "run")], cwd=out, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(out)})
+                         env={**os.environ, "PYTHONPATH": f"{out}{os.pathsep}{installed}"})
     stop = re.search(r"NotImplementedError: TODO: (\S+)\s*$", run.stderr)
     assert run.returncode != 0 and stop, run.stderr[-3000:]
-    said = re.search(r"^Run on the untouched handout.*?\n\n", (out / "README.md").read_text(), re.M | re.S)
+    assert stop.group(1) == first_todo(edition) == "minbert/embeddings.py::BertEmbeddings.forward"
+    said = re.search(r"^The jobs run your code.*?\n\n", (out / "README.md").read_text(), re.M | re.S)
     assert said and f"`{stop.group(1)}`" in said.group(0), said
 
 
-def test_links_and_paths_to_files_the_handout_lacks_are_named_with_file_and_line(tmp_path):
+def test_links_paths_and_modules_the_handout_lacks_are_named_with_file_and_line(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text(
         "See [b](b.md), [the guide](../README.md#setup), [web](https://example.org) and [x](#top).\n"
         "Staff only: [teaching](teaching.md) and `tests/test_model.py`;\n"
-        "`minbert/model.py::BertModel` is here.\n")
+        "`minbert/model.py::BertModel` is here, and so is minbert.loading.pretrained (installed).\n")
     (tmp_path / "docs" / "b.md").write_text("")
-    (tmp_path / "README.md").write_text("")
+    (tmp_path / "README.md").write_text("Run python -m tasks.multitask, not python -m grading.grade.\n")
+    (tmp_path / "minbert").mkdir()
+    (tmp_path / "minbert" / "model.py").write_text('"""Loading: loading/pretrained.py; fast: fast.py;\n'
+                                                  'read next: heads.py, then config.json."""\n')
     files = ["docs/a.md", "docs/b.md", "README.md", "minbert/model.py"]
-    staff = files + ["docs/teaching.md", "tests/test_model.py"]
-    assert dead_references(tmp_path, files, staff) == [
+    installed = ["minbert/loading/pretrained.py", "tasks/multitask.py"]
+    staff = files + installed + ["docs/teaching.md", "tests/test_model.py", "minbert/fast.py",
+                                 "minbert/heads.py", "grading/grade.py"]
+    helps = {"tasks.multitask": "see docs/teaching.md\n"}
+    assert dead_references(tmp_path, files, installed, staff, helps) == [
         "docs/a.md:2: links to teaching.md, which is not in the handout",
-        "docs/a.md:2: names `tests/test_model.py`, which the handout does not ship"]
+        "docs/a.md:2: names tests/test_model.py, which the handout does not have",
+        "README.md:1: runs python -m grading.grade, which the handout does not have",
+        "minbert/model.py:1: names loading/pretrained.py, which the handout does not have",
+        "minbert/model.py:1: names minbert/fast.py, which the handout does not have",
+        "minbert/model.py:2: names minbert/heads.py, which the handout does not have",
+        "python -m tasks.multitask --help:1: names docs/teaching.md, which the handout does not have"]

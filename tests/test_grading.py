@@ -17,17 +17,19 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from grading.config import (COMPONENTS, EDITIONS, HANDOUT_FAST_PATHS, HANDOUT_KEEP_FILES, SUBMITTED_PACKAGES,
-                            WHOLE_MODEL, component_todos, edition_components, edition_todos)
-from grading.contents import imports
+from grading.config import (COMPONENTS, EDITIONS, HANDOUT_NOTEBOOKS, SUBMITTED_PACKAGES, WHOLE_MODEL,
+                            component_todos, edition_components, edition_todos)
+from grading.documents import first_todo
 from grading.grade import STAFF_ROOT, component_scores, grade, graded_tests
 from grading.grade import main as grade_main
-from grading.handout import HandoutError, build, check_jobs, may_ship, repository_files
+from grading.handout import MARKER, HandoutError, build, check_jobs, unpack
+from grading.layout import layout, repository_files
 from grading.mutations import MUTATIONS, mutant
 from grading.regions import RegionError, strip_regions
 from grading.schema import SCHEMA, SchemaError, validate
@@ -119,15 +121,29 @@ def test_editions_name_real_components_and_full_is_every_one():
         edition_components("nope")
 
 
-def test_the_jobs_ask_for_exactly_the_fast_paths_the_handout_leaves_out():
-    # settings.fast_paths_shipped() looks for these modules; were one listed on one side only, a handout would
-    # ship a fast path the jobs then import, or miss one they still take for shipped.
-    from tasks.training.settings import FAST_MODULES
+def test_the_jobs_look_for_the_marker_module_the_handouts_wheel_holds():
+    # process.in_handout() looks for it; were the names different, a handout's jobs would pick the fast
+    # paths on their own (grading imports no package but the flags, so the name is written twice).
+    from tasks.training.process import HANDOUT_MARKER
 
-    root = Path(__file__).resolve().parents[1]
-    asked = {path + ("/" if (root / path).is_dir() else ".py")
-             for path in (m.replace(".", "/") for m in FAST_MODULES)}
-    assert asked == {path for path in HANDOUT_FAST_PATHS if not path.endswith(".c")}
+    assert HANDOUT_MARKER == MARKER
+
+
+def test_the_lesson_is_the_reading_chain_and_the_editions_todo_files_and_the_rest_is_installed():
+    chain = ["config", "embeddings", "attention", "layer", "encoder", "model", "heads", "masking", "pooling",
+             "task_heads", "label_attention", "metrics"]
+    lesson = [f"minbert/{name}.py" for name in chain] + ["optim/adamw.py", "optim/schedules.py",
+                                                          "optim/param_groups.py"]
+    inits = ["minbert/__init__.py", "optim/__init__.py"]
+    default, full = layout(STAFF_ROOT, "default"), layout(STAFF_ROOT, "full")
+    assert list(default.lesson) == lesson + inits
+    assert list(full.lesson) == lesson + ["minbert/lora.py"] + inits
+    # a fast path restating a TODO ships nowhere; every other package file is installed
+    assert default.withheld == full.withheld == ("optim/adamw_kernel.c", "optim/fast_adamw.py")
+    packages = {f for f in repository_files(STAFF_ROOT) if f.split("/")[0] in SUBMITTED_PACKAGES}
+    assert set(default.machinery) == packages - set(default.lesson) - set(default.withheld) | {
+        "grading/check_predictions.py"}
+    assert "minbert/lora.py" in default.machinery and "minbert/sentence_encoder.py" in default.machinery
 
 
 def test_region_outside_a_function_is_refused():
@@ -176,64 +192,64 @@ def test_handout_stubs_the_editions_todos_and_ships_the_rest_as_code(handouts, e
         assert 'return F.gelu(self.dense(hidden_states), approximate="none")' in layer
 
 
-def test_handout_leaves_out_hidden_tests_the_grader_project_tests_and_the_fast_paths(handout):
-    out = handout.out
-    assert not (out / "tests/graded/hidden").exists()
-    # the grader stays out; the students' check of their prediction files is its one file that ships
-    assert sorted(p.name for p in (out / "grading").iterdir()) == ["check_predictions.py"]
-    probe = subprocess.run([sys.executable, "-m", "grading.check_predictions", "--help"], cwd=out,
-                           capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "PYTHONPATH": str(out)})
-    assert probe.returncode == 0 and "python -m grading.check_predictions" in probe.stdout, probe.stderr
-    assert not (out / "tests/test_model.py").exists() and not (out / "docs/teaching.md").exists()
-    assert not [path for path in HANDOUT_FAST_PATHS if (out / path).exists()]  # the fast paths, by name
-    # ... so there the jobs train with the lesson's AdamW and the student's attention (settings.py asks)
-    probe = subprocess.run([sys.executable, "-c", "from tasks.training import settings as s; "
-                            "print(s.fast_paths_shipped(), s.adamw_class().__name__, "
-                            "s.attn_implementation_for('auto', 'cpu', 'fp32'))"], cwd=out, capture_output=True,
-                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(out)})
-    assert probe.stdout.split() == ["False", "AdamW", "eager"], probe.stderr
-    assert (out / "tests/conftest.py").is_file() and (out / "tests/graded/test_graded_attention.py").is_file()
-    assert (out / "minbert/text/tokenizer.py").is_file() and (out / "setup.cfg").is_file()
+@pytest.mark.parametrize("edition", ["default", "full"])
+def test_handout_holds_the_lesson_its_tests_notebooks_and_setup_and_the_wheel_the_rest(handouts, edition):
+    handout = handouts[edition]
+    out, split = handout.out, layout(STAFF_ROOT, edition)
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert written == set(handout.files) | {".minbert-handout"}
+    python = sorted(f for f in written if f.endswith(".py") and not f.startswith("tests/"))
+    assert python == sorted(split.lesson)  # the lesson and nothing else: no tasks/, pretrain/, grading/
+    tests = {f for f in written if f.startswith("tests/")}
+    assert tests >= {"tests/conftest.py", "tests/graded/conftest.py", "tests/graded/test_graded_attention.py"}
+    assert not [f for f in tests if f.startswith("tests/graded/hidden/") or not f.startswith("tests/graded/")
+                and f != "tests/conftest.py"]
+    others = written - set(python) - tests
+    wheel = f"wheels/{handout.wheel.name}"
+    assert {f for f in others if not f.startswith("data/sample/")} == {
+        ".minbert-handout", "README.md", "Makefile", "setup.cfg", "pyproject.toml", ".gitignore",
+        *HANDOUT_NOTEBOOKS, wheel}
+    # the issue's figures: at most 20 Python files and 3,000 lines outside tests/, 6,000 with them
+    lines = {f: len((out / f).read_text().splitlines()) for f in written if f.endswith(".py")}
+    assert len(python) <= 20 and sum(lines[f] for f in python) <= 3000 and sum(lines.values()) <= 6000
+    # the wheel: every machinery file where pip puts it, minbert/ and optim/ without __init__.py (the
+    # lesson's packages extend their __path__ with them), the marker, and no lesson or withheld file
+    with zipfile.ZipFile(out / wheel) as archive:
+        held = {n for n in archive.namelist() if ".dist-info/" not in n}
+        metadata = next(archive.read(n).decode() for n in archive.namelist() if n.endswith("/METADATA"))
+    assert held == set(split.machinery) | {f"{MARKER}.py"}
+    assert not held & {*split.lesson, *split.withheld}
+    assert "Requires-Dist: torch>=2.1" in metadata and "extra == \"grading\"" in metadata
+
+
+def test_in_the_handout_the_jobs_run_the_students_code_and_name_no_missing_file(handout, tmp_path):
+    installed = unpack(handout.wheel, tmp_path / "installed")
+    env = {**os.environ, "PYTHONPATH": f"{handout.out}{os.pathsep}{installed}"}
+    probe = subprocess.run([sys.executable, "-c", "import minbert, minbert.loading.pretrained as p\n"
+                            "from tasks.training import process as f, settings as s\n"
+                            "print(f.in_handout(), s.adamw_class().__name__, s.attn_implementation_for("
+                            "'auto', 'cpu', 'fp32'), minbert.__file__, p.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert probe.returncode == 0, probe.stderr
+    in_handout, optimizer, kernel, lesson, loading = probe.stdout.split()
+    assert (in_handout, optimizer, kernel) == ("True", "AdamW", "eager")
+    assert Path(lesson).is_relative_to(handout.out) and Path(loading).is_relative_to(installed)
+    helped = subprocess.run([sys.executable, "-m", "tasks.multitask", "--help"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert "auto: eager, the kernel you write" in " ".join(helped.stdout.split()), helped.stderr
+    assert "docs/" not in helped.stdout and "Read next" not in helped.stdout
 
 
 @pytest.mark.parametrize("edition", ["default", "full"])
-def test_handout_ships_what_its_edition_needs_and_every_shipped_job_runs(handouts, edition):
-    """The import closure of the edition's TODOs, their tests and the jobs that use them (contents.py), and
-    nothing else: bench/, experiments/ and the tagging job stay behind."""
+def test_handout_check_runs_every_job_and_the_main_job_stops_at_the_first_todo_in_reading_order(handouts,
+                                                                                                  edition):
     handout = handouts[edition]
-    out, shipped = handout.out, set(handout.files)
-    assert shipped == handout.contents.files | {"README.md"}
-    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    assert written == shipped | {".minbert-handout"}
-    assert not [f for f in shipped if f.split("/")[0] in ("bench", "experiments", "grading", ".ci", "docs")
-                and f not in HANDOUT_KEEP_FILES]  # the students' own check of their prediction files
-    assert not [f for f in shipped if f.startswith("tests/") and not f.startswith("tests/graded/")
-                and f != "tests/conftest.py"]
-    # Every shipped Python file is where the closure starts (a TODO's file, a graded test, a conftest.py, a
-    # shipped job, the demo data's script) or is imported by another shipped file.
-    python = {f for f in shipped if f.endswith(".py")}
-    jobs = {job.replace(".", "/") + ".py" for job in handout.contents.jobs}
-    started = ("tests/graded/test_", "data/", "tests/conftest.py", "tests/graded/conftest.py")
-    roots = {todo.split("::")[0] for todo in edition_todos(edition)} | jobs | set(HANDOUT_KEEP_FILES) | {
-        f for f in python if f.startswith(started)}
-    imported = set().union(*(imports(f, (STAFF_ROOT / f).read_text(), python) for f in python))
-    assert python - roots - imported == set()
-    allowed = [f for f in repository_files(STAFF_ROOT) if f.endswith(".py") and may_ship(f)]
-    assert len(python) < len(allowed)  # what config.py's exclusions alone would let through
-    # The main job, and each job a TODO of the edition is used by: masking by pre-training, label attention
-    # by tasks.classify. The tagging job uses none the main job does not; tasks.hierarchical, whose data the
-    # handout lacks, is left out by name (config.py), and so is the notebook that reads its runs.
-    assert handout.contents.jobs == ["tasks.multitask", "pretrain.run", "tasks.classify"]
-    assert "tasks/tag.py" not in shipped and "notebooks/tagging.ipynb" not in shipped
-    assert "tasks/hierarchical.py" not in shipped and "notebooks/structured_layers.ipynb" not in shipped
-    assert "notebooks/multitask.ipynb" in shipped and "data/sample/sts-train.csv" in shipped
-    assert ("tests/graded/reference/feed_forward.safetensors" in shipped) == (edition == "full")
-    # The check ran each shipped job: the tiny ones stop at a TODO of the edition, and finish with the
-    # solutions in; the others answer --help.
-    assert set(handout.job_checks) == set(handout.contents.jobs)
-    assert re.fullmatch(r"tiny run: \S+ \(its stub\); with the solutions: finished",
-                        handout.job_checks["tasks.multitask"]), handout.job_checks
+    jobs = {"tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.tag", "tasks.hierarchical",
+            "pretrain.run", "grading.check_predictions"}
+    assert set(handout.job_checks) == jobs
+    assert first_todo(edition) == "minbert/embeddings.py::BertEmbeddings.forward"
+    assert handout.job_checks["tasks.multitask"] == (f"tiny run: stops at {first_todo(edition)}; with the "
+                                                     "solutions: finished")
 
 
 def test_handout_check_names_a_package_export_whose_module_is_left_out(handout, tmp_path):
@@ -245,7 +261,7 @@ def test_handout_check_names_a_package_export_whose_module_is_left_out(handout, 
                     "        return Fused\n    raise AttributeError(name)\n")
     with pytest.raises(HandoutError, match=r"optim/__init__.py exports Fused, which fails in the handout: "
                                            r"ModuleNotFoundError: No module named 'optim.left_out'"):
-        check_jobs(dataclasses.replace(handout, out=copy))
+        check_jobs(dataclasses.replace(handout, out=copy), unpack(handout.wheel, tmp_path / "installed"))
 
 
 @pytest.mark.parametrize("edition", ["default", "full"])
@@ -269,7 +285,7 @@ def test_student_readme_lists_each_todo_once_with_its_own_tests_and_points(hando
     assert "hidden/" not in readme
     for component in COMPONENTS:
         if component not in edition_components(edition):
-            given = f"- `{COMPONENTS[component][0]}`" in readme  # listed as given, to read
+            given = f"`{COMPONENTS[component][0]}`" in readme.split("## Given", 1)[-1]  # listed, to read
             # where the handout ships its file: a given function the student cannot open is not listed
             assert given == (COMPONENTS[component][0].split("::")[0] in handout.files), component
 

@@ -17,8 +17,7 @@ import textwrap
 import pytest
 
 from grading import config, grade
-from grading.handout import (HandoutError, build, find_leaks_and_restatements, leak_sources, left_out_tests,
-                             main)
+from grading.handout import HandoutError, build, find_leaks_and_restatements, leak_sources, main
 from grading.leaks import MIN_COVERAGE, find_leaks, tokens
 from grading.restatements import ALLOWED, find_restated
 
@@ -199,18 +198,22 @@ def test_notebook_cells_and_markdown_code_blocks_are_searched():
 
 
 def test_the_builder_refuses_a_leak_before_writing_and_prints_the_check(tmp_path, monkeypatch, capsys):
+    # A lesson file holding the TODO, and a file of the installed part restating it: the wheel is searched.
     staff = tmp_path / "staff"
-    (staff / "pkg").mkdir(parents=True)
-    (staff / "pkg" / "attention.py").write_text(ATTENTION)
-    (staff / "pkg" / "other.py").write_text(RENAMED)
-    monkeypatch.setattr(config, "COMPONENTS", {"attention": ("pkg/attention.py::eager_attention",)})
+    (staff / "minbert").mkdir(parents=True)
+    for name in ("setup.cfg", "pyproject.toml"):
+        (staff / name).write_text((grade.STAFF_ROOT / name).read_text())
+    (staff / "minbert" / "attention.py").write_text(ATTENTION)
+    (staff / "minbert" / "other.py").write_text(RENAMED)
+    monkeypatch.setattr(config, "COMPONENTS", {"attention": ("minbert/attention.py::eager_attention",)})
     monkeypatch.setattr("grading.handout.COMPONENTS", config.COMPONENTS)
     monkeypatch.setattr(grade, "graded_tests", lambda staff: ())
-    with pytest.raises(HandoutError, match=re.escape(f"{REGION} is restated at pkg/other.py:9-14")):
+    region = REGION.replace("pkg/", "minbert/")
+    with pytest.raises(HandoutError, match=re.escape(f"{region} is restated at minbert/other.py:9-14")):
         build(tmp_path / "out", staff=staff, check=False)  # the leak check runs without the checks
     assert not (tmp_path / "out").exists()
 
-    (staff / "pkg" / "other.py").write_text("def other(x):\n    return x.softmax(dim=-1)\n")
+    (staff / "minbert" / "other.py").write_text("def other(x):\n    return x.softmax(dim=-1)\n")
     monkeypatch.setattr("grading.handout.build",
                         lambda out, check, edition: build(out, staff=staff, check=check, edition=edition))
     assert main([str(tmp_path / "out"), "--no-check"]) == 0
@@ -330,7 +333,7 @@ def test_a_reviewed_restatement_is_left_out(monkeypatch):
 def test_the_real_handout_ships_no_copy_of_a_solution(edition):
     """Per edition: its regions against every file it ships, the other regions' code included (the
     report is the one build() computes for the edition, computed once per process)."""
-    sources = leak_sources(left_out=left_out_tests(grade.graded_tests(), edition))  # as build() reads them
+    sources = leak_sources(edition=edition)  # as build() reads them, the wheel's files included
     report = find_leaks_and_restatements(sources, todos=config.edition_todos(edition))
     assert report.regions == len(config.edition_todos(edition))
     assert report.clean, report.summary()

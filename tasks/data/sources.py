@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, TextIO
 
+import minbert
 from minbert.loading.atomic import atomic_write
 from minbert.loading.errors import MinbertError
 from tasks.data.examples import not_a_file
@@ -52,7 +53,8 @@ COURSE_CHECKSUMS: dict[str, str] = {
 }
 
 LOCAL_DATA_DIR = Path("data") / "cs224n"  # relative to the working directory, as the course does
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data" / "sample"
+# Beside the lesson (minbert/__init__.py): the repository's root, or a student's handout (the rest installed).
+SAMPLE_DIR = Path(minbert.__file__).resolve().parents[1] / "data" / "sample"
 DOWNLOAD_TIMEOUT_S = 30.0
 MAX_DOWNLOAD_BYTES = 256 * 2**20  # the largest course file (quora-train.csv) is about 20 MB
 

@@ -50,7 +50,7 @@ from tasks.data.inputs import model_fingerprint, recorded, start_job
 from tasks.data.sources import data_env
 from tasks.training.checkpoints import TrainState, load_checkpoint, save_checkpoint
 from tasks.training.loop import train
-from tasks.training.process import Interrupted, fast_paths_shipped, process_rank, signals_stop_the_job
+from tasks.training.process import Interrupted, in_handout, process_rank, signals_stop_the_job
 from tasks.training.run_folder import RunDir, claim_run, default_run_dir
 from tasks.training.settings import (OPTIMIZERS, JobSettings, RunSettings, SettingsParser, TrainingSettings,
                                      groups, resolve_settings)
@@ -212,10 +212,10 @@ def freeze(module: nn.Module) -> None:
 
 
 def use_fast_paths(model: nn.Module) -> nn.Module:
-    """Where they ship (settings.py), the fast paths that give the same numbers for the model as built:
-    minbert/fast/dropout.py's cheaper CPU dropout in place of every nn.Dropout, and freed memory kept for the
-    next step (`keep_freed_memory`). Returns `model`."""
-    if fast_paths_shipped():
+    """Outside a student's handout (process.in_handout), the fast paths that give the same numbers for the
+    model as built: minbert.fast.dropout's cheaper CPU dropout in place of every nn.Dropout, and freed memory
+    kept for the next step (`keep_freed_memory`). Returns `model`."""
+    if not in_handout():
         from minbert.fast.dropout import use_fast_dropout
         use_fast_dropout(model)
         keep_freed_memory()

