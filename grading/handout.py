@@ -228,8 +228,8 @@ def build_wheel(into: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDI
                 shutil.copyfile(staff / relative, target)
         (stage / f"{MARKER}.py").write_text(
             f'"""This installation runs a student handout of minbert {version}, edition {edition}: the jobs '
-            'run the\nstudent\'s own code (tasks.training.fast_paths), and a fast path only when asked for '
-            'by name."""\n\n' f"EDITION = {edition!r}\nVERSION = {version!r}\n", encoding="utf-8")
+            'run the\nstudent\'s own code (tasks.training.process.in_handout), and a fast path only when '
+            'asked for by name."""\n\n' f"EDITION = {edition!r}\nVERSION = {version!r}\n", encoding="utf-8")
         wheel = configparser.ConfigParser(interpolation=None)
         wheel["metadata"] = {"name": WHEEL_PROJECT, "version": version, "description": "What runs the "
                              "minbert lesson: loading and saving, the tokenizer, the jobs, the fast paths"}

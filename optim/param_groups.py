@@ -19,7 +19,7 @@ works: a parameter is in encoder layer i when its name contains `encoder.layer.<
 embeddings when a name component is `embeddings`, and in the "head" part otherwise. Each group carries
 its tensors' names under "param_names", torch's own key, so `describe_param_groups` can show them.
 
-Read next: tasks.training.optimizer (where the optimizer, the schedule and these groups meet).
+Read next: tasks.training.job (build_optimizer: where these groups meet the optimizer).
 """
 
 from __future__ import annotations

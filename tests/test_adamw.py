@@ -435,7 +435,7 @@ def test_in_a_students_handout_the_jobs_train_with_the_lessons_adamw(monkeypatch
     optimizer is AdamW, whose loop runs the student's own adamw_update, uncompiled (what a built handout runs
     is checked in test_grading.py and test_handout_setup.py)."""
     assert not process.in_handout() and settings.adamw_class() is FastAdamW
-    monkeypatch.setattr(fast_paths, "HANDOUT_MARKER", "optim.adamw")  # a module that is there
+    monkeypatch.setattr(process, "HANDOUT_MARKER", "optim.adamw")  # a module that is there
     process.in_handout.cache_clear()
     try:
         assert process.in_handout() and settings.adamw_class() is AdamW
