@@ -57,8 +57,9 @@ class Task(Protocol):
         ...
 
 
-def train(model: nn.Module, tasks: Sequence[Task], make_optimizer: Callable[[nn.Module], torch.optim.Optimizer],
-          training: TrainingSettings, run: RunDir, overall_score: Callable[[dict[str, dict]], float],
+def train(model: nn.Module, tasks: Sequence[Task],
+          make_optimizer: Callable[[nn.Module], torch.optim.Optimizer], training: TrainingSettings,
+          run: RunDir, overall_score: Callable[[dict[str, dict]], float],
           save_best: Callable[[nn.Module, Path], None], resume: bool = False) -> TrainState:
     """Train `model` on `tasks` with the optimizer `make_optimizer` builds (job.py's build_optimizer) in
     `run`'s folder; returns the final state (the history of dev metrics, the best epoch)."""
