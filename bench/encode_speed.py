@@ -32,7 +32,7 @@ from minbert.loading.hub import resolve_model
 from minbert.sentence_encoder import SentenceEncoder
 from tasks.data.course import read_split
 from tasks.training.flags import choice_list, existing_dir, nonempty, positive_int
-from tasks.training.settings import cpu_has_native_bf16
+from tasks.training.process import resolve_precision
 
 ARMS = {"ours": "ours (SentenceEncoder, unpadded)", "ours-sdpa": "ours (SentenceEncoder, sdpa)",
         "st": "sentence-transformers"}
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    arms, native = args.arms, cpu_has_native_bf16()
+    arms, native = args.arms, resolve_precision("auto", "cpu")[0] == "bf16"
     precisions = args.precisions or (["fp32", "bf16"] if native else ["fp32"])
     if "st" not in arms or "fp32" not in precisions:
         raise SystemExit("error: --arms must hold st and --precisions fp32: the ratios and cosines need them")

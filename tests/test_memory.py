@@ -33,4 +33,6 @@ def test_a_freed_large_block_comes_back_without_new_pages():
     # carves with a margin, so the freed block fits the next request only once its neighbours have merged
     # with it (8 requests here, under pytest).
     faults = [faults_of_zeroing() for _ in range(20)]
-    assert faults[-3:] == [0, 0, 0], faults  # glibc's default: ~12,000 each time
+    # glibc's default: ~12,000 each time; kept, none of the block's own (a long-lived pytest worker's other
+    # allocations may fault a page or two meanwhile)
+    assert max(faults[-3:]) < 100, faults

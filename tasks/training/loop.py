@@ -78,25 +78,23 @@ def train(model: nn.Module, tasks: Sequence[Task],
     steps_per_epoch = len(built[0])
     total_steps = steps_per_epoch * training.epochs  # --max-steps stops early but never reshapes the schedule
     if steps_per_epoch == 0:
-        raise SystemExit("error: an epoch has no training step (no task has a training batch): nothing to "
-                         "train")
-    optimizer = scheduler = None  # built by optimize(): after the first step's backward, unless resumed
+        raise SystemExit("error: no task has a training batch: an epoch has no step, nothing to train")
+    optimizer = scheduler = None  # built by build_once
 
-    def optimize() -> tuple[torch.optim.Optimizer, Any]:
-        """The optimizer and its schedule, built once. A new run builds them after its first backward (the
-        same numbers: building draws no randomness), so that a student's untouched handout stops at the first
-        TODO of the reading order, in the model, not at the parameter groups' or the schedule's."""
+    def build_once() -> None:
+        """After the first backward (a resumed run: before loading them), the same numbers (building draws
+        no randomness): an untouched handout stops at the first TODO of the reading order, in the model."""
         nonlocal optimizer, scheduler
         if optimizer is None:
             optimizer = make_optimizer(model)
             scheduler = make_schedule(optimizer, training, total_steps, steps_per_epoch)
-        return optimizer, scheduler
 
     scaler = torch.amp.GradScaler(device.type, enabled=training.precision == "fp16")  # a no-op when disabled
     autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(training.precision)  # None: fp32
     state, last, good = TrainState(), run.checkpoints / "last.pt", None  # good: the checkpoint known whole
     if resume:
-        state, good = load_training_state(last, model, *optimize(), scaler)
+        build_once()
+        state, good = load_training_state(last, model, optimizer, scheduler, scaler)
         check_best_on_resume(run.best, state)
         check_progress_possible(state, training, steps_per_epoch, last)
     untrainable: set[str] = set()
@@ -110,10 +108,9 @@ def train(model: nn.Module, tasks: Sequence[Task],
             with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
                 loss = task_loss(name, rows) * weight
             if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"the {name} loss became {loss.item()} at step {state.global_step + 1} (epoch "
-                    f"{state.epoch + 1}); " + (f"the last good checkpoint is {good}" if good
-                                               else "no checkpoint was saved before it"))
+                kept = f"the last good checkpoint is {good}" if good else "no checkpoint was saved before it"
+                raise FloatingPointError(f"the {name} loss became {loss.item()} at step "
+                                         f"{state.global_step + 1} (epoch {state.epoch + 1}); {kept}")
             if loss.requires_grad:
                 scaler.scale(loss * weights[name]).backward()
             elif name not in untrainable:  # e.g. a parameter-free cosine head on a frozen encoder
@@ -122,7 +119,7 @@ def train(model: nn.Module, tasks: Sequence[Task],
                       "head); it is reported but trains nothing", file=sys.stderr)
             losses[name].append(loss.item() / world.world_size)  # summed over processes after the epoch
             total += loss.item()
-        optimizer, scheduler = optimize()  # built once, after the first backward
+        build_once()
         if training.max_grad_norm > 0:
             scaler.unscale_(optimizer)  # clipping sees the true gradients
             torch.nn.utils.clip_grad_norm_(trainable, training.max_grad_norm)
@@ -135,7 +132,8 @@ def train(model: nn.Module, tasks: Sequence[Task],
 
     def save() -> None:
         nonlocal good
-        save_training_state(last, model, *optimize(), state, world, scaler,
+        build_once()  # a run stopped before its first step saves them too
+        save_training_state(last, model, optimizer, scheduler, state, world, scaler,
                             keep=good.name if good else None)  # kept as last.prev.pt
         good = last
 
@@ -164,8 +162,7 @@ def train(model: nn.Module, tasks: Sequence[Task],
                 if done(state, training):
                     break
                 loss = step(batches, state.epoch_losses)
-                state.step_in_epoch += 1
-                state.global_step += 1
+                state.step_in_epoch, state.global_step = state.step_in_epoch + 1, state.global_step + 1
                 examples = sum(batch_rows(batch) for _, batch in batches)
                 progress.update(examples, loss, scheduler.get_last_lr()[0])
                 saved = bool(training.checkpoint_every) and state.global_step % training.checkpoint_every == 0
@@ -180,11 +177,9 @@ def train(model: nn.Module, tasks: Sequence[Task],
             record = evaluate_and_record(model, tasks, overall_score, state, run, started, losses,
                                          state.epoch + 1, state.step_in_epoch == len(steps), world, train_s)
             if record["overall"] > state.best_score:
-                state.best_score, state.best_epoch = record["overall"], record["epoch"]
+                state.best_score, state.best_epoch, record["best"] = record["overall"], record["epoch"], True
                 if world.is_main:
                     write_best(run.best, lambda folder: save_best(model, folder))
-                record["best"] = True
-                if world.is_main:
                     run.rewrite_metrics(state.history)
             if world.is_main:
                 print(f"epoch {record['epoch']}: overall {record['overall']:.4f} " + " ".join(
@@ -192,8 +187,7 @@ def train(model: nn.Module, tasks: Sequence[Task],
                     for metric, value in metrics.items())
                     + (" (best so far, saved)" if record["best"] else ""), file=sys.stderr)
             if state.step_in_epoch == len(steps):  # a finished epoch; a --max-steps stop resumes mid-epoch
-                state.epoch += 1
-                state.step_in_epoch = 0
+                state.epoch, state.step_in_epoch = state.epoch + 1, 0
             save()
             if world.is_main:
                 plot_history(state.history, run.plot, state.step_losses)
@@ -263,13 +257,11 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
         with torch.no_grad():
             dev = {t.name: t.evaluate(model) for t in tasks}
         record = {"epoch": epoch, "global_step": state.global_step, "epoch_complete": epoch_complete,
-                  "train_loss": {t.name: (sum(losses[t.name]) / len(losses[t.name])
-                                          if losses.get(t.name) else None)
+                  "train_loss": {t.name: sum(lost) / len(lost) if (lost := losses.get(t.name)) else None
                                  for t in tasks},
                   "dev": dev, "overall": overall_score(dev), "best": False,
                   "elapsed_s": round(time.perf_counter() - started, 1),
-                  # this epoch's training time alone (a resumed epoch: since the resume); None before training
-                  "train_s": None if train_s is None else round(train_s, 1)}
+                  "train_s": None if train_s is None else round(train_s, 1)}  # this epoch's, since a resume
     record = world.broadcast(record)
     state.history.append(record)
     if world.is_main:  # the whole history: a run resumed from an older checkpoint lists no epoch twice
@@ -278,9 +270,8 @@ def evaluate_and_record(model: nn.Module, tasks: Sequence[Task], overall_score: 
 
 
 def place_step_losses(state: TrainState, steps: list, losses: dict[str, list[float]]) -> None:
-    """This epoch's step losses (each task's, summed over processes) at their place on the epoch axis, epoch
-    e's steps spread over (e - 1, e], into `state.step_losses` for the plot; they replace what an earlier
-    part of the same epoch (a --max-steps stop) put there."""
+    """This epoch's step losses (each task's, summed over processes), epoch e's spread over (e - 1, e], into
+    `state.step_losses` for the plot, replacing what an earlier part of it (a --max-steps stop) put there."""
     places: dict[str, list[float]] = {name: [] for name in losses}
     for i, step in enumerate(steps[:state.step_in_epoch]):
         for name, _ in step:
@@ -361,7 +352,6 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
     """A PNG of two panels over the epochs, ticked at whole epochs: every task's training loss (each step's,
     faint, with its moving average and the epoch means as dots) and every dev metric after each epoch."""
     import matplotlib
-
     matplotlib.use("Agg")  # no screen needed
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -374,8 +364,7 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
             places, losses = zip(*points)
             left.plot(places, losses, color=f"C{i}", alpha=0.2, linewidth=0.6)
             left.plot(places, moving_average(losses), color=f"C{i}", linewidth=1.8, label=task)
-        means = [(r["epoch"], r["train_loss"][task]) for r in history
-                 if r["train_loss"].get(task) is not None]
+        means = [(r["epoch"], r["train_loss"][task]) for r in history if r["train_loss"][task] is not None]
         if means:
             left.plot(*zip(*means), "o", color=f"C{i}", markeredgecolor="black",
                       label=None if points else f"{task} (epoch mean)")
@@ -401,8 +390,7 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
 
 
 def moving_average(values: Sequence[float]) -> list[float]:
-    """An exponential moving average, debiased at the start (as TensorBoard's smoothing), over about a
-    twentieth of the points (at most 50)."""
+    """An exponential moving average over about 1/20 of the points (at most 50), debiased as TensorBoard's."""
     span = min(50, max(1, len(values) // 20))
     decay = 1 - 2 / (span + 1)
     average, out = 0.0, []

@@ -7,10 +7,9 @@ model, on what, and when it finished) and inputs.json (the size and sha256 of ev
 the run read: tasks/data/inputs.py). Before a --resume `claim_run` reads them back and refuses, naming it, a
 folder of another run, a command that would change the run's settings, or a changed input, leaving the
 folder as it was. A lock file (.lock) keeps a second job off the folder while one writes it; failed.txt says
-why a run that had started stopped, and how it goes on. Each reader checks the file, the document's shape and
-every field's type and range (minbert/loading/schema.py), and names the file and field it refuses;
-config.json's schema is made from the settings classes themselves (`settings_schema`: each flag's type and
-choices), so that what a flag accepts and what the file may hold are declared once.
+why a run that had started stopped, and how it goes on. config.json's schema is made from the settings
+classes themselves (`settings_schema`), so that what a flag accepts and what the file may hold are declared
+once.
 
 Read next: checkpoints.py (the state that lets a stopped run continue exactly, and best/).
 """
@@ -30,10 +29,11 @@ import typing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import psutil
+
 from minbert.loading.atomic import atomic_write_text, readable_directory
 from minbert.loading.files import FileContentError, loads, read_json_object, read_text
-from minbert.loading.schema import Field, Schema
-from minbert.loading.schema import read_document
+from minbert.loading.schema import Field, Schema, read_document
 from tasks.data.inputs import first_change
 from tasks.training.settings import as_dict, flag_fields, flag_name, frozen
 from tasks.training.process import Interrupted, process_rank, resume_command
@@ -131,12 +131,10 @@ class RunDir:
         file = self.path / INPUTS_FILE
         if resume and file.is_file():
             saved = read_document(file, INPUTS)
-            change = (first_change(saved["data"], data, "data file")
-                      or first_change(saved["model"], model, "model file", by_name=True))
-            if change:
-                raise ResumeRefused(f"error: --resume: {change}; a resumed run must read the inputs it "
-                                    f"started with: restore the file, or start a new run (another --out, "
-                                    "without --resume)")
+            if change := (first_change(saved["data"], data, "data file")
+                          or first_change(saved["model"], model, "model file", by_name=True)):
+                raise ResumeRefused(f"error: --resume: {change}; a resumed run reads the inputs it started "
+                                    "with: restore the file, or start a new run (another --out, no --resume)")
         if process_rank() == 0:
             atomic_write_text(file, json.dumps({"data": data, "model": model}, indent=1) + "\n")
 
@@ -266,7 +264,7 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                              "another --out) and run the command without --resume")
         _check_same_settings(path, settings)
         return
-    # Another rank's write test (RunDir) may sit there for an instant under torchrun: it is not a file of a run.
+    # Another rank's write test (RunDir) may sit there for an instant under torchrun: not a run's file.
     if path.is_dir() and any(not f.name.startswith(WRITE_TEST) for f in path.iterdir()):
         if not record_file.exists():
             raise SystemExit(f"error: --out {path} already holds files; add --resume to continue a stopped "
@@ -283,7 +281,6 @@ def _check_reuse(path: Path, job: str, model: str, identity: dict, resume: bool,
                          "a stopped run of the same job, or choose a new folder")
 
 
-# What a run writes in its folder, and so must find there, not behind a link out of it.
 OWN_NAMES = ("run.json", "config.json", "inputs.json", "metrics.jsonl", "result.json", "failed.txt", ".lock",
              "loss_and_dev.png", "checkpoints", "best", "predictions", ".checkpoints.old", ".best.old",
              ".predictions.old")
@@ -312,7 +309,7 @@ def _live_lock_holder(path: Path) -> int | None:
         pid = int(pid_text)
     except (OSError, ValueError):
         return None
-    return pid if host == socket.gethostname() and pid > 0 and _alive(pid) else None
+    return pid if host == socket.gethostname() and pid > 0 and psutil.pid_exists(pid) else None
 
 
 def _take_lock(path: Path) -> Path:
@@ -332,27 +329,14 @@ def _take_lock(path: Path) -> Path:
     raise SystemExit(f"error: could not lock {path}: {lock} keeps reappearing")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
 @contextlib.contextmanager
 def claim_run(path: str | Path, job: str, model: str, identity: dict | None = None,
               resume: bool = False, settings: Sequence[Any] = ()) -> Iterator["RunDir"]:
-    """The job's run directory, held for the job's lifetime; nothing of it is left behind on failure.
-
-    Before anything is written: --out must not be a file, another run (unless --resume), or, with --resume,
-    another job's run, one of another model or `identity` (e.g. the task), or one whose config.json holds
-    other `settings`. Then a lock keeps a second job off the folder until this one ends (a crashed job's lock
-    is stale and taken over). run.json records job, model and identity, and `finished` when the job ends well
-    after training every epoch. A job that fails before training wrote anything leaves no folder it created;
-    later, failed.txt says why and how the run goes on; Ctrl-C or SIGTERM gets its line (`_stopped`)."""
+    """The job's run directory, held for the job's lifetime, checked first (`_check_reuse`), then locked (a
+    crashed job's lock is stale and taken over). run.json records job, model and identity, and `finished`
+    when the job ends well after training every epoch. A job that fails before training wrote anything
+    leaves no folder it created; later, failed.txt says why and how the run goes on; Ctrl-C or SIGTERM gets
+    its line (`_stopped`)."""
     path = Path(path)
     identity = identity or {}
     if process_rank() != 0:  # under torchrun, rank 0 claims the folder for all
@@ -362,7 +346,8 @@ def claim_run(path: str | Path, job: str, model: str, identity: dict | None = No
     created = not path.exists()  # else, without --resume, it is empty (_check_reuse)
     run = RunDir(path)
     lock = _take_lock(path)
-    failed = (path / FAILED_FILE).read_text(encoding="utf-8", errors="replace") if (path / FAILED_FILE).is_file() else None
+    failed_file = path / FAILED_FILE
+    failed = failed_file.read_text(encoding="utf-8", errors="replace") if failed_file.is_file() else None
     try:
         if not (path / RUN_FILE).exists():
             atomic_write_text(path / RUN_FILE, json.dumps(
