@@ -38,7 +38,7 @@ from minbert.loading.hub import resolve_model
 from minbert.loading.forward_contract import check_flags
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
-from minbert.loading.atomic import write_text
+from minbert.loading.atomic import settled, write_text
 from minbert.loading.checkpoint import model_folder, write_model
 from minbert.loading.errors import DeviceError, user_faults
 from minbert.loading.schema import check_fields
@@ -103,6 +103,7 @@ class SentenceEncoder(nn.Module):
             self.model_dir = Path(source) if source and Path(source).is_dir() else None
             if device is None:
                 device = next(model.parameters()).device
+            stated = read_settings(self.model_dir) if self.model_dir is not None else None
         elif isinstance(model, nn.Module):
             raise TypeError(f"model must be a BertModel (or a name or directory), got "
                             f"{type(model).__name__}; for a model with heads pass its encoder (model.bert)")
@@ -116,16 +117,17 @@ class SentenceEncoder(nn.Module):
             if model_class is None:
                 raise ValueError("attn_implementation='unpadded': this install leaves the fast paths out "
                                  "(minbert/fast/); give 'auto', 'sdpa' or 'eager'")
-            model = model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation,
-                                                dtype=dtype)
-            tokenizer = tokenizer or BertTokenizer.from_pretrained(self.model_dir)
+            model, tokenizer, stated = settled(self.model_dir, lambda: (  # all of one save (atomic.py)
+                model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation,
+                                            dtype=dtype),
+                tokenizer or BertTokenizer.from_pretrained(self.model_dir), read_settings(self.model_dir)))
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         check_arguments(model, tokenizer, normalize=normalize, truncate_dim=truncate_dim, prompts=prompts,
                         default_prompt_name=default_prompt_name)
-        stated = (read_settings(self.model_dir) if self.model_dir is not None else None) or SentenceSettings()
-        settings = replace(stated, pooling=pooling, normalize=normalize, max_seq_length=max_seq_length,
-                           similarity_fn_name=similarity_fn_name, prompts=prompts,
+        settings = replace(stated or SentenceSettings(), pooling=pooling, normalize=normalize,
+                           max_seq_length=max_seq_length, similarity_fn_name=similarity_fn_name,
+                           prompts=prompts,
                            default_prompt_name=default_prompt_name, truncate_dim=truncate_dim)
 
         self.model = model.to(as_device(device))

@@ -46,7 +46,7 @@ import torch
 from safetensors.torch import save_file as save_safetensors
 from torch import nn
 
-from minbert.loading.atomic import atomic_directory, write_file, write_text
+from minbert.loading.atomic import atomic_directory, settled, write_file, write_text
 from minbert.loading.checkpoint import CheckpointError, read_weights, save_model
 from minbert.loading.errors import user_faults
 from minbert.loading.files import check_output_dir, read_json_object
@@ -241,9 +241,8 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: s
     """
     check_arguments("load_adapter", model, directory)
     _check_new(model, adapter_name)
-    config = read_adapter_config(directory)
-    path = _weights_file(Path(directory))
-    state = read_weights(path)  # unreadable, empty, truncated, not tensors: named; a .bin weights only
+    path = _weights_file(Path(directory))  # its config and weights all of one save (atomic.py)
+    config, state = settled(directory, lambda: (read_adapter_config(directory), read_weights(path)))
     state = {key.removeprefix(PEFT_PREFIX): value for key, value in state.items()}
     # An adapter saved from a model with heads (keys bert.encoder...) fits the encoder alone, and the other
     # way round: the base_model_prefix convention of checkpoint.load_weights.

@@ -177,7 +177,12 @@ def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     weight_map = read_document(index, _INDEX, CheckpointError)["weight_map"]
     state: dict[str, torch.Tensor] = {}
     for shard in sorted(set(weight_map.values())):
-        state.update(read_weights(inside(index.parent, shard, str(index), CheckpointError)))
+        file = inside(index.parent, shard, str(index), CheckpointError)
+        if file.is_dir() or file.name.endswith(".index.json"):  # the folder, a link to it, an index: loops
+            what = "a folder" if file.is_dir() else "an index"
+            raise CheckpointError(f"{index}: names {shard!r}, which is {what}; each shard is a weights "
+                                  "file of the folder")
+        state.update(read_weights(file))
     missing = sorted(set(weight_map) - set(state))
     if missing:
         raise CheckpointError(f"{index}: the index lists keys no shard holds: {_some(missing)}")

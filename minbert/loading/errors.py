@@ -66,7 +66,7 @@ class FileAccessError(MinbertError, OSError):
 
     def __str__(self) -> str:
         if self.errno is not None and self.filename is not None:
-            return f"{self.filename}: {self.strerror}"
+            return shorten(f"{self.filename}: {self.strerror}")  # a path of a megabyte: cut, as any message
         return super().__str__()
 
 

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 from minbert.loading.errors import MinbertError, MissingFileError
@@ -94,6 +95,9 @@ def loads(text: str, where: str, error: type[Exception] = FileContentError):
     except json.JSONDecodeError as failure:
         raise error(f"{where} is not valid JSON (line {failure.lineno}, column {failure.colno}: "
                     f"{failure.msg})") from None
+    except ValueError:  # an integer longer than Python converts from text (sys.get_int_max_str_digits)
+        raise error(f"{where}: holds an integer of more than {sys.get_int_max_str_digits()} digits; no file "
+                    "minbert reads needs one") from None
     if re.search(r"\\u[dD][89a-fA-F]", text):  # a "\ud800" escape: half of a pair, or one alone?
         try:
             json.dumps(values, ensure_ascii=False).encode("utf-8")
@@ -138,9 +142,9 @@ def inside(folder: str | os.PathLike, name: str | os.PathLike, where: str,
     snapshot, models--org--name/snapshots/<commit>/, keeps its files as links into the repository's blobs/,
     which count as inside)."""
     folder, relative = Path(folder), Path(name)
-    if relative.is_absolute() or ".." in relative.parts:
+    if relative.is_absolute() or ".." in relative.parts or "\0" in str(name):  # NUL: no path can hold one
         raise error(f"{where}: names the path {str(name)[:200]!r}; expected a relative path without '..' "
-                    "components (a folder's files name only what the folder holds)")
+                    "components or NUL (a folder's files name only what the folder holds)")
     real = Path(os.path.realpath(folder))  # realpath: a link loop is named by the read that follows
     target = Path(os.path.realpath(folder / relative))
     cache = real.parent.name == "snapshots" and real.parent.parent.name.startswith("models--")

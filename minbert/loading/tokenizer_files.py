@@ -38,6 +38,10 @@ class TokenizerJson(NamedTuple):
     added: list[AddedToken]  # tokens past the vocabulary, in id order
 
 
+# The WordPiece model's one number BertTokenizer reads (its other keys are the tokenizers library's).
+_WORDPIECE = Schema({"max_input_chars_per_word": Field("integer", "[1, inf]")}, unknown="keep")
+
+
 def read_tokenizer_json(path: str | Path) -> TokenizerJson:
     """The vocabulary and normalizer settings of a BERT WordPiece tokenizer.json; FileContentError for any
     other."""
@@ -63,10 +67,10 @@ def read_tokenizer_json(path: str | Path) -> TokenizerJson:
                                f"{json.dumps(entries)[:80]}")
     added = added_tokens({str(e.get("id")): e for e in entries}, vocab, path)
     lowercase, strip_accents, chinese = _normalizer_settings(path, normalizer)
+    check_fields(model, _WORDPIECE, f"{path}: model.")
     return TokenizerJson(vocab=vocab, lowercase=lowercase, strip_accents=strip_accents,
                          tokenize_chinese_chars=chinese,
-                         max_input_chars_per_word=int(model.get("max_input_chars_per_word", 100)),
-                         added=added)
+                         max_input_chars_per_word=model.get("max_input_chars_per_word", 100), added=added)
 
 
 def added_tokens(decoder: object, vocab: list[str], path: Path) -> list[AddedToken]:
