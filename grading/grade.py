@@ -201,9 +201,10 @@ def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.
           flush=True)
     with tempfile.TemporaryDirectory(prefix="minbert-stage-") as where:
         where = Path(where)
+        os.chmod(where, 0o755)  # the child's user reads it (and writes nothing there)
         notes = stage(Path(submission).resolve(), staff, where, edition)
         results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
-                            expect_modules_under=where)
+                            expect_modules_under=where, untrusted=True)
         withheld = hidden_code(staff)
 
         def scrub(text: str) -> str:
@@ -387,20 +388,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.staff, args.out = Path(args.staff), Path(args.out)  # the types check a path; the code works on Paths
+    args.staff, args.out = Path(args.staff).resolve(), Path(args.out).resolve()  # the types check a path
+    if args.submission is not None:
+        args.submission = Path(args.submission).resolve()
+    os.chdir("/")  # no process's working directory points at the staff tree (/proc/<grader>/cwd)
     if args.submission is not None:  # a folder: its type checked that
         submission = Path(args.submission)
     else:
         gradescope = Path("/autograder/submission")
         submission = gradescope if gradescope.is_dir() else STAFF_ROOT
     try:
-        results = grade(submission, staff=args.staff.resolve(), time_limit=args.timeout,
+        results = grade(submission, staff=args.staff, time_limit=args.timeout,
                         components=args.components, edition=args.edition)
     except Exception as error:  # a grader failure still leaves a valid results.json behind
         # The full error for staff (the autograder's stdout is hidden); the student gets it without paths.
         print(f"grading failed: {type(error).__name__}: {error}", file=sys.stderr)
-        reason = scrub_paths(f"{type(error).__name__}: {error}", Path(tempfile.gettempdir()),
-                             args.staff.resolve())
+        reason = scrub_paths(f"{type(error).__name__}: {error}", Path(tempfile.gettempdir()), args.staff)
         results = {"score": 0.0, "execution_time": 0, "visibility": "visible",
                    "stdout_visibility": STDOUT_VISIBILITY, "tests": [],
                    "output": f"The autograder failed ({reason[:2000]}). This is not your fault: please tell "

@@ -15,12 +15,15 @@ Read next: grade.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -40,6 +43,7 @@ class TestResult:
     exc_msg: str | None = None
     duration: float = 0.0
     where: list[str] = field(default_factory=list)  # frames in the submitted packages, innermost last
+    checks: list[dict] = field(default_factory=list)  # what the graded helpers recorded, in order (plugin.py)
 
 
 @dataclass
@@ -50,19 +54,16 @@ class _Session:
     collect_errors: dict[str, str] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
     current: str | None = None
+    checks: dict[str, list[dict]] = field(default_factory=dict)
     ended: str = "normal"  # normal | crashed | timeout | startup-timeout
     returncode: int | None = None
     output: str = ""
 
 
-def _has_pytest_timeout(python: str) -> bool:
-    if python == sys.executable:
-        try:
-            import pytest_timeout  # noqa: F401
-            return True
-        except ImportError:
-            return False
-    return subprocess.run([python, "-c", "import pytest_timeout"], capture_output=True).returncode == 0
+@functools.lru_cache(maxsize=8)
+def _has_pytest_timeout(python: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    return subprocess.run([*python, "-c", "import pytest_timeout"], capture_output=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(path)}).returncode == 0
 
 
 def _tail(path: Path, limit: int = 6000) -> str:
@@ -77,36 +78,85 @@ def _tail(path: Path, limit: int = 6000) -> str:
     return f"{head}\n... [{size - limit} bytes cut] ...\n{tail}"
 
 
-def _limit_output() -> None:  # runs in the child before exec
+def _limit_output() -> None:  # runs in the supervisor before exec; the child inherits it
     import resource
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
 
 
-def _run_session(root: Path, nodeids: list[str], *, time_limit: float, startup_limit: float,
-                 python: str, collect_only: bool = False, extra_env: dict | None = None) -> _Session:
-    work = Path(tempfile.mkdtemp(prefix="minbert-grading-"))
+def child_user() -> pwd.struct_passwd | None:
+    """Who runs the submission: $GRADING_USER (default nobody) where the grader is root, else the grader."""
+    if os.geteuid() != 0:
+        return None
+    return pwd.getpwnam(os.environ.get("GRADING_USER") or "nobody")
+
+
+@functools.lru_cache(maxsize=8)
+def child_python(python: str, user: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the command that starts Python for the child's user, the folders to add to its path): `python`
+    itself, or, where that user cannot run it with pytest importable (pyenv's Python under /root, mode 0700),
+    the system's python3.M of the same version with the environment's packages on the path (-S: no site, so
+    no .pth file of the grader's checkout)."""
+    if user is None or _runs_as(user, [python], ()):
+        return (python,), ()
+    packages = tuple(dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib")))
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for folder in ("/usr/local/bin", "/usr/bin"):
+        candidate = [os.path.join(folder, version), "-S"]
+        if os.path.exists(candidate[0]) and _runs_as(user, candidate, packages):
+            return tuple(candidate), packages
+    raise RuntimeError(f"grader error: user {user} cannot run {python} with pytest, nor {version} with "
+                       f"{packages[0]}: make the environment readable by that user, or set GRADING_USER")
+
+
+def _runs_as(user: str, python: list[str], path: tuple[str, ...]) -> bool:
     try:
-        plugin_dir = work / "plugin"
-        plugin_dir.mkdir()
+        return subprocess.run([*python, "-c", "import pytest"], user=user, group=pwd.getpwnam(user).pw_gid,
+                              extra_groups=[], capture_output=True, cwd="/",
+                              env={"PYTHONPATH": os.pathsep.join(path)}).returncode == 0
+    except OSError:  # not executable by that user
+        return False
+
+
+def _run_session(root: Path, nodeids: list[str], *, time_limit: float, startup_limit: float,
+                 python: str, collect_only: bool = False, extra_env: dict | None = None,
+                 untrusted: bool = False) -> _Session:
+    """One child pytest under a supervisor (sandbox.py); `untrusted`: as child_user() where that is another
+    user, with a home of its own and the environment's packages on the path."""
+    work = Path(tempfile.mkdtemp(prefix="minbert-grading-"))
+    user = child_user() if untrusted else None
+    try:
+        os.chmod(work, 0o711)  # the child may read its plugin, not list or open the events and output files
+        plugin_dir, home = work / "plugin", work / "home"
+        plugin_dir.mkdir(mode=0o755)
+        home.mkdir(mode=0o700)
         shutil.copy(Path(__file__).with_name("plugin.py"), plugin_dir / f"{PLUGIN_MODULE}.py")
+        shutil.copy(Path(__file__).with_name("sandbox.py"), work / "sandbox.py")
+        if user is not None:
+            os.chown(home, user.pw_uid, user.pw_gid)
+        interpreter, packages = child_python(python, user and user.pw_name)
         events, output = work / "events.jsonl", work / "output.txt"
-        events.touch()
+        events_fd = os.open(events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MINBERT_GRADING"))}
-        env.update(PYTHONPATH=f"{root}{os.pathsep}{plugin_dir}", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
-                   PYTHONDONTWRITEBYTECODE="1", MINBERT_GRADING_EVENTS=str(events), PYTHONHASHSEED="0")
+        env.update(PYTHONPATH=os.pathsep.join([str(root), str(plugin_dir), *packages]),
+                   PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
+                   MINBERT_GRADING_EVENTS_FD=str(events_fd), MINBERT_GRADING_FDS=str(events_fd),
+                   HOME=str(home), TMPDIR=str(home), PWD=str(root))
         env.update(extra_env or {})
-        command = [python, "-m", "pytest", *nodeids, "-p", PLUGIN_MODULE, "--rootdir", str(root),
+        command = [*interpreter, "-m", "pytest", *nodeids, "-p", PLUGIN_MODULE, "--rootdir", str(root),
                    "-c", str(root / "setup.cfg"), "-p", "no:cacheprovider", "-q", "--no-header",
                    "--tb=short", "--continue-on-collection-errors", "-W", "ignore::DeprecationWarning"]
         if collect_only:
             command.append("--collect-only")
-        elif _has_pytest_timeout(python):
+        elif _has_pytest_timeout(interpreter, packages):
             command += ["-p", "pytest_timeout", "--timeout", str(time_limit)]
+        supervisor = [sys.executable, "-I", str(work / "sandbox.py"),
+                      *(["--user", user.pw_name] if user else []), "--", *command]
         session = _Session()
         with open(output, "wb") as out:
-            child = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
+            child = subprocess.Popen(supervisor, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                     stderr=subprocess.STDOUT, pass_fds=(events_fd,),
                                      preexec_fn=_limit_output if os.name == "posix" else None)
+            os.close(events_fd)
             session.returncode = _watch(child, events, session, time_limit, startup_limit)
         session.output = _tail(output)
         return session
@@ -131,25 +181,12 @@ def _watch(child: subprocess.Popen, events: Path, session: _Session, time_limit:
         for line in complete.splitlines():
             try:
                 event = json.loads(line)
-            except (ValueError, RecursionError):  # RecursionError: nested past what json.loads holds
-                continue  # not ours (a submission writing to the file): ignore
-            if not isinstance(event, dict):
-                continue  # not ours either
+                kind = _handle(event, session, reports)
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                continue  # not ours (a submission writing to its own events; nested past what json holds)
             last_event = now
-            kind = event.get("event")
-            if kind == "collected":
-                session.collected, session.modules = event["items"], event.get("modules", {})
-            elif kind == "collect_error":
-                session.collect_errors[event["nodeid"]] = event.get("text", "")
-            elif kind == "start":
-                session.current, current_since = event["nodeid"], now
-                session.started.append(event["nodeid"])
-            elif kind == "report":
-                reports.setdefault(event["nodeid"], []).append(event)
-            elif kind == "finish":
-                nodeid = event["nodeid"]
-                session.results[nodeid] = _combine(nodeid, reports.pop(nodeid, []))
-                session.current = None
+            if kind == "start":
+                current_since = now
         if returncode is not None:
             if returncode < 0 or returncode not in (0, 1, 2, 5) or session.current is not None:
                 session.ended = "crashed"
@@ -164,11 +201,36 @@ def _watch(child: subprocess.Popen, events: Path, session: _Session, time_limit:
         time.sleep(0.05 if now - began < 5 else 0.1)
 
 
-def _kill(child: subprocess.Popen) -> None:
+def _handle(event: dict, session: _Session, reports: dict[str, list[dict]]) -> str:
+    """Take one event of the child's stream (plugin.py) into `session`; a malformed one raises."""
+    kind = event["event"]
+    if kind == "collected":
+        session.collected, session.modules = list(event["items"]), dict(event.get("modules", {}))
+    elif kind == "collect_error":
+        session.collect_errors[str(event["nodeid"])] = str(event.get("text", ""))
+    elif kind == "start":
+        session.current = str(event["nodeid"])
+        session.started.append(session.current)
+    elif kind == "report":
+        reports.setdefault(str(event["nodeid"]), []).append(event)
+    elif kind == "check" and session.current is not None:
+        session.checks.setdefault(session.current, []).append(event)
+    elif kind == "finish":
+        nodeid = str(event["nodeid"])
+        session.results[nodeid] = _combine(nodeid, reports.pop(nodeid, []))
+        session.results[nodeid].checks = session.checks.pop(nodeid, [])
+        session.current = None
+    return kind
+
+
+def _kill(supervisor: subprocess.Popen) -> None:
+    """End the child through its supervisor, which then sweeps its tree (a SIGKILL to the supervisor itself
+    would hand the child's orphans to init)."""
+    supervisor.terminate()
     try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        child.kill()
+        supervisor.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        supervisor.kill()
 
 
 def _combine(nodeid: str, reports: list[dict]) -> TestResult:
@@ -176,19 +238,23 @@ def _combine(nodeid: str, reports: list[dict]) -> TestResult:
     duration = sum(r.get("duration") or 0.0 for r in reports)
     for report in reports:
         if report["outcome"] == "failed":
-            text = report.get("text", "")
+            text = str(report.get("text", ""))
             timed_out = "Timeout" in (report.get("exc_type") or "") or "Timeout >" in text
             outcome = "timeout" if timed_out else "failed"
             if report["when"] != "call":
                 text = f"(error in test {report['when']})\n{text}"
-            return TestResult(nodeid, outcome, text, report.get("exc_type"), report.get("exc_msg"), duration,
-                              report.get("where") or [])
+            return TestResult(nodeid, outcome, text, _text(report.get("exc_type")), _text(report.get("exc_msg")),
+                              duration, [str(w) for w in report.get("where") or []])
     for report in reports:
         if report["outcome"] == "skipped":
             return TestResult(nodeid, "skipped", f"skipped: {report.get('text', '')}", None, None, duration)
     if any(r["when"] == "call" and r["outcome"] == "passed" for r in reports):
         return TestResult(nodeid, "passed", "", None, None, duration)
     return TestResult(nodeid, "failed", "the test did not report a result", None, None, duration)
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
 
 
 def _file_of(nodeid: str) -> str:
@@ -200,8 +266,9 @@ SPLIT_STARTUP_LIMIT_S = 30.0  # per file, once a whole session hung before its f
 
 def run_tests(root: Path, nodeids: list[str], *, time_limit: float = 30.0, startup_limit: float = 60.0,
               python: str | None = None, extra_env: dict | None = None,
-              expect_modules_under: Path | None = None) -> dict[str, TestResult]:
+              expect_modules_under: Path | None = None, untrusted: bool = False) -> dict[str, TestResult]:
     """Run `nodeids` (relative to `root`) and return one result for each, whatever happens to the children.
+    untrusted: the tree holds a submission (run as child_user(), see _run_session).
 
     expect_modules_under: if given, the packages the tests imported must come from this folder; a test
     session that imported them from anywhere else (an installed copy) is a grader error, raised.
@@ -212,7 +279,7 @@ def run_tests(root: Path, nodeids: list[str], *, time_limit: float = 30.0, start
     while queue:
         group, group_startup_limit = queue.pop(0)
         session = _run_session(root, group, time_limit=time_limit, startup_limit=group_startup_limit,
-                               python=python, extra_env=extra_env)
+                               python=python, extra_env=extra_env, untrusted=untrusted)
         if expect_modules_under is not None:
             for name, path in session.modules.items():
                 if path and not Path(path).resolve().is_relative_to(Path(expect_modules_under).resolve()):
@@ -231,7 +298,8 @@ def run_tests(root: Path, nodeids: list[str], *, time_limit: float = 30.0, start
             detail = (f"killed after {time_limit:g} s" if outcome == "timeout"
                       else _describe(session.returncode))
             results[culprit] = TestResult(culprit, outcome, f"{why} ({detail}) while running this test.\n"
-                                          f"Output of the test process (cut):\n{session.output}")
+                                          f"Output of the test process (cut):\n{session.output}",
+                                          checks=session.checks.get(culprit, []))
             rest = [n for n in left if n != culprit]
             if rest:
                 queue.insert(0, (rest, group_startup_limit))

@@ -1,0 +1,119 @@
+"""The supervisor of one graded child: nothing the child starts outlives it (the grader copies and runs this file).
+
+    python sandbox.py [--user NAME] -- COMMAND...
+
+It makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so that every process the child starts,
+double-forked and setsid'd ones too, becomes its own child once its parent dies. It starts COMMAND in a
+session of its own, as NAME with no supplementary groups where it runs as root (Gradescope runs the grader
+as root), the file descriptors of $MINBERT_GRADING_FDS passed on; waits for it; then kills and reaps every
+process left, and only then exits, as COMMAND did (its exit status, or the signal that ended it). SIGTERM
+from the grader (a time limit) ends COMMAND's session first. It is copied beside the staging tree and run
+by path, so that no process's argv names the grader's checkout; it imports nothing of the project.
+
+One supervisor per child rather than the grader as the subreaper: the grader may grade several trees at
+once in one process (the tests do), and a subreaper cannot tell whose orphans it adopted.
+"""
+
+import ctypes
+import os
+import pwd
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+NPROC = 512  # processes the child's user may hold (a fork bomb stops there); only where the user is its own
+SWEEP_S = 10.0  # a tree that keeps forking under SIGKILL for this long is left (it cannot write results)
+
+
+def children() -> list[int]:
+    """This process's children, from /proc (the subreaper makes every leftover descendant one)."""
+    me, found = str(os.getpid()), []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1].decode() == me:
+                found.append(int(name))
+    return found
+
+
+def sweep() -> None:
+    """SIGKILL and reap every child until none is left (an orphan's own orphans arrive meanwhile)."""
+    deadline = time.monotonic() + SWEEP_S
+    while time.monotonic() < deadline:
+        pids = children()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if not pids:
+            return
+        time.sleep(0.01)
+
+
+def oom_score(value: str) -> None:
+    """The kernel's OOM killer takes the child first: it inherits 1000; the supervisor goes back to 0."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(value)
+    except OSError:  # lowering it needs privileges the supervisor may not have
+        pass
+
+
+def limit_processes() -> None:  # in the child, after the user change, before exec
+    resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
+
+
+def main(argv: list[str]) -> int:
+    user = argv[argv.index("--user") + 1] if "--user" in argv else None
+    command = argv[argv.index("--") + 1:]
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print("sandbox: prctl(PR_SET_CHILD_SUBREAPER) failed", file=sys.stderr)
+        return 70
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash re-raised below must not dump core
+    drop = dict(user=user, group=pwd.getpwnam(user).pw_gid, extra_groups=[]) if user else {}
+    fds = tuple(int(fd) for fd in os.environ.get("MINBERT_GRADING_FDS", "").split(",") if fd)
+    oom_score("1000")
+    child = subprocess.Popen(command, start_new_session=True, pass_fds=fds, stdin=subprocess.DEVNULL,
+                             preexec_fn=limit_processes if user else None, **drop)
+    oom_score("0")
+
+    def stop(signum, frame):
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, stop)
+    while True:  # reap adopted orphans as they end, until the child itself does
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            status = 0
+            break
+        if pid == child.pid:
+            break
+    stop(None, None)
+    sweep()
+    if os.WIFSIGNALED(status):  # die of the same signal, so that the grader reads the same status
+        if os.WTERMSIG(status) != signal.SIGKILL:
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    return os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
