@@ -5,12 +5,13 @@
 
 The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
 /autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg (its pytest
-settings), the grader (grading/, without mutations.py, which quotes the solutions), tests/conftest.py and
+settings), the grader (grading/; the bug catalogue, which quotes the solutions, is tests/mutations.py), tests/conftest.py and
 all of tests/graded (hidden tests included), the lesson (layout.py) with the edition's solution regions
 stubbed out, so that no solution is in the archive and a lesson file a submission lacks is graded as the
-stub, and in wheels/ the handout's wheel of the same commit (handout.build_wheel): setup.sh installs it, so
-the graded code runs on the machinery a student's handout installs. The edition is written into
-run_autograder, which grades only its components (GRADING_EDITION overrides it).
+stub, in wheels/ the handout's wheel of the same commit (handout.build_wheel): setup.sh installs it, so
+the graded code runs on the machinery a student's handout installs, and what the reference's run expects of
+every graded check (grade.EXPECTATIONS), computed here, since the archive has no solution to run. The
+edition is written into run_autograder, which grades only its components (GRADING_EDITION overrides it).
 
 Read next: docs/teaching.md.
 """
@@ -18,6 +19,7 @@ Read next: docs/teaching.md.
 from __future__ import annotations
 
 import argparse
+import json
 import stat
 import sys
 import tempfile
@@ -25,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 from grading.config import DEFAULT_EDITION, EDITIONS, GRADED_TESTS, edition_todos
+from grading.grade import EXPECTATIONS, expectations
 from grading.handout import WHEELS, build_wheel
 from grading.layout import layout, repository_files
 from grading.regions import strip_regions
@@ -39,8 +42,7 @@ def included(relative: str, lesson: tuple[str, ...]) -> bool:
         return True
     if relative.startswith(f"{GRADED_TESTS}/"):
         return True
-    return relative.startswith("grading/") and relative != "grading/mutations.py" and not relative.startswith(
-        (f"{GRADESCOPE}/", "grading/student/"))
+    return relative.startswith("grading/") and not relative.startswith((f"{GRADESCOPE}/", "grading/student/"))
 
 
 EDITION_LINE = 'EDITION="${GRADING_EDITION:-default}"'  # in run_autograder; the archive's edition replaces it
@@ -74,6 +76,8 @@ def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_ED
             wheel = build_wheel(Path(where), staff, edition, split)
             archive.write(wheel, f"{WHEELS}/{wheel.name}")
             names.append(f"{WHEELS}/{wheel.name}")
+        archive.writestr(EXPECTATIONS, json.dumps(expectations(staff)))
+        names.append(EXPECTATIONS)
     return names
 
 

@@ -30,14 +30,18 @@ Read next: schema.py (the results.json format), handout.py.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
+import importlib.util
 import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +51,7 @@ from grading.layout import layout
 from grading.regions import RegionError, strip_regions
 from grading.runner import TestResult, collect, run_tests
 from grading.schema import validate
+from grading.strip import strip_source, strip_tensors
 from tasks.training.flags import existing_dir, nonempty, output_file, positive
 
 STAFF_ROOT = Path(__file__).resolve().parents[1]
@@ -159,8 +164,17 @@ def stage(submission: Path, staff: Path, where: Path, edition: str = DEFAULT_EDI
     shutil.copy(staff / "setup.cfg", where / "setup.cfg")
     (where / "tests").mkdir()
     shutil.copy(staff / "tests" / "conftest.py", where / "tests" / "conftest.py")
-    shutil.copytree(staff / GRADED_TESTS, where / GRADED_TESTS,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for path in sorted((staff / GRADED_TESTS).rglob("*")):  # without what they expect (strip.py)
+        target = where / path.relative_to(staff)
+        if path.is_dir() or "__pycache__" in path.parts or path.name in STAFF_SCRIPTS:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".py":
+            target.write_text(strip_source(path.read_text(encoding="utf-8")), encoding="utf-8")
+        elif path.suffix == ".safetensors":
+            strip_tensors(path, target)
+        else:
+            shutil.copy(path, target)
     split = layout(staff, edition)
     for relative in split.lesson + tuple(f for f in split.machinery if f.split("/")[0] in SUBMITTED_PACKAGES):
         target = where / relative
@@ -181,6 +195,84 @@ def stage(submission: Path, staff: Path, where: Path, edition: str = DEFAULT_EDI
     return notes
 
 
+STAFF_SCRIPTS = ("make_references.py",)  # not tests: it writes the stored outputs out of the solutions
+
+
+# ----- the reference's run ------------------------------------------------------------------------------
+
+EXPECTATIONS = "grading/expectations.json"  # the reference's run, as the autograder archive stores it
+_expectations: dict[Path, dict[str, list[dict]]] = {}
+_expectations_lock = threading.Lock()
+
+
+def expectations(staff: Path = STAFF_ROOT, nodeids: list[str] | None = None) -> dict[str, list[dict]]:
+    """nodeid -> what each check of the test expects, in order (graded_helpers: the reference's run), for
+    `nodeids` (default: every graded test). The autograder archive stores them (it holds no solution to
+    run); a staff checkout runs its own graded tests on its own packages, each once per process."""
+    nodeids = [t.nodeid for t in graded_tests(staff)] if nodeids is None else nodeids
+    with _expectations_lock:
+        known = _expectations.setdefault(staff, {})
+        stored = staff / EXPECTATIONS
+        if not known and stored.is_file():
+            known.update(json.loads(stored.read_text(encoding="utf-8")))
+        missing = [n for n in nodeids if n not in known]
+        if missing:
+            known.update(reference_run(staff, missing))
+        return {n: known[n] for n in nodeids}
+
+
+def reference_run(staff: Path, nodeids: list[str]) -> dict[str, list[dict]]:
+    results = run_tests(staff, nodeids, extra_env={"MINBERT_GRADING_RECORD": "expected"},
+                        expect_modules_under=staff)
+    # A test passes on values the child cannot know: one check of a value, not properties only (check_that).
+    wrong = [f"{n}: {r.outcome} {r.exc_msg or r.text[:500]}" for n, r in results.items() if r.outcome != "passed"
+             or not any(check.get("kind") != "that" for check in r.checks)]
+    if wrong:
+        raise RuntimeError("grader error: the reference does not pass its graded tests, or one checks no value "
+                           "(only properties, check_that):\n" + "\n".join(wrong))
+    return {nodeid: results[nodeid].checks for nodeid in nodeids}
+
+
+@functools.lru_cache(maxsize=4)
+def verdict_module(staff: Path = STAFF_ROOT):
+    """tests/graded/verdict.py of the staff copy: how a check is decided, the same code a student's run
+    uses (it imports torch and safetensors only)."""
+    spec = importlib.util.spec_from_file_location("minbert_graded_verdict", staff / GRADED_TESTS / "verdict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def decide(result: TestResult, expected: list[dict], verdict) -> TestResult:
+    """The submission's result for one test, decided here: its checks in order against the reference's
+    (the first that fails is the one a student reads), then the test's own end (an exception, a fail(), a
+    crash, a timeout); a test that ends without making every check fails."""
+    for number, record in enumerate(result.checks):
+        if number == len(expected):
+            return _failed(result, f"the test made more checks than its {len(expected)}: it did not run "
+                           "as written")
+        want = expected[number]
+        if not isinstance(record, dict) or record.get("kind") != want["kind"]:
+            return _failed(result, f"check {number + 1} of the test is not the one it makes there: the test did "
+                           "not run as written")
+        message = verdict.failure(want["kind"], verdict.decode(record.get("actual") or {}), {
+            **want, "expected": verdict.decode(want["expected"]),
+            "mistakes": [(verdict.decode(wrong), why) for wrong, why in want.get("mistakes") or ()],
+            # a property's message is the child's: it quotes what the child computed (check_that)
+            "what": str(record.get("message") or want["what"])[:4000] if want["kind"] == "that" else want["what"]})
+        if message:
+            return _failed(result, message, f"(checked at {want['line']})")
+    if result.outcome == "passed" and len(result.checks) < len(expected):
+        return _failed(result, f"the test ended after {len(result.checks)} of its {len(expected)} checks "
+                       "without failing: it did not run as written")
+    return result
+
+
+def _failed(result: TestResult, message: str, text: str = "") -> TestResult:
+    return dataclasses.replace(result, outcome="failed", exc_type="AssertionError", exc_msg=message, where=[],
+                               text=text)
+
+
 # ----- grading ----------------------------------------------------------------------------------------
 
 
@@ -199,16 +291,20 @@ def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.
              if t.component in order and (components is None or t.component in components)]
     print(f"grading: running {len(tests)} graded tests of edition {edition} on {submission}", file=sys.stderr,
           flush=True)
-    with tempfile.TemporaryDirectory(prefix="minbert-stage-") as where:
+    with tempfile.TemporaryDirectory(prefix="minbert-stage-") as where, ThreadPoolExecutor(1) as pool:
         where = Path(where)
         os.chmod(where, 0o755)  # the child's user reads it (and writes nothing there)
         notes = stage(Path(submission).resolve(), staff, where, edition)
+        expected = pool.submit(expectations, staff, [t.nodeid for t in tests])  # beside the child
         results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
-                            expect_modules_under=where, untrusted=True)
-        withheld = hidden_code(staff)
+                            extra_env={"MINBERT_GRADING_RECORD": "actual"}, expect_modules_under=where,
+                            untrusted=True)
+        verdict, expected = verdict_module(staff), expected.result()
+        results = {t.nodeid: decide(results[t.nodeid], expected[t.nodeid], verdict) for t in tests}
+        withheld, originals = hidden_code(staff), stripped_lines(staff)
 
         def scrub(text: str) -> str:
-            return withhold(scrub_paths(text, where, staff), withheld)
+            return withhold(restore(scrub_paths(text, where, staff), originals), withheld)
 
         return build_results(tests, results, notes, time.monotonic() - began, order, scrub)
 
@@ -242,8 +338,29 @@ def hidden_code(staff: Path = STAFF_ROOT) -> tuple[str, ...]:
         return {line.strip() for path in paths for line in path.read_text(encoding="utf-8").splitlines()}
 
     shipped = lines((staff / GRADED_TESTS).glob("*.py")) | lines([staff / "tests" / "conftest.py"])
-    hidden = lines((staff / GRADED_TESTS / "hidden").rglob("*.py")) - shipped
-    return tuple(sorted((line for line in hidden if len(line) >= HIDDEN_LINE_MIN), key=len, reverse=True))
+    files = list((staff / GRADED_TESTS / "hidden").rglob("*.py"))
+    hidden = lines(files) | {line.strip() for path in files  # and as the child's copy has them (strip.py)
+                             for line in strip_source(path.read_text(encoding="utf-8")).splitlines()}
+    return tuple(sorted((line for line in hidden - shipped if len(line) >= HIDDEN_LINE_MIN), key=len,
+                        reverse=True))
+
+
+@functools.lru_cache(maxsize=4)
+def stripped_lines(staff: Path = STAFF_ROOT) -> dict[str, str]:
+    """A shipped test's line as the child's copy has it -> as the student's copy has it, where they differ
+    and the child's is found once: a visible test's traceback shows the student's own line."""
+    pairs: dict[str, set[str]] = {}
+    for path in (staff / GRADED_TESTS).glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for mine, theirs in zip(strip_source(text).splitlines(), text.splitlines()):
+            if mine != theirs and mine.strip():
+                pairs.setdefault(mine.strip(), set()).add(theirs.strip())
+    return {mine: theirs.pop() for mine, theirs in pairs.items() if len(theirs) == 1}
+
+
+def restore(text: str, originals: dict[str, str]) -> str:
+    return "\n".join(line[:len(line) - len(line.lstrip())] + originals[line.strip()]
+                     if line.strip() in originals else line for line in text.split("\n"))
 
 
 HIDDEN_LINE_MIN = 20  # characters; shorter lines (`return x`, `)`) say nothing and would cut common text

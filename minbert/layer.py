@@ -34,7 +34,8 @@ class AddNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """hidden_states: (B, T, in_features), the sub-layer's output; residual: (B, T, C), its input."""
-        # Hint: post-LN, the norm comes after the residual add (Vaswani et al. §3.1), not before.
+        # Hint: post-LN, the norm comes after the residual add (Vaswani et al. §3.1), not before; the norm is
+        # self.LayerNorm, whose eps (1e-12, the checkpoint's) is not torch's default (1e-5).
         # BEGIN SOLUTION
         return self.LayerNorm(residual + self.dropout(self.dense(hidden_states)))
         # END SOLUTION

@@ -33,7 +33,7 @@ from tasks.training.settings import (JobSettings, RunSettings, SettingsParser, T
 JOBS = ["tasks.multitask", "tasks.sentiment", "tasks.classify", "tasks.hierarchical", "tasks.tag",
         "pretrain.run",
         "experiments.study", "grading.handout", "grading.grade", "grading.autograder",
-        "grading.mutations", "grading.check_predictions",
+        "grading.check_predictions",
         "bench.optim_speed", "bench.busy_core", "bench.encode_speed", "bench.job_step"]
 
 

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -66,9 +67,12 @@ def handouts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def clean_room(tmp_path_factory):
-    """An empty /autograder stand-in: the archive in source/, setup.sh's environment in venv/."""
-    root = tmp_path_factory.mktemp("autograder")
+def clean_room():
+    """An empty /autograder stand-in: the archive in source/, setup.sh's environment in venv/. Outside
+    pytest's base folder (0700): where we are root the submission runs as another user, as on Gradescope,
+    and reaches the environment as it does there."""
+    root = Path(tempfile.mkdtemp(prefix="minbert-autograder-"))
+    root.chmod(0o755)
     archive = root / "autograder.zip"
     build_archive(archive)
     with zipfile.ZipFile(archive) as z:
@@ -79,7 +83,8 @@ def clean_room(tmp_path_factory):
                                          TORCH_INDEX_URL=""))
     assert setup.returncode == 0, f"setup.sh failed:\n{setup.stdout[-3000:]}\n{setup.stderr[-6000:]}"
     print(f"clean room: setup.sh took {time.monotonic() - began:.0f} s")
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def grade_in(root: Path, submission: Path) -> dict:
@@ -123,6 +128,24 @@ def test_the_clean_room_gives_the_untouched_handout_nothing(clean_room, handouts
     assert len(results["tests"]) == len(graded) and results["score"] == 0
     assert all(t["status"] == "failed" and "NotImplementedError" in t["output"] for t in results["tests"]), \
         [t["name"] + "\n" + t["output"] for t in results["tests"] if "NotImplementedError" not in t["output"]]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="the staff tree is closed to the submission's user only where "
+                    "the grader is root (as on Gradescope); here the submission runs as this user")
+def test_in_the_clean_room_the_submission_cannot_read_the_staff_tree(clean_room, tmp_path):
+    # The archive's tree holds the hidden tests and what the reference's run expects of every check: a
+    # submission that read them could report the expected values as its own.
+    submission = copy_reference(tmp_path / "thief")
+    plant(submission, "minbert/task_heads.py::cosine_similarity",
+          "import pathlib; pathlib.Path(__import__('os').environ.get('AUTOGRADER_ROOT', '/autograder'), "
+          "'source', 'grading', 'expectations.json').read_text(); "
+          "return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)")
+    results = grade_in(clean_room, submission)
+    cosine = [t for t in results["tests"] if t["tags"] == ["cosine"]]
+    assert cosine and all(t["status"] == "failed" and "PermissionError" in t["output"] for t in cosine), \
+        [t["output"] for t in cosine]
+    assert oct((clean_room / "source").stat().st_mode & 0o777) == "0o700"
 
 
 def test_the_archive_readme_and_makefiles_pin_the_same_torch_and_checkpoint(handouts):

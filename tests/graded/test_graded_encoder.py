@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graded_helpers import check_close, fail
+from graded_helpers import check_close, check_equal, check_that, expectation, fail
 from torch import nn
 
 from minbert.layer import LayerOutput
@@ -32,6 +32,14 @@ class AffineLayer(nn.Module):
         return LayerOutput(hidden_states * self.k + self.k, probs)
 
 
+@expectation
+def chained(x: torch.Tensor, layers: int, ks=(2.0, 3.0, 5.0)) -> torch.Tensor:
+    """x after the first `layers` stand-in layers h -> k h + k, one after the other."""
+    for k in ks[:layers]:
+        x = x * k + k
+    return x
+
+
 def encoder(config, ks=(2.0, 3.0, 5.0)) -> BertEncoder:
     enc = BertEncoder(config.replace(num_hidden_layers=len(ks)))
     enc.layer = nn.ModuleList(AffineLayer(k) for k in ks)
@@ -42,9 +50,8 @@ def encoder(config, ks=(2.0, 3.0, 5.0)) -> BertEncoder:
 def test_each_layer_reads_the_previous_layers_output(config):
     enc = encoder(config)
     x = torch.randn(2, 4, config.hidden_size)
-    expected = ((x * 2 + 2) * 3 + 3) * 5 + 5
     out = enc(x, torch.zeros(2, 1, 1, 4))
-    check_close(out.last_hidden_state, expected,
+    check_close(out.last_hidden_state, chained(x, 3),
                 "the output of three stand-in layers h -> k h + k (k = 2, 3, 5)",
                 [(x, f"it is the embeddings, unchanged: {CHAIN}, and the encoder returns the last one's "
                   "output"),
@@ -68,19 +75,18 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
     enc = encoder(config)
     x = torch.randn(2, 4, config.hidden_size)
     out = enc(x, torch.zeros(2, 1, 1, 4), output_hidden_states=True)
-    expected = [x, x * 2 + 2, (x * 2 + 2) * 3 + 3, ((x * 2 + 2) * 3 + 3) * 5 + 5]
     if out.hidden_states is None or len(out.hidden_states) != 4:
         fail("with 3 layers, output_hidden_states=True must give 4 tensors (the embeddings, then each "
              f"layer's output), got {None if out.hidden_states is None else len(out.hidden_states)}")
     if not all(isinstance(h, torch.Tensor) and h.shape == x.shape for h in out.hidden_states):
         fail("hidden_states should be 4 tensors of shape (B, T, C) = (2, 4, 32), got "
              f"{[tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__ for h in out.hidden_states]}")
-    if torch.allclose(out.hidden_states[1], x) and torch.allclose(out.hidden_states[3], expected[2]):
-        fail("hidden_states came back as the embeddings twice, then layers 1 and 2's outputs, without the "
-             "last layer's: the hidden states must be collected after each layer (its output), not before it")
-    for number, (mine, reference) in enumerate(zip(out.hidden_states, expected)):
-        check_close(mine, reference, f"hidden_states[{number}]" + (" (the embeddings)" if number == 0 else
-                                                                    f" (layer {number}'s output)"))
+    for number in range(4):
+        check_close(out.hidden_states[number], chained(x, number), f"hidden_states[{number}]" + (
+            " (the embeddings)" if number == 0 else f" (layer {number}'s output)"), [
+                (lambda number=number: chained(x, number - 1), "hidden_states came back one layer late: the "
+                 "embeddings twice, then each layer's output but the last's; collect each layer's output "
+                 "after the layer, not before it")] if number else [])
 
 
 @pytest.mark.points(1)
@@ -93,10 +99,8 @@ def test_attentions_are_collected_in_layer_order(config):
     if not all(isinstance(a, torch.Tensor) for a in out.attentions):
         fail(f"the attentions came back as {[type(a).__name__ for a in out.attentions]}, not tensors: "
              "output_attentions was not passed to the layers (a layer returns probabilities only when asked)")
-    got = [float(a[0, 0, 0, 0]) for a in out.attentions]
-    if got != [2.0, 3.0, 5.0]:
-        fail(f"the attentions of layers with k = 2, 3, 5 came back as {got}: collect each layer's "
-             "probabilities, in layer order")
+    check_equal([float(a[0, 0, 0, 0]) for a in out.attentions], [2.0, 3.0, 5.0],
+                "the attentions of layers with k = 2, 3, 5 (each layer's probabilities, in layer order)")
 
 
 @pytest.mark.points(1)
@@ -104,7 +108,8 @@ def test_every_layer_gets_the_attention_mask(config):
     enc = encoder(config)
     mask = torch.zeros(2, 1, 1, 4)
     enc(torch.randn(2, 4, config.hidden_size), mask)
+    check_equal([len(layer.masks) for layer in enc.layer], [1, 1, 1], "the number of times each of the 3 layers "
+                "was called (once each)")
     for number, layer in enumerate(enc.layer):
-        if len(layer.masks) != 1 or layer.masks[0] is not mask:
-            fail(f"layer {number} was called {len(layer.masks)} times or without the encoder's attention "
-                 "mask: call every layer once, with the mask")
+        check_that(all(seen is mask for seen in layer.masks), f"layer {number} was called without the encoder's "
+                   "attention mask: pass the mask to every layer")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from graded_helpers import TOL, additive, check_close, fail, randomize, torch_encoder_layer, use_stand_ins
+from graded_helpers import (TOL, additive, check_close, expectation, fail, randomize, torch_encoder_layer,
+                            use_stand_ins)
 from safetensors.torch import load_file
 
 from minbert.layer import AddNorm, BertLayer
@@ -33,23 +34,25 @@ def _stand_ins(monkeypatch):
 
 
 def stored_add_norm(config, size: str):
-    """AddNorm with stored weights, its input, residual and output (made by a staff script)."""
+    """AddNorm with stored weights, its input and residual, and the stored tensors (made by a staff script;
+    the output is f"{size}.output")."""
     tensors = load_file(str(STORED))
     layer = AddNorm(config.hidden_size if size == "hidden" else config.intermediate_size, config).eval()
     layer.load_state_dict({name: tensors[f"{size}.{name}"] for name in layer.state_dict()})
-    return layer, tensors[f"{size}.hidden"], tensors[f"{size}.residual"], tensors[f"{size}.output"]
+    return layer, tensors[f"{size}.hidden"], tensors[f"{size}.residual"], tensors
 
 
-def normalised(x: torch.Tensor) -> bool:
-    """Each vector has mean 0 and variance 1 (a LayerNorm's output with scale 1 and shift 0)."""
+def normalised(x: torch.Tensor, variance: float = 1.0) -> bool:
+    """Each vector has mean 0 and this variance (a LayerNorm's output with scale 1 and shift 0: 1)."""
     mean, var = x.mean(dim=-1), x.var(dim=-1, unbiased=False)
     return torch.allclose(mean, torch.zeros_like(mean), atol=1e-4) and torch.allclose(
-        var, torch.ones_like(var), atol=1e-3)
+        var, torch.full_like(var, variance), atol=1e-3)
 
 
 def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
     """The mistake an AddNorm makes, read off its outputs with the LayerNorm's scale 1 and shift 0."""
     probe = copy.deepcopy(layer).eval()
+    C = residual.size(-1)
     with torch.no_grad():
         probe.LayerNorm.weight.fill_(1.0)
         probe.LayerNorm.bias.zero_()
@@ -58,6 +61,9 @@ def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
     if not normalised(out):
         if normalised(out - residual):
             return f"the residual is added after the LayerNorm (pre-LN); {POST_LN}"
+        if normalised(out, (C - 1) / C):  # x / sqrt(var) with var divided by C - 1: variance (C - 1) / C
+            return (f"the variance was computed unbiased (divided by C - 1 = {C - 1}): LayerNorm divides by C "
+                    f"= {C} (var(unbiased=False)); the module self.LayerNorm does it for you")
         return f"its output is not normalised: the LayerNorm comes last; {POST_LN}"
     if torch.allclose(out, moved, **TOL):
         return f"the residual is missing (the output does not change with it); {POST_LN}"
@@ -68,17 +74,23 @@ def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
 @pytest.mark.todo("AddNorm.forward")
 @pytest.mark.parametrize("size", ["hidden", "intermediate"])
 def test_add_norm_is_layernorm_of_residual_plus_projection(config, size):
-    layer, hidden, residual, expected = stored_add_norm(config, size)
+    layer, hidden, residual, t = stored_add_norm(config, size)
     given = residual.clone()
     actual = layer(hidden, residual)
     if not torch.equal(residual, given):
         fail(f"AddNorm changed its input in place (the residual): {IN_PLACE}")
-    if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and not torch.allclose(
-            actual, expected, **TOL):
-        mistake = add_norm_mistake(layer, hidden, residual)
-        if mistake:
-            fail(f"AddNorm's output is wrong: {mistake}")
-    check_close(actual, expected, "AddNorm's output (stored weights and inputs)")
+    mistake = add_norm_mistake(layer, hidden, residual)
+    if mistake:
+        fail(f"AddNorm's output is wrong: {mistake}")
+    check_close(actual, t[f"{size}.output"], "AddNorm's output (stored weights and inputs)")
+    # LayerNorm does not see a common scale: inputs and bias 100 times smaller give the same output, with
+    # the module's eps (1e-12, the checkpoint's) as with none. A larger eps (torch's default, 1e-5) shows.
+    small = copy.deepcopy(layer)
+    with torch.no_grad():
+        small.dense.bias.mul_(0.01)
+    check_close(small(hidden * 0.01, residual * 0.01), t[f"{size}.output"], "AddNorm's output with its "
+                "inputs and bias 100 times smaller (it must not change: LayerNorm is scale-free; only an eps "
+                "larger than self.LayerNorm's own, 1e-12, changes it)", atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.points(1)
@@ -93,16 +105,16 @@ def test_add_norm_drops_only_the_projection_in_training(config):
     with torch.no_grad():  # nothing left to drop: the output must be the residual, normalised, every time
         layer.dense.weight.zero_()
         layer.dense.bias.zero_()
-        normalised_residual = layer.LayerNorm(residual)
-    if not torch.allclose(layer(hidden, residual), normalised_residual, **TOL):
-        fail("with the projection W h + b zeroed, AddNorm in training mode must give LayerNorm(x) every "
-             "time, and yours varies: dropout belongs on the projection only, "
-             "LayerNorm(x + Dropout(W h + b)), not on the residual or the sum")
+    check_close(layer(hidden, residual), layer.LayerNorm(residual).detach(), "AddNorm's output in training mode "
+                "with the projection W h + b zeroed (nothing left to drop: LayerNorm(x) every time; dropout "
+                "belongs on the projection only, LayerNorm(x + Dropout(W h + b)), not on the residual or the "
+                "sum)")
     layer.eval()
-    check_close(layer(hidden, residual), layer(hidden, residual), "AddNorm's output in eval mode (twice)")
+    check_close(layer(hidden, residual), layer.LayerNorm(residual).detach(), "AddNorm's output in eval mode "
+                "with the projection zeroed")
 
 
-def layer_mistake(ours: BertLayer, theirs, hidden, padding_mask) -> str | None:
+def layer_mistake(ours: BertLayer, hidden, padding_mask) -> str | None:
     """The mistake a BertLayer makes, read off its outputs when its feed-forward's projection changes."""
     real, mask = padding_mask.bool(), additive(padding_mask)
     probe = copy.deepcopy(ours)
@@ -111,16 +123,25 @@ def layer_mistake(ours: BertLayer, theirs, hidden, padding_mask) -> str | None:
         if torch.allclose(probe(hidden, mask).hidden_states, ours(hidden, mask).hidden_states, **TOL):
             return ("its output does not depend on the feed-forward sub-layer: after the attention's add & "
                     "norm comes the feed-forward (intermediate, then output's add & norm)")
-        probe.output.dense.weight.zero_()  # the feed-forward adds only its bias: LayerNorm(residual + b)
+        probe.output.dense.weight.zero_()  # the feed-forward adds nothing: LayerNorm(residual)
         probe.output.dense.bias.zero_()
-        if torch.allclose(probe(hidden, mask).hidden_states[real], theirs.norm2(hidden)[real], **TOL):
+        if torch.allclose(probe(hidden, mask).hidden_states[real], probe.output.LayerNorm(hidden)[real], **TOL):
             return ("the feed-forward's residual is the layer's input; it must be the attention sub-layer's "
                     "output")
     return None
 
 
-def wiring_mistakes(ours: BertLayer, theirs, hidden, padding_mask) -> list[tuple[torch.Tensor, str]]:
-    """What a layer wired wrongly gives, computed with torch's layer's parts (same weights)."""
+@expectation
+def torch_layer(ours: BertLayer, config, hidden, padding_mask) -> torch.Tensor:
+    """torch's nn.TransformerEncoderLayer with the same weights, on the same batch."""
+    with torch.no_grad():
+        return torch_encoder_layer(ours, config)(hidden, src_key_padding_mask=padding_mask == 0)
+
+
+@expectation
+def wiring_mistakes(ours: BertLayer, config, hidden, padding_mask) -> list[tuple[torch.Tensor, str]]:
+    """What a layer wired wrongly gives, computed with torch's layer's parts (same weights), at the real tokens."""
+    theirs, real = torch_encoder_layer(ours, config), padding_mask.bool()
     with torch.no_grad():
         context = ours.attention.self(hidden, additive(padding_mask)).context  # the stand-in: torch's kernel
         attention_output = theirs.norm1(hidden + theirs.self_attn.out_proj(context))
@@ -128,38 +149,36 @@ def wiring_mistakes(ours: BertLayer, theirs, hidden, padding_mask) -> list[tuple
         def feed_forward(x, residual):
             return theirs.norm2(residual + theirs.linear2(theirs.activation(theirs.linear1(x))))
 
-        return [(feed_forward(context, attention_output), "the feed-forward read the attention's context "
+        return [(wrong[real], why) for wrong, why in [
+                (feed_forward(context, attention_output), "the feed-forward read the attention's context "
                  "(self.attention.self's output); it reads the attention sub-layer's output, after its add & "
                  "norm (self.attention.output(context, hidden_states))"),
                 (feed_forward(context, context), "the attention's add & norm (self.attention.output) was "
                  "skipped: the feed-forward got the bare context, without the output projection, the "
                  "residual and the LayerNorm"),
                 (theirs(hidden), "the output is that of a layer attending to the padding too: "
-                 "attention_mask was not passed to the self-attention")]
+                 "attention_mask was not passed to the self-attention")]]
 
 
 @pytest.mark.points(3)
 @pytest.mark.todo("BertLayer.forward")
 def test_layer_matches_torch_transformer_encoder_layer(config, padding_mask):
     ours = randomize(BertLayer(config, attn_implementation="sdpa")).eval()
-    theirs = torch_encoder_layer(ours, config)
     hidden = torch.randn(3, 7, config.hidden_size)
     given = hidden.clone()
     out = ours(hidden, additive(padding_mask)).hidden_states
     if not torch.equal(hidden, given):
         fail(f"BertLayer changed its input in place (hidden_states): {IN_PLACE}")
-    with torch.no_grad():
-        ref = theirs(hidden, src_key_padding_mask=padding_mask == 0)
+    if not isinstance(out, torch.Tensor) or out.shape != hidden.shape:
+        fail(f"the layer's output should be a tensor (B, T, C) = {tuple(hidden.shape)}, got "
+             f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    mistake = layer_mistake(ours, hidden, padding_mask)
+    if mistake:
+        fail(f"the layer's output is wrong: {mistake}")
     real = padding_mask.bool()  # padded positions' outputs mean nothing; compare the real tokens
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-        check_close(out, ref, "the layer's output (B, T, C)")
-    if not torch.allclose(out[real], ref[real], **TOL):
-        mistake = layer_mistake(ours, theirs, hidden, padding_mask)
-        if mistake:
-            fail(f"the layer's output is wrong: {mistake}")
-    check_close(out[real], ref[real], "the layer's output at the real tokens (against torch's "
-                "nn.TransformerEncoderLayer)",
-                [(wrong[real], why) for wrong, why in wiring_mistakes(ours, theirs, hidden, padding_mask)])
+    check_close(out[real], torch_layer(ours, config, hidden, padding_mask)[real], "the layer's output at the "
+                "real tokens (against torch's nn.TransformerEncoderLayer)",
+                wiring_mistakes(ours, config, hidden, padding_mask))
 
 
 @pytest.mark.points(1)
@@ -168,10 +187,10 @@ def test_layer_returns_the_attention_probabilities_when_asked(config, padding_ma
     layer = randomize(BertLayer(config)).eval()
     hidden, mask = torch.randn(3, 7, config.hidden_size), additive(padding_mask)
     out = layer(hidden, mask, output_attentions=True)
-    expected = layer.attention.self(hidden, mask, output_attentions=True).probs
     if out.attention_probs is None:
         fail("BertLayer(..., output_attentions=True) returned no attention probabilities: pass "
              "output_attentions to the self-attention and return its probabilities")
-    check_close(out.attention_probs, expected, "the attention probabilities")
+    check_close(out.attention_probs, layer.attention.self(hidden, mask, output_attentions=True).probs,
+                "the attention probabilities")
     if layer(hidden, mask).attention_probs is not None:
         fail("BertLayer returned attention probabilities without output_attentions=True")

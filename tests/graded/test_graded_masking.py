@@ -10,7 +10,7 @@ import random
 from collections import Counter
 
 import pytest
-from graded_helpers import fail
+from graded_helpers import check_equal, check_that, check_value, expectation, fail
 
 from minbert.masking import (IGNORE_INDEX, MaskingVocab, choose_replacement, mask_tokens, maskable_units,
                               span_mask)
@@ -38,21 +38,25 @@ NAMES = {PAD: "[PAD]", 1: "[UNK]", CLS: "[CLS]", SEP: "[SEP]", MASK: "[MASK]"}
 @pytest.mark.todo("maskable_units")
 def test_maskable_units_skip_special_tokens_and_group_words():
     ids = [CLS, 10, 41, 42, 11, SEP, 12, SEP, PAD]
-    for whole_word, expected in ((False, [[1], [2], [3], [4], [6]]), (True, [[1, 2, 3], [4], [6]])):
+    for whole_word in (False, True):
         got = maskable_units(ids, VOCAB, whole_word=whole_word)
-        if got != expected:
-            special = sorted({p for unit in got for p in unit if ids[p] in VOCAB.special_ids})
-            why = (f": positions {special} hold special tokens, which belong to no unit" if special else
-                   ": a word is a piece followed by its '##' continuations" if whole_word else
-                   ": with whole_word=False every position is a unit of its own")
-            fail(f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], whole_word={whole_word}) gave "
-                 f"{got}, expected {expected}{why}")
+        special = sorted({p for unit in got or () for p in unit if ids[p] in VOCAB.special_ids})
+        if special:
+            fail(f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], whole_word={whole_word}) gave {got}: "
+                 f"positions {special} hold special tokens, which belong to no unit")
+        check_equal(got, units_by_hand(whole_word), f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], "
+                    f"whole_word={whole_word}) (" + ("a word is a piece followed by its '##' continuations)"
+                                                     if whole_word else "with whole_word=False every position is a "
+                                                                        "unit of its own)"))
     # A continuation right after a special token starts a unit of its own: [CLS] w ##a [SEP] ##b w [SEP].
-    got = maskable_units([CLS, 10, 41, SEP, 42, 11, SEP], VOCAB, whole_word=True)
-    if got != [[1, 2], [4], [5]]:
-        fail(f"maskable_units([CLS] w ##a [SEP] ##b w [SEP], whole_word=True) gave {got}, expected "
-             "[[1, 2], [4], [5]]: a continuation joins the piece before it only if that piece sits at the "
-             "previous position (here [SEP] is in between)")
+    check_equal(maskable_units([CLS, 10, 41, SEP, 42, 11, SEP], VOCAB, whole_word=True), [[1, 2], [4], [5]],
+                "maskable_units([CLS] w ##a [SEP] ##b w [SEP], whole_word=True) (a continuation joins the piece "
+                "before it only if that piece sits at the previous position; here [SEP] is in between)")
+
+
+@expectation
+def units_by_hand(whole_word: bool) -> list[list[int]]:
+    return [[1, 2, 3], [4], [6]] if whole_word else [[1], [2], [3], [4], [6]]
 
 
 @pytest.mark.points(1)
@@ -60,40 +64,33 @@ def test_maskable_units_skip_special_tokens_and_group_words():
 def test_replacement_rule_is_80_10_10():
     rng = random.Random(0)
     counts = Counter(choose_replacement(rng) for _ in range(10_000))
-    shares = {kind: counts[kind] / 10_000 for kind in ("mask", "random", "keep")}
-    targets = {"mask": 0.8, "random": 0.1, "keep": 0.1}
-    if set(counts) != set(targets) or any(abs(shares[kind] - targets[kind]) >= 0.02 for kind in targets):
-        fail(f"choose_replacement gave mask {shares['mask']:.1%}, random {shares['random']:.1%}, keep "
-             f"{shares['keep']:.1%} of 10,000 draws (other answers: {sorted(set(counts) - set(shares))}); "
-             "BERT's rule is 80% / 10% / 10%")
-
-
-class Draws:
-    """A stand-in rng whose random() returns the given numbers in turn, counting the calls."""
-
-    def __init__(self, *draws: float) -> None:
-        self.draws, self.calls = list(draws), 0
-
-    def random(self) -> float:
-        self.calls += 1
-        return self.draws.pop(0) if self.draws else 0.5
+    check_equal(sorted(counts), ["keep", "mask", "random"], "the answers choose_replacement gave in 10,000 draws "
+                "(BERT's rule is 80% / 10% / 10%: mask, random, keep)")
+    for kind, share in (("mask", 0.8), ("random", 0.1), ("keep", 0.1)):
+        check_value(counts[kind] / 10_000, share, f"the share of {kind!r} in 10,000 draws (BERT's rule is 80% "
+                    "/ 10% / 10%)", tolerance=0.02)
 
 
 @pytest.mark.points(1)
 @pytest.mark.todo("choose_replacement")
-def test_replacement_intervals_and_one_draw_each():
-    # [0, 0.8) -> mask, [0.8, 0.9) -> random, [0.9, 1) -> keep: the intervals of the hint, in that order,
-    # so that a seeded run repeats exactly (the rates alone would not show a different split).
-    for draw, expected in ((0.0, "mask"), (0.79, "mask"), (0.8, "random"), (0.85, "random"), (0.899, "random"),
-                           (0.9, "keep"), (0.99, "keep")):
-        rng = Draws(draw, 0.95, 0.05)
-        got = choose_replacement(rng)
-        if rng.calls != 1:
-            fail(f"choose_replacement called rng.random() {rng.calls} times: draw once, and let where that "
-                 "one draw falls in [0, 1) pick the replacement")
-        if got != expected:
-            fail(f"a draw of {draw} gave {got!r}, expected {expected!r}: a draw in [0, 0.8) must give 'mask', "
-                 "a draw in [0.8, 0.9) must give 'random' and a draw in [0.9, 1) 'keep'")
+def test_replacement_is_drawn_from_the_rng_it_is_given():
+    # A seeded run repeats: the answers follow the rng argument, whatever of its methods they use (random,
+    # choices, randrange, one draw or two), and nothing else (the module `random`, reseeded in between).
+    state, runs = random.getstate(), []
+    try:
+        for global_seed in (1, 2):
+            random.seed(global_seed)
+            rng = random.Random(7)
+            before = rng.getstate()
+            runs.append([choose_replacement(rng) for _ in range(200)])
+            check_that(rng.getstate() != before, "choose_replacement drew nothing from the rng it was given: "
+                       "draw from `rng` (rng.random(), rng.choices, ...), so that a seeded run repeats")
+    finally:
+        random.setstate(state)
+    check_equal(sorted(set(runs[0])), ["keep", "mask", "random"], "the answers in 200 draws")
+    check_that(runs[0] == runs[1], "two runs of 200 draws with random.Random(7) gave different answers when "
+               "only the module `random` was reseeded in between: draw from the rng argument, never from the "
+               "module `random`, so that a seed reproduces a run")
 
 
 @pytest.mark.points(2)
@@ -108,8 +105,8 @@ def test_special_tokens_and_padding_are_never_masked():
             if original in VOCAB.special_ids and (label != IGNORE_INDEX or seen != original):
                 fail(f"position {position} ({NAMES[original]}) was chosen for prediction (label {label}, "
                      f"input {seen}): special tokens ([CLS], [SEP], [PAD]) are never masked")
-    if chosen == 0:
-        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
+    check_value(chosen, 300 * 6, "the number of positions chosen in 300 sequences of 40 maskable tokens (6 "
+                "each: round(15% of 40))")
 
 
 @pytest.mark.points(2)
@@ -134,9 +131,8 @@ def test_fifteen_percent_chosen_labels_hold_the_originals():
         chosen += len(picked)
         mask_count += sum(out.input_ids[p] == MASK for p in picked)
         total += 1
-    if abs(mask_count / chosen - 0.8) >= 0.03:
-        fail(f"{mask_count / chosen:.1%} of the {chosen} chosen positions became [MASK]; BERT's rule is "
-             "80% / 10% / 10% (the rest a random token or kept)")
+    check_value(mask_count / chosen, 0.8, f"the share of the {chosen} chosen positions that became [MASK] "
+                "(BERT's rule is 80% / 10% / 10%: the rest a random token or kept)", tolerance=0.03)
 
 
 @pytest.mark.points(1)
@@ -151,22 +147,21 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
             outs.append(mask_tokens(ids, VOCAB, random.Random(7)))
     finally:
         random.setstate(state)
-    if outs[0] != outs[1]:
-        fail("two calls with random.Random(7) masked the same sequence differently (only the global `random` "
-             "was reseeded in between): draw every random choice from the rng argument (rng.shuffle, "
-             "rng.random), never from the module `random`, so a seed reproduces a run")
+    check_that(outs[0] == outs[1], "two calls with random.Random(7) masked the same sequence differently (only "
+               "the global `random` was reseeded in between): draw every random choice from the rng argument "
+               "(rng.shuffle, rng.random), never from the module `random`, so a seed reproduces a run")
     rng, counts = random.Random(8), Counter()
     for ids in sequences(300):
         labels = mask_tokens(ids, VOCAB, rng).labels
         counts.update(p for p, label in enumerate(labels) if label != IGNORE_INDEX)
-    if not counts:
-        fail("mask_tokens chose no position at all in 300 sequences of 40 maskable tokens")
+    check_value(sum(counts.values()), 300 * 6, "the number of positions chosen in 300 sequences of 40 maskable "
+                "tokens (6 each: round(15% of 40))")
     shares = {p: counts[p] / 300 for p, token in enumerate(ids) if token not in VOCAB.special_ids}
     low, high = min(shares, key=shares.get), max(shares, key=shares.get)
-    if shares[high] - shares[low] > 0.15:  # each 6 / 40 = 15%, with a standard error of 2% over 300
-        fail(f"position {high} was chosen in {counts[high]} of 300 sequences and position {low} in "
-             f"{counts[low]}: every maskable position must be equally likely (15%); visit the units in a "
-             "random order (rng.shuffle) before spending the budget")
+    # each 6 / 40 = 15%, with a standard error of 2% over 300
+    check_that(shares[high] - shares[low] <= 0.15, f"position {high} was chosen in {counts[high]} of 300 "
+               f"sequences and position {low} in {counts[low]}: every maskable position must be equally likely "
+               "(15%); visit the units in a random order (rng.shuffle) before spending the budget")
 
 
 @pytest.mark.points(1)
@@ -174,29 +169,32 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
 def test_at_most_max_predictions_and_at_least_one():
     rng = random.Random(3)
     long = [CLS] + [7] * 300 + [SEP]
-    chosen = sum(label != IGNORE_INDEX for label in mask_tokens(long, VOCAB, rng, max_predictions=20).labels)
-    if chosen != 20:
-        fail(f"{chosen} of 300 maskable positions were chosen with max_predictions=20; expected 20")
-    short = [CLS, 9, SEP]
-    chosen = sum(label != IGNORE_INDEX for label in mask_tokens(short, VOCAB, rng).labels)
-    if chosen != 1:
-        fail(f"{chosen} positions of [CLS] w [SEP] were chosen; expected 1 (at least one, when any can be)")
+    check_value(sum(label != IGNORE_INDEX for label in mask_tokens(long, VOCAB, rng, max_predictions=20).labels),
+                20, "the number of positions chosen of 300 maskable ones with max_predictions=20")
+    check_value(sum(label != IGNORE_INDEX for label in mask_tokens([CLS, 9, SEP], VOCAB, rng).labels), 1,
+                "the number of positions of [CLS] w [SEP] chosen (at least one, when any can be)")
 
 
 @pytest.mark.points(1)
 @pytest.mark.todo("mask_tokens")
 def test_whole_word_masking_takes_words_whole():
-    rng = random.Random(4)
+    rng, taken, partly = random.Random(4), 0, 0
     for _ in range(200):
         ids = [CLS]
         for _ in range(15):
             ids += [rng.randrange(5, 40)] + [rng.randrange(40, 60) for _ in range(rng.randrange(3))]
         ids.append(SEP)
         out = mask_tokens(ids, VOCAB, rng, whole_word=True)
-        for word in maskable_units(ids, VOCAB, whole_word=True):
+        words = [word for word in maskable_units(ids, VOCAB, whole_word=True) if len(word) > 1]
+        taken += sum(out.labels[word[0]] != IGNORE_INDEX for word in words)
+        for word in words:
+            partly += len({out.labels[p] == IGNORE_INDEX for p in word}) != 1
             if len({out.labels[p] == IGNORE_INDEX for p in word}) != 1:
                 fail(f"the word at positions {word} was partly chosen: with whole_word=True a unit is taken "
                      "whole or not at all")
+    check_value(partly, 0, "the number of words of several pieces partly chosen in 200 sequences")
+    check_that(taken > 0, "no word of several pieces was chosen in 200 sequences: with whole_word=True a "
+               "unit is a word, and words are chosen like single positions")
 
 
 def words_of_one_to_four_pieces(rng: random.Random) -> list[int]:
@@ -229,14 +227,18 @@ def test_whole_word_masking_spends_the_budget_and_decides_each_position():
         fail(f"{chosen} positions were chosen in 400 sequences with a budget of {budget} in all "
              f"({chosen / budget:.1%} of it): a word that does not fit must be skipped, not end the masking; "
              "the next words may still fit")
+    check_value(chosen / budget, 1.0, "the share of the budget spent in 400 sequences (a word that does not fit "
+                "is skipped, and the next words tried)", tolerance=0.02)
     # 80/10/10 per position, even inside a word: the piece after a [MASK]ed piece is [MASK] 80% of the
     # time. Over ~1,850 such pairs the binomial standard error is sqrt(0.8 * 0.2 / 1850) = 0.009; the
     # tolerance is 4 of them, 0.037. Deciding once per word gives 100%.
     share = both_masked / max(pairs, 1)
-    if abs(share - 0.8) > 4 * (0.8 * 0.2 / max(pairs, 1)) ** 0.5:
+    if abs(share - 0.8) > 0.04:
         fail(f"after a [MASK]ed piece, the next piece of the same word was [MASK] in {share:.1%} of {pairs} "
              "cases, expected 80%: BERT decides 80/10/10 per position (choose_replacement for each position "
              "of a taken word), not once per word as SpanBERT does per span")
+    check_value(share, 0.8, "the share of [MASK]ed pieces followed by a [MASK]ed piece of the same word (80/10/10 "
+                "per position)", tolerance=0.04)  # ~1,850 pairs: 4.3 standard errors
 
 
 @pytest.mark.points(2)
@@ -282,19 +284,17 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
                     copied += len(set(seen)) == 1
                     long_random += 1
         spent += labelled
-    if spent != 400 * 6:  # the reference spends every budget here: 2,400 positions
-        fail(f"span_mask chose {spent:,} positions in 400 sequences with a budget of round(15% of 40) = 6 "
-             f"each ({400 * 6:,} in all): the budget counts word pieces, so add each span's number of "
-             "positions, not its number of words, and keep drawing spans until the budget is spent")
-    if long_random and copied > long_random / 2:
-        fail(f"in {copied} of {long_random} randomly replaced spans of several positions every position "
-             "holds the same token: one random token was copied over the whole span; the decision (mask, "
-             "random, keep) is made once per span, but each position draws its own random token (corrupt per "
-             "position)")
+    check_value(spent, 400 * 6, "the number of positions span_mask chose in 400 sequences with a budget of "
+                "round(15% of 40) = 6 each (the budget counts word pieces: add each span's number of positions, "
+                "not its number of words, and keep drawing spans until the budget is spent)")
+    check_that(not long_random or copied <= long_random / 2, f"in {copied} of {long_random} randomly replaced "
+               "spans of several positions every position holds the same token: one random token was copied "
+               "over the whole span; the decision (mask, random, keep) is made once per span, but each position "
+               "draws its own random token (corrupt per position)")
     total = sum(kinds.values())
-    if abs(kinds["mask"] / total - 0.8) >= 0.04 or not (kinds["random"] and kinds["keep"]):  # ~1,500 spans
-        fail(f"of {total} spans, {kinds['mask'] / total:.1%} became [MASK], {kinds['random']} random and "
-             f"{kinds['keep']} kept; the rule is 80% / 10% / 10% per span")
+    check_that(abs(kinds["mask"] / total - 0.8) < 0.04 and kinds["random"] and kinds["keep"],  # ~1,500 spans
+               f"of {total} spans, {kinds['mask'] / total:.1%} became [MASK], {kinds['random']} random and "
+               f"{kinds['keep']} kept; the rule is 80% / 10% / 10% per span")
 
 
 
@@ -305,7 +305,7 @@ def test_spans_are_first_and_last_positions_as_pre_training_reads_them(whole_wor
     """mask_tokens' spans feed the span-boundary targets (pretrain.span_boundary), which read each as (first,
     last), both ends inclusive: first..last is one taken unit, and together they are the labelled
     positions."""
-    rng = random.Random(10)
+    rng, spans, agree = random.Random(10), 0, 0
     for _ in range(100):
         ids = words_of_one_to_four_pieces(rng)
         out = mask_tokens(ids, VOCAB, rng, whole_word=whole_word)
@@ -322,3 +322,8 @@ def test_spans_are_first_and_last_positions_as_pre_training_reads_them(whole_wor
         if covered != labelled:
             fail(f"the spans {out.spans} cover positions {sorted(covered)} but the labelled ones are "
                  f"{sorted(labelled)}: record one (first, last) span per taken unit")
+        spans += len(out.spans)
+        agree += covered == labelled
+    check_value(agree, 100, "the number of the 100 sequences whose spans, read as pre-training reads them, "
+                "cover the labelled positions")
+    check_that(spans > 0, "mask_tokens recorded no span in 100 sequences: one (first, last) per taken unit")

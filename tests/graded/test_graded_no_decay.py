@@ -4,7 +4,7 @@ as in Google's BERT optimizer)."""
 from __future__ import annotations
 
 import pytest
-from graded_helpers import fail
+from graded_helpers import check_equal, expectation, fail
 
 from minbert.config import BertConfig
 from minbert.model import BertModel
@@ -40,38 +40,42 @@ def answer(name: str):
              "number of module parts, none at all for a parameter at the top level")
 
 
-def check(names, decays: bool) -> None:
+def check(names: dict[str, str]) -> None:
+    """Each name's answer, as the table of names the test knows says (expected_decays)."""
     every = [*DECAY, *NO_DECAY]
     if all(answer(name) is (name in NO_DECAY) for name in every):
         fail("uses_weight_decay answers the opposite for every name: True means the parameter IS decayed "
              "(weights), False that it is exempt (biases, LayerNorm parameters)")
-    for name in names:
-        got = answer(name)
-        if got is not decays:
-            what = names[name] if isinstance(names, dict) else "a weight matrix"
-            fail(f"uses_weight_decay({name!r}) is {got!r}: it is {what}, which "
-                 f"{'decays' if decays else 'gets no weight decay'}")
+    for name, what in names.items():
+        check_equal(answer(name), expected_decays(name), f"uses_weight_decay({name!r}) ({what})", [
+            (not expected_decays(name), f"it is {what}, which {'decays' if expected_decays(name) else 'gets no weight decay'}")])
+
+
+@expectation
+def expected_decays(name: str) -> bool:
+    return name not in NO_DECAY and name not in OLD_PORTS
 
 
 @pytest.mark.points(2)
 def test_weights_decay_biases_and_layernorm_parameters_do_not():
-    check(DECAY, True)
-    check(NO_DECAY, False)
+    check({name: "a weight matrix" for name in DECAY})
+    check(NO_DECAY)
 
 
 @pytest.mark.points(1)
 def test_old_port_names_and_whole_name_parts():
-    check(OLD_PORTS, False)
-    check(WHOLE_PARTS, True)
+    check(OLD_PORTS)
+    check(WHOLE_PARTS)
 
 
 @pytest.mark.points(1)
 def test_a_bert_model_splits_into_a_decay_and_a_no_decay_group():
     model = BertModel(BertConfig.tiny())
     groups = make_param_groups(model, lr=1e-3, weight_decay=0.01)
-    decayed = {n for g in groups if g["weight_decay"] > 0 for n in g["param_names"]}
-    wrong = sorted(n for n, _ in model.named_parameters()
-                   if (n in decayed) != (not n.endswith("bias") and "LayerNorm" not in n))
-    if wrong:
-        fail(f"these tiny-BERT parameters landed in the wrong group: {wrong[:4]}: weights decay, biases and "
-             "LayerNorm parameters do not")
+    check_equal(sorted(n for g in groups if g["weight_decay"] > 0 for n in g["param_names"]), decayed(model),
+                "the tiny BERT's parameters in the decayed group (weights; not biases nor LayerNorm parameters)")
+
+
+@expectation
+def decayed(model) -> list[str]:
+    return sorted(n for n, _ in model.named_parameters() if not n.endswith("bias") and "LayerNorm" not in n)

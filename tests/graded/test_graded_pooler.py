@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from graded_helpers import check_close, fail, randomize
+from graded_helpers import check_close, check_that, fail, randomize
 from safetensors.torch import load_file
 
 from minbert.model import BertPooler
@@ -32,17 +32,22 @@ def test_pooler_is_tanh_of_a_dense_layer_on_cls(config):
 
 @pytest.mark.points(1)
 def test_only_the_cls_position_matters(config):
-    pooler = randomize(BertPooler(config)).eval()
-    hidden = torch.randn(2, 5, config.hidden_size)
+    t = load_file(str(STORED))
+    pooler = BertPooler(config).eval()
+    pooler.load_state_dict({name: t[name] for name in pooler.state_dict()})
+    hidden = t["hidden"]
     changed = hidden.clone()
-    changed[:, 1:] = torch.randn(2, 4, config.hidden_size) * 10
+    changed[:, 1:] = torch.randn(*hidden[:, 1:].shape) * 10
+    check_close(pooler(changed), t["output"], "the pooled output of the stored vectors with every token after "
+                f"[CLS] changed (it must not change: {CLS_ONLY})", [
+        (t["mean_of_tokens"], f"it pooled the mean of all tokens; {CLS_ONLY}")])
     pooled = pooler(hidden)
-    if not isinstance(pooled, torch.Tensor) or pooled.shape != (2, config.hidden_size):
-        fail(f"the pooled output should be a (B, C) = (2, {config.hidden_size}) tensor, got "
+    if not isinstance(pooled, torch.Tensor) or pooled.shape != (len(hidden), config.hidden_size):
+        fail(f"the pooled output should be a (B, C) = ({len(hidden)}, {config.hidden_size}) tensor, got "
              f"{tuple(pooled.shape) if isinstance(pooled, torch.Tensor) else type(pooled).__name__}")
     moved = (pooler(changed) - pooled).abs().max().item()
-    if moved > 1e-6:
-        fail(f"changing the tokens after [CLS] moved the pooled output by up to {moved:.3g}: {CLS_ONLY}")
+    check_that(moved <= 1e-6, f"changing the tokens after [CLS] moved the pooled output by up to {moved:.3g}: "
+               f"{CLS_ONLY}")
     changed[:, 0] += 1.0
-    if torch.allclose(pooler(changed), pooled):
-        fail(f"changing the [CLS] vector did not move the pooled output: {CLS_ONLY}")
+    check_that(not torch.allclose(pooler(changed), pooled), f"changing the [CLS] vector did not move the pooled "
+               f"output: {CLS_ONLY}")

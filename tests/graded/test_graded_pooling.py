@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graded_helpers import check_close, fail, ragged_batch
+from graded_helpers import check_close, check_that, fail, ragged_batch
 
 from minbert.pooling import mean_pool
 
@@ -32,9 +32,8 @@ def check_attached(pooled) -> None:
 @pytest.mark.points(2)
 @pytest.mark.axes()  # HIDDEN is (2, 3, 2), not ragged_batch()'s sizes, and B = C: a crash shows plain numbers
 def test_mean_pool_by_hand():
-    expected = torch.tensor([[2.0, 3.0], [11 / 3, -2 / 3]])  # row 0: the first two tokens only
     what = "the mean of [[1, 2], [3, 4], padding] and of three tokens"
-    check_close(mean_pool(HIDDEN, MASK), expected, what, [
+    check_close(mean_pool(HIDDEN, MASK), torch.tensor([[2.0, 3.0], [11 / 3, -2 / 3]]), what, [
         (torch.tensor([[4 / 3, 2.0], [11 / 3, -2 / 3]]), f"row 0 summed its 2 real tokens but divided by 3 "
          f"positions: {COUNT}"),
         (HIDDEN.mean(dim=1), "the padding token counted: leave it out of the sum and of the count"),
@@ -48,16 +47,15 @@ def test_mean_pool_by_hand():
 @pytest.mark.points(1)
 def test_padding_vectors_do_not_matter():
     hidden, mask, changed = ragged_batch()
-    if not torch.allclose(mean_pool(changed, mask), mean_pool(hidden, mask), atol=1e-5, rtol=1e-5):
-        fail("setting the padding vectors to 1e4 changed the mean: padding must count neither in the sum "
-             "(multiply the vectors by the mask) nor in the number of tokens")
-    expected = hidden[1, :4].mean(0)
-    check_close(mean_pool(hidden, mask)[1], expected, "the mean of a row with 4 real tokens of 6",
+    check_that(torch.allclose(mean_pool(changed, mask), mean_pool(hidden, mask), atol=1e-5, rtol=1e-5),
+               "setting the padding vectors to 1e4 changed the mean: padding must count neither in the sum "
+               "(multiply the vectors by the mask) nor in the number of tokens")
+    check_close(mean_pool(hidden, mask)[1], hidden[1, :4].mean(0), "the mean of a row with 4 real tokens of 6",
                 [(hidden[1, :4].sum(0) / 6, f"it was divided by 6: {COUNT}")])
     one = mean_pool(hidden[1:2], mask[1:2])  # a batch of one keeps its batch axis: (1, C)
-    check_close(one, expected[None], "the mean of a batch of one sequence, (B, C) = (1, 5)",
-                [(expected, "a batch of one lost its batch axis (a .squeeze()?): mean_pool returns (B, C), "
-                  "here (1, 5)")])
+    check_close(one, hidden[1, :4].mean(0)[None], "the mean of a batch of one sequence, (B, C) = (1, 5)",
+                [(hidden[1, :4].mean(0), "a batch of one lost its batch axis (a .squeeze()?): mean_pool "
+                  "returns (B, C), here (1, 5)")])
 
 
 @pytest.mark.points(1)

@@ -4,47 +4,57 @@ from __future__ import annotations
 
 import pytest
 import torch
-from graded_helpers import fail
+from graded_helpers import check_close, expectation, fail
 
 from optim.schedules import linear_warmup_decay, linear_warmup_decay_factor
 
 pytestmark = pytest.mark.component("schedule")
 
 
-# Worked by hand: t / W while t < W, then (N - t) / (N - W), never below 0.
-BY_HAND = {(4, 10): [0, 1 / 4, 2 / 4, 3 / 4, 1, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0, 0, 0],
-           (0, 5): [1, 4 / 5, 3 / 5, 2 / 5, 1 / 5, 0, 0],  # no warm-up: the decay starts at once
-           (5, 5): [0, 1 / 5, 2 / 5, 3 / 5, 4 / 5, 0, 0],  # all warm-up: 0 from step N on
-           (2, 6): [0, 1 / 2, 1, 3 / 4, 2 / 4, 1 / 4, 0]}
+@expectation
+def by_hand(W: int, N: int, steps: int) -> torch.Tensor:
+    """Worked by hand: t / W while t < W, then (N - t) / (N - W), never below 0."""
+    factors = {(4, 10): [0, 1 / 4, 2 / 4, 3 / 4, 1, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0, 0, 0],
+               (0, 5): [1, 4 / 5, 3 / 5, 2 / 5, 1 / 5, 0, 0],  # no warm-up: the decay starts at once
+               (5, 5): [0, 1 / 5, 2 / 5, 3 / 5, 4 / 5, 0, 0],  # all warm-up: 0 from step N on
+               (2, 6): [0, 1 / 2, 1, 3 / 4, 2 / 4, 1 / 4, 0]}[W, N]
+    return torch.tensor(factors[:steps], dtype=torch.float64)
 
 
 def check_factors(W: int, N: int, steps: int) -> None:
-    want = BY_HAND[W, N][:steps]
+    __tracebackhide__ = True
     try:
         got = [linear_warmup_decay_factor(t, W, N) for t in range(steps)]
     except ZeroDivisionError:
         fail(f"W = {W} warm-up steps of N = {N} divided by zero: use at least 1 in each denominator")
-    for t, (g, w) in enumerate(zip(got, want)):
-        if abs(g - w) > 1e-12:
-            named = [why for wrong, why in schedule_mistakes(t, W, N, w) if abs(g - wrong) < 1e-12]
-            why = (named[0] if named
-                   else "the factor must never go below 0 (after N steps it stays 0)" if g < 0
-                   else "t / W during the warm-up (t < W), then (N - t) / (N - W), at least 0")
-            fail(f"with W = {W} warm-up steps of N = {N}, the factor at step {t} is {g:.4g}, expected "
-                 f"{w:.4g}: {why}")
+    check_close(torch.tensor(got, dtype=torch.float64), by_hand(W, N, steps), f"with W = {W} warm-up steps of "
+                f"N = {N}, the factors at steps 0 to {steps - 1}", schedule_mistakes(W, N, steps), atol=1e-12,
+                rtol=0)
 
 
-def schedule_mistakes(t: int, W: int, N: int, right: float) -> list[tuple[float, str]]:
-    """What common mistakes give at step t (those that differ from the right factor there)."""
-    if t < W:
-        return [((t + 1) / W, "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"),
-                (t / max(1, W - 1), "the warm-up reaches 1 one step early: t / W, not t / (W - 1); the decay "
-                 "starts from 1 at t = W"),
-                (right ** 2, "the factor was applied twice (squared): return the factor itself")]
-    return [((N - t) / N, "the decay runs from the end of the warm-up: (N - t) / (N - W), not (N - t) / N"),
-            (max(0.0, (t - W) / max(1, N - W)), "the decay runs to the wrong end: it rises from 0 at t = W to "
-             "1 at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)"),
-            (right ** 2, "the factor was applied twice (squared): return the factor itself")]
+@expectation
+def schedule_mistakes(W: int, N: int, steps: int) -> list[tuple[torch.Tensor, str]]:
+    """What common mistakes give at every step: each one wrong in the warm-up or in the decay, the rest
+    right."""
+    right = by_hand(W, N, steps).tolist()
+
+    def sequence(warmup=None, decay=None, squared=False):
+        values = [(warmup(t) if warmup and t < W else decay(t) if decay and t >= W else right[t])
+                  for t in range(steps)]
+        return torch.tensor([v * v if squared else v for v in values], dtype=torch.float64)
+
+    return [(sequence(warmup=lambda t: (t + 1) / W), "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"),
+            (sequence(warmup=lambda t: t / max(1, W - 1)), "the warm-up reaches 1 one step early: t / W, not "
+             "t / (W - 1); the decay starts from 1 at t = W"),
+            (sequence(squared=True), "the factor was applied twice (squared): return the factor itself"),
+            (sequence(warmup=lambda t: (t / W) ** 2), "the factor was applied twice (squared) in the warm-up: "
+             "return t / W itself"),
+            (sequence(decay=lambda t: max(0.0, (N - t) / N)), "the decay runs from the end of the warm-up: "
+             "(N - t) / (N - W), not (N - t) / N"),
+            (sequence(decay=lambda t: (N - t) / max(1, N - W)), "the factor must never go below 0 (after N "
+             "steps it stays 0)"),
+            (sequence(decay=lambda t: max(0.0, (t - W) / max(1, N - W))), "the decay runs to the wrong end: it "
+             "rises from 0 at t = W to 1 at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)")]
 
 
 @pytest.mark.points(2)
@@ -68,6 +78,6 @@ def test_scheduler_drives_each_groups_learning_rate():
         seen.append([group["lr"] for group in optimizer.param_groups])
         optimizer.step()
         scheduler.step()
-    want = [[f, f / 10] for f in BY_HAND[2, 6]]
-    if any(abs(a - b) > 1e-9 for row, wanted in zip(seen, want) for a, b in zip(row, wanted)):
-        fail(f"the two groups' learning rates over 7 steps were {seen}, expected {want}")
+    check_close(torch.tensor(seen, dtype=torch.float64), by_hand(2, 6, 7)[:, None] * torch.tensor([1.0, 0.1],
+                dtype=torch.float64), "the two groups' learning rates (base 1 and 0.1) over 7 steps with W = 2 "
+                "of N = 6", atol=1e-9, rtol=0)

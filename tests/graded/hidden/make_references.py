@@ -133,6 +133,14 @@ def label_attention() -> dict[str, torch.Tensor]:
 MAKERS = {"embeddings": embeddings, "feed_forward": feed_forward, "layer_add_norm": layer_add_norm,
           "pooler": pooler,
           "pretraining_heads_lm_head": lm_head, "label_attention": label_attention}
+# The stored outputs and mistakes' results; every other key is an input, named in the file's metadata, and
+# only inputs reach the grader's child (grading/strip.py).
+EXPECTED = {"embeddings": ("output", "output_segment_0"),
+            "feed_forward": ("output", "tanh_gelu", "relu", "no_activation"),
+            "layer_add_norm": ("hidden.output", "intermediate.output"),
+            "pooler": ("output", "mean_of_tokens", "last_token", "no_tanh", "gelu"),
+            "pretraining_heads_lm_head": ("logits", "logits_without_transform"),
+            "label_attention": ("merged", "summed")}
 
 
 def main() -> None:
@@ -140,7 +148,9 @@ def main() -> None:
     for name, make in MAKERS.items():
         torch.manual_seed(0)
         path = REFERENCE / f"{name}.safetensors"
-        save_file(make(), str(path))
+        tensors = make()
+        inputs = ",".join(sorted(key for key in tensors if key not in EXPECTED[name]))
+        save_file(tensors, str(path), metadata={"inputs": inputs})
         print(f"wrote {path.relative_to(REFERENCE.parents[2])} ({path.stat().st_size:,} bytes)")
 
 

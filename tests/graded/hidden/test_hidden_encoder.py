@@ -30,4 +30,4 @@ def test_one_layer_and_twelve_layers(config):
         x = torch.randn(1, 3, config.hidden_size)
         out = enc(x, torch.zeros(1, 1, 1, 3), output_hidden_states=True)
         check_close(out.last_hidden_state, x + sum(ks), f"the output of {len(ks)} layers h -> h + k")
-        check_close(out.hidden_states[-1], out.last_hidden_state, "the last of hidden_states (the output)")
+        check_close(out.hidden_states[-1], x + sum(ks), "the last of hidden_states (the output)")

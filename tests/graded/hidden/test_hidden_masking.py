@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from graded_helpers import fail
+from graded_helpers import check_equal, check_that, fail
 
 from minbert.masking import IGNORE_INDEX, MaskingVocab, mask_tokens
 
@@ -19,9 +19,8 @@ VOCAB = MaskingVocab(mask_id=4, vocab_size=60, special_ids=frozenset({0, 1, 2, 3
 @pytest.mark.points(1)
 def test_nothing_to_mask_and_whole_words_within_the_budget():
     out = mask_tokens([2, 3, 0, 0], VOCAB, random.Random(0))
-    if out.input_ids != [2, 3, 0, 0] or any(label != IGNORE_INDEX for label in out.labels):
-        fail(f"[CLS] [SEP] [PAD] [PAD] has nothing to mask, but came back as {out.input_ids} with labels "
-             f"{out.labels}")
+    check_equal([out.input_ids, out.labels], [[2, 3, 0, 0], [IGNORE_INDEX] * 4], "[CLS] [SEP] [PAD] [PAD], "
+                "which has nothing to mask: its input ids and labels")
     rng = random.Random(1)
     ids = [2] + [10, 41, 42, 43] * 10 + [3]  # 10 words of 4 pieces: 40 maskable, a budget of 6
     for _ in range(50):
@@ -29,6 +28,5 @@ def test_nothing_to_mask_and_whole_words_within_the_budget():
         if chosen == 0:
             fail("mask_tokens chose no position of 10 words of 4 pieces with a budget of 6 (a whole word, 4 "
                  "pieces, fits)")
-        if chosen > 6:
-            fail(f"{chosen} positions were chosen with a budget of 6: a word that does not fit whole is "
-                 "skipped")
+        check_that(chosen <= 6, f"{chosen} positions were chosen with a budget of 6: a word that does not fit "
+                   "whole is skipped")

@@ -16,6 +16,6 @@ def test_ragged_batch_in_float64():
     hidden = torch.randn(4, 30, 8, dtype=torch.float64)
     lengths = [30, 1, 17, 2]
     mask = torch.tensor([[1] * n + [0] * (30 - n) for n in lengths])
-    expected = torch.stack([hidden[b, :n].mean(0) for b, n in enumerate(lengths)])
-    check_close(mean_pool(hidden, mask), expected, "the means of rows of 30, 1, 17 and 2 real tokens",
+    check_close(mean_pool(hidden, mask), torch.stack([hidden[b, :n].mean(0) for b, n in enumerate(lengths)]),
+                "the means of rows of 30, 1, 17 and 2 real tokens",
                 atol=1e-12)

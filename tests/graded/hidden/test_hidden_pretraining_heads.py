@@ -21,9 +21,8 @@ def test_masked_lm_loss_on_a_random_batch():
     labels[torch.rand(4, 9) > 0.15] = IGNORE_INDEX
     labels[0, 0] = 3  # at least one predicted position
     kept = labels != IGNORE_INDEX
-    expected = -torch.log_softmax(logits[kept], dim=-1).gather(1, labels[kept][:, None]).mean()
-    check_value(masked_lm_loss(logits, labels), expected.item(), "the masked-LM loss of a random batch",
-                tolerance=1e-9)
+    check_value(masked_lm_loss(logits, labels), -torch.log_softmax(logits[kept], dim=-1).gather(
+        1, labels[kept][:, None]).mean().item(), "the masked-LM loss of a random batch", tolerance=1e-9)
 
 
 @pytest.mark.points(1)
@@ -32,5 +31,5 @@ def test_next_sentence_gradient_is_softmax_minus_one_hot():
     logits = torch.randn(6, 2, requires_grad=True)
     labels = torch.tensor([0, 1, 1, 0, 0, 1])
     next_sentence_loss(logits, labels).backward()
-    expected = (logits.detach().softmax(-1) - F.one_hot(labels, 2)) / 6
-    check_close(logits.grad, expected, "the gradient of the next-sentence loss")
+    check_close(logits.grad, (logits.detach().softmax(-1) - F.one_hot(labels, 2)) / 6,
+                "the gradient of the next-sentence loss")
