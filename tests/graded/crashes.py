@@ -10,8 +10,9 @@ hint: `.T` on more than two axes, matrix products whose inner axes differ, integ
 cross-entropy wants float scores, an index past the end of an axis.
 
 Operands are evaluated only when the expression cannot change anything: names, constants, attributes,
-subscripts, arithmetic, and calls of the view and conversion methods listed in VIEWS (`key.T`,
-`x.transpose(1, 2)`, `mask[:, None]`); anything else is shown as text only. The student's exception
+subscripts, arithmetic, calls of the methods listed in VIEWS (`key.T`, `x.transpose(1, 2)`, `mask[:, None]`,
+`u.norm(dim=0).clamp(min=eps)`), and calls of a module in eval mode or an Identity (`self.transform(h)`);
+anything else is shown as text only. The student's exception
 message is never quoted (their code chooses it, and runs beside the hidden tests); the numbers in
 torch's and numpy's index messages are read with a pattern.
 """
@@ -26,13 +27,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# Methods that return a view or a converted copy of their receiver and change nothing.
+# Methods that return a view, a converted copy or a new tensor, and change nothing (none ends in _).
 VIEWS = frozenset({
     "transpose", "permute", "view", "reshape", "unsqueeze", "squeeze", "flatten", "t", "contiguous", "size",
     "dim", "float", "double", "half", "bfloat16", "long", "int", "bool", "expand", "expand_as", "view_as",
     "reshape_as", "movedim", "swapaxes", "swapdims", "narrow", "select", "unflatten", "type_as", "detach",
     "numel", "astype", "clone", "abs", "sqrt", "exp", "log", "softmax", "log_softmax", "sum", "mean", "amax",
     "max", "min", "norm", "to", "nonzero", "argmax", "argsort", "masked_fill", "sigmoid", "tanh",
+    # and methods that compute a new tensor from their operands, none of them in place
+    "clamp", "clamp_min", "clamp_max", "clip", "pow", "mul", "add", "sub", "div", "neg", "matmul", "mm", "bmm",
+    "var", "std", "relu", "amin", "cumsum", "prod", "square", "rsqrt", "reciprocal", "repeat", "mT",
 })
 # Functions whose arguments have a dtype to say: name -> what each positional argument must be.
 ARGUMENTS = {
@@ -97,6 +101,16 @@ def is_pure(node: ast.AST) -> bool:
         return (isinstance(node.func, ast.Attribute) and node.func.attr in VIEWS and is_pure(node.func.value)
                 and all(is_pure(a) for a in node.args) and all(is_pure(k.value) for k in node.keywords))
     return False
+
+
+def still(node: ast.AST, values: dict[str, object]) -> bool:
+    """A call of a module that changes nothing when called: in eval mode (no dropout draws, no running
+    statistics), or an Identity, on arguments already evaluated (self.transform(hidden_states))."""
+    if not isinstance(node, ast.Call) or not is_pure(node.func) or node.keywords:
+        return False
+    module = values.get(ast.unparse(node.func))
+    return (isinstance(module, torch.nn.Module) and (not module.training or isinstance(module, torch.nn.Identity))
+            and all(ast.unparse(a) in values or isinstance(a, ast.Constant) for a in node.args))
 
 
 def operands(node: ast.AST) -> list[ast.AST]:
@@ -196,11 +210,33 @@ def hints(node: ast.AST, source: str, values: dict[str, object], error: BaseExce
         found.append(f"index {position} ran past axis {axis} ({axis_name(size, axes)}, size {size}): valid "
                      f"indices are 0 to {size - 1}")
     if "index out of range in self" in message:  # nn.Embedding / F.embedding
-        ids = [v for v in values.values() if isinstance(v, torch.Tensor) and not v.is_floating_point()]
-        if ids and ids[0].numel():
-            found.append(f"an id ({int(ids[0].max())}) is past the end of the embedding table: ids must be "
-                         "below its number of rows")
+        found += embedding_hints(values)
+    if "view size is not compatible with input tensor's size and stride" in message:
+        viewed = [ast.unparse(sub.func.value) for sub in ast.walk(node) if isinstance(sub, ast.Call)
+                  and isinstance(sub.func, ast.Attribute) and sub.func.attr == "view"]
+        what = viewed[0] if viewed else "the tensor"
+        found.append(f"{what} is not contiguous (a transpose or permute reorders a view without moving its "
+                     "elements), and .view needs its elements in row order: torch's hint is \"use .reshape(...) "
+                     "instead\" (or .contiguous().view(...))")
     return found
+
+
+def embedding_hints(values: dict[str, object]) -> list[str]:
+    """Which ids fall outside the table: negative ones, or ones past its rows."""
+    rows = [v.num_embeddings for v in values.values() if isinstance(v, torch.nn.Embedding)]
+    rows += [v.size(0) for v in values.values() if isinstance(v, torch.Tensor) and v.is_floating_point()
+             and v.dim() == 2]
+    hints = []
+    for name, ids in values.items():
+        if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or not ids.numel():
+            continue
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0:
+            hints.append(f"{name} holds a negative id ({low}): ids index the table's rows from 0")
+        elif rows and high >= rows[0]:
+            hints.append(f"{name} holds an id ({high}) past the end of the table ({rows[0]} rows, ids 0 to "
+                         f"{rows[0] - 1})")
+    return hints[:1] or ["an id is outside the table's rows (0 to its number of rows - 1)"]
 
 
 def explain(error: BaseException, root: Path, packages: tuple[str, ...], axes: dict[str, int]) -> str | None:
@@ -222,15 +258,14 @@ def explain(error: BaseException, root: Path, packages: tuple[str, ...], axes: d
     values: dict[str, object] = {}
     described = []
     frame = entry.tb_frame
-    for part in [n for n in ast.walk(node) if n is not node] if node is not None else []:
-        if not is_pure(part) or isinstance(part, ast.Constant):
-            continue
-        text = ast.unparse(part)
-        if text in values:
+    scope = dict(frame.f_locals)
+    for part in reversed([n for n in ast.walk(node) if n is not node] if node is not None else []):
+        text = ast.unparse(part)  # innermost first: a module call's arguments are known before it
+        if isinstance(part, ast.Constant) or text in values or not (is_pure(part) or still(part, values)):
             continue
         try:
-            values[text] = eval(compile(ast.Expression(part), "<operand>", "eval"), frame.f_globals,
-                                dict(frame.f_locals))
+            with torch.no_grad():
+                values[text] = eval(compile(ast.Expression(part), "<operand>", "eval"), frame.f_globals, scope)
         except Exception:  # an operand that does not evaluate is just not described
             continue
     for part in operands(node) if node is not None else []:
@@ -244,6 +279,8 @@ def explain(error: BaseException, root: Path, packages: tuple[str, ...], axes: d
         kind = "a dtype error"
     elif "device" in str(error):
         kind = "a device error"
+    elif "view size is not compatible" in str(error):
+        kind = "a memory-layout error (the shapes are compatible)"
     elif "size" in str(error) or "shape" in str(error) or "dimension" in str(error):
         kind = "a shape error"
     said = "; ".join(described) or "its operands could not be shown"

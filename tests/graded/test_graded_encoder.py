@@ -81,12 +81,13 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
     if not all(isinstance(h, torch.Tensor) and h.shape == x.shape for h in out.hidden_states):
         fail("hidden_states should be 4 tensors of shape (B, T, C) = (2, 4, 32), got "
              f"{[tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__ for h in out.hidden_states]}")
-    for number in range(4):
-        check_close(out.hidden_states[number], chained(x, number), f"hidden_states[{number}]" + (
-            " (the embeddings)" if number == 0 else f" (layer {number}'s output)"), [
-                (lambda number=number: chained(x, number - 1), "hidden_states came back one layer late: the "
-                 "embeddings twice, then each layer's output but the last's; collect each layer's output "
-                 "after the layer, not before it")] if number else [])
+    check_close(torch.stack(list(out.hidden_states)), torch.stack([chained(x, n) for n in range(4)]),
+                "the 4 hidden states (the embeddings, then each layer's output)", [
+                    (lambda: torch.stack([chained(x, max(n - 1, 0)) for n in range(4)]), "hidden_states came "
+                     "back one layer late: the embeddings twice, then each layer's output but the last's; collect "
+                     "each layer's output after the layer, not before it")],
+                rows=["hidden_states[0] (the embeddings)"] + [f"hidden_states[{n}] (layer {n}'s output)"
+                                                             for n in (1, 2, 3)])
 
 
 @pytest.mark.points(1)

@@ -251,9 +251,13 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
     spent = copied = long_random = 0
     for ids in sequences(400):
         out = span_mask(ids, VOCAB, rng)
-        inside = {i for start, end in out.spans for i in range(start, end + 1)}
-        if not inside:
+        if not out.spans:
             fail("span_mask chose no span in a sequence of 40 maskable tokens")
+        for start, end in out.spans:
+            if end < start:
+                fail(f"span ({start}, {end}) ends before it starts: a span is the (first, last) positions it "
+                     "covers, both ends inclusive (span[0], span[-1])")
+        inside = {i for start, end in out.spans for i in range(start, end + 1)}
         ordered = sorted(out.spans)
         for (_, end), (start, _) in zip(ordered, ordered[1:]):
             if start <= end + 1:

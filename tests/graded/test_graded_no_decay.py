@@ -25,7 +25,8 @@ OLD_PORTS = {"bert.encoder.layer.0.output.LayerNorm.gamma": "a LayerNorm scale i
              "encoder.layer_norm.weight": "a parameter of a module named layer_norm"}
 WHOLE_PARTS = {"temperature": "a parameter at the top level, in no module (a learned scale, as CLIP's)",
                "biased.weight": "the weight of a module called 'biased' (not a bias)",
-               "unbiased_head.weight": "the weight of a module called 'unbiased_head'"}
+               "unbiased_head.weight": "the weight of a module called 'unbiased_head'",
+               "token_normalizer.weight": "the weight of a module called 'token_normalizer' (not a LayerNorm)"}
 
 
 def answer(name: str):

@@ -27,8 +27,9 @@ def mistakes(expected: float, r: int, k: int, low_first: float,
     return [(low_first, "that is the R lowest-scored labels: rank the highest first"),
             (positive, "every one of the R best whose score is positive was counted: count the gold labels "
              "among the R best (gold[top] > 0), not their scores"),
-            (1.0, "it is 1 whatever the scores: the labels were ranked by the gold labels (top_labels of "
-             "gold); rank them by the scores"),
+            (1.0, "it is 1 whatever the scores: the R best were not taken by the scores (every gold label "
+             "counted, or the labels ranked by the gold labels, top_labels of gold); count the gold labels "
+             "among the R best-scored"),
             (expected * r / k, f"it was divided by the number of labels ({k}) instead of R ({r}), the "
              "number of gold labels"),
             (expected * r, "the count of gold labels among the R best was not divided by R"),
