@@ -225,11 +225,11 @@ def reference_run(staff: Path, nodeids: list[str]) -> dict[str, list[dict]]:
     results = run_tests(staff, nodeids, extra_env={"MINBERT_GRADING_RECORD": "expected"},
                         expect_modules_under=staff)
     # A test passes on values the child cannot know: one check of a value, not properties only (check_that).
-    wrong = [f"{n}: {r.outcome} {r.exc_msg or r.text[:500]}" for n, r in results.items() if r.outcome != "passed"
-             or not any(check.get("kind") != "that" for check in r.checks)]
+    wrong = [f"{n}: {r.outcome} {r.exc_msg or r.text[:500]}" for n, r in results.items()
+             if r.outcome != "passed" or not any(check.get("kind") != "that" for check in r.checks)]
     if wrong:
-        raise RuntimeError("grader error: the reference does not pass its graded tests, or one checks no value "
-                           "(only properties, check_that):\n" + "\n".join(wrong))
+        raise RuntimeError("grader error: the reference does not pass its graded tests, or one checks no "
+                           "value (only properties, check_that):\n" + "\n".join(wrong))
     return {nodeid: results[nodeid].checks for nodeid in nodeids}
 
 
@@ -237,7 +237,8 @@ def reference_run(staff: Path, nodeids: list[str]) -> dict[str, list[dict]]:
 def verdict_module(staff: Path = STAFF_ROOT):
     """tests/graded/verdict.py of the staff copy: how a check is decided, the same code a student's run
     uses (it imports torch and safetensors only)."""
-    spec = importlib.util.spec_from_file_location("minbert_graded_verdict", staff / GRADED_TESTS / "verdict.py")
+    path = staff / GRADED_TESTS / "verdict.py"
+    spec = importlib.util.spec_from_file_location("minbert_graded_verdict", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -253,13 +254,13 @@ def decide(result: TestResult, expected: list[dict], verdict) -> TestResult:
                            "as written")
         want = expected[number]
         if not isinstance(record, dict) or record.get("kind") != want["kind"]:
-            return _failed(result, f"check {number + 1} of the test is not the one it makes there: the test did "
-                           "not run as written")
+            return _failed(result, f"check {number + 1} of the test is not the one it makes there: the "
+                           "test did not run as written")
+        # a property's message is the child's: it quotes what the child computed (check_that)
+        what = str(record.get("message") or want["what"])[:4000] if want["kind"] == "that" else want["what"]
         message = verdict.failure(want["kind"], verdict.decode(record.get("actual") or {}), {
-            **want, "expected": verdict.decode(want["expected"]),
-            "mistakes": [(verdict.decode(wrong), why) for wrong, why in want.get("mistakes") or ()],
-            # a property's message is the child's: it quotes what the child computed (check_that)
-            "what": str(record.get("message") or want["what"])[:4000] if want["kind"] == "that" else want["what"]})
+            **want, "expected": verdict.decode(want["expected"]), "what": what,
+            "mistakes": [(verdict.decode(wrong), why) for wrong, why in want.get("mistakes") or ()]})
         if message:
             return _failed(result, message, f"(checked at {want['line']})")
     if result.outcome == "passed" and len(result.checks) < len(expected):

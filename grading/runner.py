@@ -243,8 +243,9 @@ def _combine(nodeid: str, reports: list[dict]) -> TestResult:
             outcome = "timeout" if timed_out else "failed"
             if report["when"] != "call":
                 text = f"(error in test {report['when']})\n{text}"
-            return TestResult(nodeid, outcome, text, _text(report.get("exc_type")), _text(report.get("exc_msg")),
-                              duration, [str(w) for w in report.get("where") or []])
+            where = [str(w) for w in report.get("where") or []]
+            return TestResult(nodeid, outcome, text, _text(report.get("exc_type")),
+                              _text(report.get("exc_msg")), duration, where)
     for report in reports:
         if report["outcome"] == "skipped":
             return TestResult(nodeid, "skipped", f"skipped: {report.get('text', '')}", None, None, duration)

@@ -1,4 +1,4 @@
-"""The supervisor of one graded child: nothing the child starts outlives it (the grader copies and runs this file).
+"""The supervisor of one graded child: nothing the child starts outlives it (the grader copies and runs it).
 
     python sandbox.py [--user NAME] -- COMMAND...
 

@@ -113,8 +113,9 @@ TRICKS = {
         import os, pathlib
         helpers = pathlib.Path(os.getcwd()) / "tests" / "graded" / "graded_helpers.py"
         try:
-            helpers.write_text(helpers.read_text().replace('MODE = os.environ.get("MINBERT_GRADING_RECORD", "")',
-                                                           'MODE = "local"'))
+            source = helpers.read_text()
+            helpers.write_text(source.replace('MODE = os.environ.get("MINBERT_GRADING_RECORD", "")',
+                                              'MODE = "local"'))
         except OSError:
             pass
         os._exit(1)  # the grader starts a new child for the tests left
@@ -131,7 +132,8 @@ def test_a_trick_in_the_child_raises_no_grade(trick, where):
 @pytest.mark.slow
 def test_the_reference_with_the_same_zeros_elsewhere_still_earns_its_points(where):
     # The control: the probe's harness grades a working cosine as working (the tricks' 0 is theirs).
-    sub = submission(where / "sub", body="return (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)\n")
+    sub = submission(where / "sub", body="return (u * v).sum(-1) / (u.norm(dim=-1) * "
+                                         "v.norm(dim=-1)).clamp(min=eps)\n")
     assert cosine_score(sub) == 6
 
 

@@ -35,8 +35,9 @@ VIEWS = frozenset({
     "numel", "astype", "clone", "abs", "sqrt", "exp", "log", "softmax", "log_softmax", "sum", "mean", "amax",
     "max", "min", "norm", "to", "nonzero", "argmax", "argsort", "masked_fill", "sigmoid", "tanh",
     # and methods that compute a new tensor from their operands, none of them in place
-    "clamp", "clamp_min", "clamp_max", "clip", "pow", "mul", "add", "sub", "div", "neg", "matmul", "mm", "bmm",
-    "var", "std", "relu", "amin", "cumsum", "prod", "square", "rsqrt", "reciprocal", "repeat", "mT",
+    "clamp", "clamp_min", "clamp_max", "clip", "pow", "mul", "add", "sub", "div", "neg", "matmul", "mm",
+    "bmm", "var", "std", "relu", "amin", "cumsum", "prod", "square", "rsqrt", "reciprocal", "repeat",
+    "mT",
 })
 # Functions whose arguments have a dtype to say: name -> what each positional argument must be.
 ARGUMENTS = {
@@ -109,8 +110,9 @@ def still(node: ast.AST, values: dict[str, object]) -> bool:
     if not isinstance(node, ast.Call) or not is_pure(node.func) or node.keywords:
         return False
     module = values.get(ast.unparse(node.func))
-    return (isinstance(module, torch.nn.Module) and (not module.training or isinstance(module, torch.nn.Identity))
-            and all(ast.unparse(a) in values or isinstance(a, ast.Constant) for a in node.args))
+    still_module = isinstance(module, torch.nn.Module) and (not module.training
+                                                            or isinstance(module, torch.nn.Identity))
+    return still_module and all(ast.unparse(a) in values or isinstance(a, ast.Constant) for a in node.args)
 
 
 def operands(node: ast.AST) -> list[ast.AST]:
@@ -216,8 +218,8 @@ def hints(node: ast.AST, source: str, values: dict[str, object], error: BaseExce
                   and isinstance(sub.func, ast.Attribute) and sub.func.attr == "view"]
         what = viewed[0] if viewed else "the tensor"
         found.append(f"{what} is not contiguous (a transpose or permute reorders a view without moving its "
-                     "elements), and .view needs its elements in row order: torch's hint is \"use .reshape(...) "
-                     "instead\" (or .contiguous().view(...))")
+                     "elements), and .view needs its elements in row order: torch's hint is \"use "
+                     ".reshape(...) instead\" (or .contiguous().view(...))")
     return found
 
 
@@ -265,7 +267,8 @@ def explain(error: BaseException, root: Path, packages: tuple[str, ...], axes: d
             continue
         try:
             with torch.no_grad():
-                values[text] = eval(compile(ast.Expression(part), "<operand>", "eval"), frame.f_globals, scope)
+                values[text] = eval(compile(ast.Expression(part), "<operand>", "eval"), frame.f_globals,
+                                    scope)
         except Exception:  # an operand that does not evaluate is just not described
             continue
     for part in operands(node) if node is not None else []:

@@ -3,8 +3,8 @@
 Tolerances: float32 comparisons at atol = rtol = 1e-5 unless a test says otherwise.
 
 Every graded check goes through `check_close` (tensors), `check_value` (a number), `check_equal` (lists,
-strings) or `check_that` (a property that holds), and `fail` ends a test with a message. Where the check is decided depends on who runs
-the test ($MINBERT_GRADING_RECORD):
+strings) or `check_that` (a property that holds), and `fail` ends a test with a message. Where a check is
+decided depends on who runs the test ($MINBERT_GRADING_RECORD):
 - unset, as in a student's `pytest tests/graded`: here, by verdict.failure; a failing check raises an
   AssertionError with its message (the helpers' frames hidden from the traceback);
 - "actual", the grader's child running a submission: the check only records its first argument, what the
@@ -106,7 +106,8 @@ def _check(kind: str, actual, expected: dict) -> None:
         _record(kind=kind, actual=verdict.encode(actual))
         return
     if MODE == "expected":
-        expected["mistakes"] = [(verdict.evaluated(wrong), why) for wrong, why in expected.get("mistakes", ())]
+        expected["mistakes"] = [(verdict.evaluated(wrong), why)
+                                for wrong, why in expected.get("mistakes", ())]
         _record(kind=kind, line=_caller(), axes=AXES, **{
             name: [[verdict.encode(wrong), why] for wrong, why in value] if name == "mistakes"
             else verdict.encode(value) if name == "expected" else value for name, value in expected.items()})

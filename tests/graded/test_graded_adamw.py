@@ -43,7 +43,8 @@ EPS_BEFORE_CORRECTION = ("eps was added before the bias correction: (sqrt(v) + e
 
 def run(steps: int, **hyper):
     """`steps` updates of one (5, 7) parameter by adamw_update, with gradients alternating in size.
-    Returns (ours, moments, start, grads): moments lists (what, ours) for m, v (and v's maximum with amsgrad)."""
+    Returns (ours, moments, start, grads): moments lists (what, ours) for m, v (and v's maximum with
+    amsgrad)."""
     ours = torch.randn(5, 7)
     start = ours.clone()
     grads = [torch.randn(5, 7) * (0.1 if t % 2 else 3.0) for t in range(1, steps + 1)]
@@ -89,8 +90,8 @@ def check_moments(moments, start, grads, hyper) -> None:
     """Each moment equals torch's, or the test names the mistake that gives it."""
     __tracebackhide__ = True
     for number, (what, got) in enumerate(moments):
-        check_close(got, torch_moments(start, grads, hyper)[number][0], what,
-                    torch_moments(start, grads, hyper)[number][1], **moment_tolerance(start, grads, hyper, number))
+        check_close(got, torch_moments(start, grads, hyper)[number][0], what, torch_moments(
+            start, grads, hyper)[number][1], **moment_tolerance(start, grads, hyper, number))
 
 
 @expectation
@@ -197,8 +198,9 @@ def test_amsgrad_matches_torch_adamw():
         fail("v holds the maximum (it equals max_exp_avg_sq): v must keep its own running average, and the "
              "maximum goes in max_exp_avg_sq only")
     check_moments(moments, start, grads, hyper)
-    check_close(ours, torch_steps(start, grads, hyper)[0], "the parameter after five AMSGrad steps (v replaced "
-                "by its running maximum)", update_mistakes(start, grads, hyper), **param_tolerance(1e-2))
+    check_close(ours, torch_steps(start, grads, hyper)[0], "the parameter after five AMSGrad steps (v "
+                "replaced by its running maximum)", update_mistakes(start, grads, hyper),
+                **param_tolerance(1e-2))
 
 
 @pytest.mark.points(2)
@@ -238,8 +240,8 @@ def test_readable_optimizer_path_trains_like_torch():
     start, batches = copy.deepcopy(model), [torch.randn(8, 4) for _ in range(4)]
     train(model, AdamW(model.parameters(), lr=1e-2, weight_decay=0.1), batches)
     for number, p in enumerate(model.parameters()):
-        check_close(p, torch_trained(start, batches)[number], f"parameter {number} of a small network after four "
-                    "optimizer steps", rtol=1e-5, atol=1e-7)
+        check_close(p, torch_trained(start, batches)[number], f"parameter {number} of a small network "
+                    "after four optimizer steps", rtol=1e-5, atol=1e-7)
 
 
 def train(net, optimizer, batches) -> None:

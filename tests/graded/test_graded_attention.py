@@ -120,7 +120,8 @@ def check_attention(q, k, v, padding_mask: torch.Tensor, what: str) -> None:
     check_probabilities(probs, padding_mask, (*q.shape[:-1], k.size(-2)))
     check_close(context, torch_attention(q, k, v, mask), what, context_mistakes(q, k, v, mask))
     check_close(probs @ v, torch_attention(q, k, v, mask),
-                f"your probabilities times the values (they must give {what})", context_mistakes(q, k, v, mask))
+                "your probabilities times the values "
+                f"(they must give {what})", context_mistakes(q, k, v, mask))
 
 
 @pytest.mark.points(2)
@@ -139,7 +140,8 @@ def test_attention_scores_worked_example_divides_by_sqrt_head_size():
                      "they were divided by D = 4; divide by sqrt(D) = 2"),
                     (torch.tensor([2.0, 0.0, 1.0]).view(1, 1, 1, 3) / math.sqrt(3), BY_KEYS),
                     (torch.tensor([0.0, 1.5, 0.5]).view(1, 1, 1, 3),
-                     "the query was scored against the keys' transposed rows: Q K^T pairs query i with key j"),
+                     "the query was scored against the keys' transposed rows: Q K^T "
+                     "pairs query i with key j"),
                 ])
 
 
@@ -255,7 +257,7 @@ def test_each_head_matches_torch_multihead_attention_and_its_weights(padding_mas
     context, probs = eager_attention(q, k, v, additive(padding_mask), return_probs=True)
     check_probabilities(probs, padding_mask, (3, 2, 7, 7))
     for h in range(q.size(1)):
-        check_close(probs[:, h], torch_heads(q, k, v, padding_mask)[h][1], f"head {h}'s probabilities (against "
-                    "nn.MultiheadAttention's weights)")
+        check_close(probs[:, h], torch_heads(q, k, v, padding_mask)[h][1], f"head {h}'s probabilities "
+                    "(against nn.MultiheadAttention's weights)")
         check_close(context[:, h], torch_heads(q, k, v, padding_mask)[h][0], f"head {h}'s context (against "
                     "nn.MultiheadAttention)")

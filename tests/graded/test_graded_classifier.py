@@ -49,7 +49,8 @@ def test_head_pools_the_way_it_was_built_then_applies_the_linear_layer(pooled, p
     out = output()
     logits = head(out, torch.ones(B, T, dtype=torch.long))
     check_close(logits, linear(head, POOLED[pooling]),
-                f"the logits (B, K) of a head with pooling={pooling!r} in eval mode", pooling_mistakes(head, out, pooling))
+                "the logits (B, K) of a head with "
+                f"pooling={pooling!r} in eval mode", pooling_mistakes(head, out, pooling))
 
 
 @expectation
@@ -63,9 +64,11 @@ def pooling_mistakes(head, out, pooling):
     return [(linear(head, out.pooler_output), "the logits come from the pooler output, but this head was "
              f"built with pooling={pooling!r}: pool the way it was built (self.sentence_vector(output, "
              "attention_mask))"),
-            (linear(head, out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read directly: "
-             "pool through self.sentence_vector(output, attention_mask), which knows every pooling")] + [
-        (linear(head, POOLED[how]), f"the head pooled with {how!r}, but it was built with pooling={pooling!r}")
+            (linear(head, out.last_hidden_state[:, 0]), "the logits come from the [CLS] vector read "
+             "directly: pool through self.sentence_vector(output, attention_mask), "
+             "which knows every pooling")] + [
+        (linear(head, POOLED[how]), f"the head pooled with {how!r}, but it was built "
+                                    f"with pooling={pooling!r}")
         for how in POOLED if how != pooling]
 
 
@@ -83,7 +86,8 @@ def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(monkeypatch
     with torch.no_grad():
         head.classifier.weight.copy_(mixing)
         head.classifier.bias.zero_()
-    logits = head(BertModelOutput(torch.randn(200, 3, 8), None, None, None), torch.ones(200, 3, dtype=torch.long))
+    logits = head(BertModelOutput(torch.randn(200, 3, 8), None, None, None),
+                  torch.ones(200, 3, dtype=torch.long))
     ratio = (torch.linalg.solve(mixing, logits.detach().T).T / pooled)
     if torch.allclose(ratio, torch.ones_like(ratio)):
         fail("in training mode with dropout 0.5 the linear layer received the pooled vector unchanged: "
@@ -96,7 +100,8 @@ def test_dropout_sits_between_the_pooled_vector_and_the_linear_layer(monkeypatch
                 "(dropout 0.5; 1,600 elements)", tolerance=0.05)
     head.eval()
     check_close(head(BertModelOutput(torch.randn(200, 3, 8), None, None, None),
-                     torch.ones(200, 3, dtype=torch.long)), pooled @ mixing.T, "the logits in eval mode (no dropout)")
+                     torch.ones(200, 3, dtype=torch.long)), pooled @ mixing.T, "the logits in eval "
+                                                                               "mode (no dropout)")
 
 
 @pytest.mark.points(1)

@@ -69,8 +69,8 @@ def test_short_and_zero_vectors_and_the_gradient():
     ours_u = u.clone().requires_grad_(True)
     cos = cosine_similarity(ours_u, v)
     check_that(isinstance(cos, torch.Tensor) and cos.requires_grad, "the cosine of vectors that require a "
-               "gradient does not: no gradient reaches u (a .detach(), .data, .item() or numpy on the way cuts "
-               "the graph)")
+               "gradient does not: no gradient reaches u (a .detach(), .data, .item() or numpy "
+               "on the way cuts the graph)")
     (cos * weights).sum().backward()
     check_close(ours_u.grad, torch_gradient(u, v, weights), "the gradient of the cosine with respect to u "
                 "(float64, against torch's)", gradient_mistakes(u, v, weights), atol=1e-9)

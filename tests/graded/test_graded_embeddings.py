@@ -130,7 +130,8 @@ def test_embeddings_use_the_position_ids_given(config):
     rows = torch.stack([torch.randperm(config.max_position_embeddings)[:T] for _ in range(B)])  # (B, T)
     for position_ids, what in ((shared[None], "(1, T) position_ids 3 + T - 1, ..., 3"),
                                (rows, "(B, T) position_ids, a different permutation in every row")):
-        check_close(emb(ids, segments, position_ids=position_ids), at_positions(emb, ids, segments, position_ids),
+        check_close(emb(ids, segments, position_ids=position_ids),
+                    at_positions(emb, ids, segments, position_ids),
                     f"the embeddings with {what}", [
             (t["output"], "position_ids was ignored: every token got position 0, 1, ..., T - 1; add the "
              "vectors of the positions given")])

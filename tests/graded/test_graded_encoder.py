@@ -79,13 +79,13 @@ def test_hidden_states_are_the_embeddings_then_every_layers_output(config):
         fail("with 3 layers, output_hidden_states=True must give 4 tensors (the embeddings, then each "
              f"layer's output), got {None if out.hidden_states is None else len(out.hidden_states)}")
     if not all(isinstance(h, torch.Tensor) and h.shape == x.shape for h in out.hidden_states):
-        fail("hidden_states should be 4 tensors of shape (B, T, C) = (2, 4, 32), got "
-             f"{[tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__ for h in out.hidden_states]}")
+        got = [tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__ for h in out.hidden_states]
+        fail(f"hidden_states should be 4 tensors of shape (B, T, C) = (2, 4, 32), got {got}")
     check_close(torch.stack(list(out.hidden_states)), torch.stack([chained(x, n) for n in range(4)]),
                 "the 4 hidden states (the embeddings, then each layer's output)", [
                     (lambda: torch.stack([chained(x, max(n - 1, 0)) for n in range(4)]), "hidden_states came "
-                     "back one layer late: the embeddings twice, then each layer's output but the last's; collect "
-                     "each layer's output after the layer, not before it")],
+                     "back one layer late: the embeddings twice, then each layer's output but the last's; "
+                     "collect each layer's output after the layer, not before it")],
                 rows=["hidden_states[0] (the embeddings)"] + [f"hidden_states[{n}] (layer {n}'s output)"
                                                              for n in (1, 2, 3)])
 
@@ -109,8 +109,8 @@ def test_every_layer_gets_the_attention_mask(config):
     enc = encoder(config)
     mask = torch.zeros(2, 1, 1, 4)
     enc(torch.randn(2, 4, config.hidden_size), mask)
-    check_equal([len(layer.masks) for layer in enc.layer], [1, 1, 1], "the number of times each of the 3 layers "
-                "was called (once each)")
+    check_equal([len(layer.masks) for layer in enc.layer], [1, 1, 1], "the number of times each of the 3 "
+                "layers was called (once each)")
     for number, layer in enumerate(enc.layer):
-        check_that(all(seen is mask for seen in layer.masks), f"layer {number} was called without the encoder's "
-                   "attention mask: pass the mask to every layer")
+        check_that(all(seen is mask for seen in layer.masks), f"layer {number} was called without the "
+                   "encoder's attention mask: pass the mask to every layer")

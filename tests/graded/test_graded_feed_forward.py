@@ -45,4 +45,5 @@ def test_gelu_by_hand_at_a_few_points(config):
 @expectation
 def gelu_by_hand(x: torch.Tensor) -> torch.Tensor:
     """x Phi(x), Phi the standard normal CDF, element by element with math.erf."""
-    return torch.tensor([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.flatten().tolist()]).view(x.shape)
+    values = [v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x.flatten().tolist()]
+    return torch.tensor(values).view(x.shape)

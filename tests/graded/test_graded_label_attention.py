@@ -48,8 +48,8 @@ def test_only_the_cls_row_beyond_cls_changes_and_the_input_is_kept():
     check_close(merged[:, :, 0, 1:], t["merged"][:, :, 0, 1:], "the [CLS] row's scores to the other tokens "
                 "(stored scores of 6 tokens and 4 labels)", [
                     (t["summed"][:, :, 0, 1:], SUMMED),
-                    (labels[:, :, :, 1:].max(dim=2).values, "they are the labels' maximum alone: S[0, j] itself "
-                     "is one of the candidates, max(S[0, j], A_l[1, j], ..., A_l[M, j])")])
+                    (labels[:, :, :, 1:].max(dim=2).values, "they are the labels' maximum alone: S[0, j] "
+                     "itself is one of the candidates, max(S[0, j], A_l[1, j], ..., A_l[M, j])")])
 
 
 @pytest.mark.points(1)

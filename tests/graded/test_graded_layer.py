@@ -62,8 +62,8 @@ def add_norm_mistake(layer: AddNorm, hidden, residual) -> str | None:
         if normalised(out - residual):
             return f"the residual is added after the LayerNorm (pre-LN); {POST_LN}"
         if normalised(out, (C - 1) / C):  # x / sqrt(var) with var divided by C - 1: variance (C - 1) / C
-            return (f"the variance was computed unbiased (divided by C - 1 = {C - 1}): LayerNorm divides by C "
-                    f"= {C} (var(unbiased=False)); the module self.LayerNorm does it for you")
+            return (f"the variance was computed unbiased (divided by C - 1 = {C - 1}): LayerNorm divides by "
+                    f"C = {C} (var(unbiased=False)); the module self.LayerNorm does it for you")
         return f"its output is not normalised: the LayerNorm comes last; {POST_LN}"
     if torch.allclose(out, moved, **TOL):
         return f"the residual is missing (the output does not change with it); {POST_LN}"
@@ -105,10 +105,10 @@ def test_add_norm_drops_only_the_projection_in_training(config):
     with torch.no_grad():  # nothing left to drop: the output must be the residual, normalised, every time
         layer.dense.weight.zero_()
         layer.dense.bias.zero_()
-    check_close(layer(hidden, residual), layer.LayerNorm(residual).detach(), "AddNorm's output in training mode "
-                "with the projection W h + b zeroed (nothing left to drop: LayerNorm(x) every time; dropout "
-                "belongs on the projection only, LayerNorm(x + Dropout(W h + b)), not on the residual or the "
-                "sum)")
+    check_close(layer(hidden, residual), layer.LayerNorm(residual).detach(), "AddNorm's output in training "
+                "mode with the projection W h + b zeroed (nothing left to drop: LayerNorm(x) every time; "
+                "dropout belongs on the projection only, LayerNorm(x + Dropout(W h + b)), not on "
+                "the residual or the sum)")
     layer.eval()
     check_close(layer(hidden, residual), layer.LayerNorm(residual).detach(), "AddNorm's output in eval mode "
                 "with the projection zeroed")
@@ -125,7 +125,8 @@ def layer_mistake(ours: BertLayer, hidden, padding_mask) -> str | None:
                     "norm comes the feed-forward (intermediate, then output's add & norm)")
         probe.output.dense.weight.zero_()  # the feed-forward adds nothing: LayerNorm(residual)
         probe.output.dense.bias.zero_()
-        if torch.allclose(probe(hidden, mask).hidden_states[real], probe.output.LayerNorm(hidden)[real], **TOL):
+        residual_is_input = probe.output.LayerNorm(hidden)[real]
+        if torch.allclose(probe(hidden, mask).hidden_states[real], residual_is_input, **TOL):
             return ("the feed-forward's residual is the layer's input; it must be the attention sub-layer's "
                     "output")
     return None
@@ -140,7 +141,7 @@ def torch_layer(ours: BertLayer, config, hidden, padding_mask) -> torch.Tensor:
 
 @expectation
 def wiring_mistakes(ours: BertLayer, config, hidden, padding_mask) -> list[tuple[torch.Tensor, str]]:
-    """What a layer wired wrongly gives, computed with torch's layer's parts (same weights), at the real tokens."""
+    """What a layer wired wrongly gives at the real tokens, from torch's layer's parts (same weights)."""
     theirs, real = torch_encoder_layer(ours, config), padding_mask.bool()
     with torch.no_grad():
         context = ours.attention.self(hidden, additive(padding_mask)).context  # the stand-in: torch's kernel

@@ -78,7 +78,8 @@ def test_a_merged_layer_gives_the_same_output_once():
     x = torch.randn(5, 6)
     start = {name: p.detach().clone() for name, p in layer.named_parameters()}
     with torch.no_grad():
-        check_close(layer(x), adapted(x, start, 2.0), "the output before merge() (W x + b + (alpha / r) B A x)")
+        check_close(layer(x), adapted(x, start, 2.0), "the output before merge() "
+                                                      "(W x + b + (alpha / r) B A x)")
         layer.merge()
         check_close(layer(x), adapted(x, start, 2.0), "the output after merge()",
                     [(lambda: adapted(x, start, 2.0, updates=2), MERGED_AGAIN)])

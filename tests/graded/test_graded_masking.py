@@ -42,16 +42,16 @@ def test_maskable_units_skip_special_tokens_and_group_words():
         got = maskable_units(ids, VOCAB, whole_word=whole_word)
         special = sorted({p for unit in got or () for p in unit if ids[p] in VOCAB.special_ids})
         if special:
-            fail(f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], whole_word={whole_word}) gave {got}: "
-                 f"positions {special} hold special tokens, which belong to no unit")
+            fail(f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], whole_word={whole_word}) gave "
+                 f"{got}: positions {special} hold special tokens, which belong to no unit")
         check_equal(got, units_by_hand(whole_word), f"maskable_units([CLS] w ##a ##b w [SEP] w [SEP] [PAD], "
                     f"whole_word={whole_word}) (" + ("a word is a piece followed by its '##' continuations)"
-                                                     if whole_word else "with whole_word=False every position is a "
-                                                                        "unit of its own)"))
+                                                     if whole_word else "with whole_word=False every "
+                                                                        "position is a unit of its own)"))
     # A continuation right after a special token starts a unit of its own: [CLS] w ##a [SEP] ##b w [SEP].
     check_equal(maskable_units([CLS, 10, 41, SEP, 42, 11, SEP], VOCAB, whole_word=True), [[1, 2], [4], [5]],
-                "maskable_units([CLS] w ##a [SEP] ##b w [SEP], whole_word=True) (a continuation joins the piece "
-                "before it only if that piece sits at the previous position; here [SEP] is in between)")
+                "maskable_units([CLS] w ##a [SEP] ##b w [SEP], whole_word=True) (a continuation joins the "
+                "piece before it only if that piece sits at the previous position; here [SEP] is in between)")
 
 
 @expectation
@@ -64,11 +64,11 @@ def units_by_hand(whole_word: bool) -> list[list[int]]:
 def test_replacement_rule_is_80_10_10():
     rng = random.Random(0)
     counts = Counter(choose_replacement(rng) for _ in range(10_000))
-    check_equal(sorted(counts), ["keep", "mask", "random"], "the answers choose_replacement gave in 10,000 draws "
-                "(BERT's rule is 80% / 10% / 10%: mask, random, keep)")
+    check_equal(sorted(counts), ["keep", "mask", "random"], "the answers choose_replacement gave in 10,000 "
+                "draws (BERT's rule is 80% / 10% / 10%: mask, random, keep)")
     for kind, share in (("mask", 0.8), ("random", 0.1), ("keep", 0.1)):
-        check_value(counts[kind] / 10_000, share, f"the share of {kind!r} in 10,000 draws (BERT's rule is 80% "
-                    "/ 10% / 10%)", tolerance=0.02)
+        check_value(counts[kind] / 10_000, share, f"the share of {kind!r} in 10,000 draws (BERT's "
+                    "rule is 80% / 10% / 10%)", tolerance=0.02)
 
 
 @pytest.mark.points(1)
@@ -147,21 +147,22 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
             outs.append(mask_tokens(ids, VOCAB, random.Random(7)))
     finally:
         random.setstate(state)
-    check_that(outs[0] == outs[1], "two calls with random.Random(7) masked the same sequence differently (only "
-               "the global `random` was reseeded in between): draw every random choice from the rng argument "
-               "(rng.shuffle, rng.random), never from the module `random`, so a seed reproduces a run")
+    check_that(outs[0] == outs[1], "two calls with random.Random(7) masked the same sequence differently "
+               "(only the global `random` was reseeded in between): draw every random choice from the rng "
+               "argument (rng.shuffle, rng.random), never from the module `random`, "
+               "so a seed reproduces a run")
     rng, counts = random.Random(8), Counter()
     for ids in sequences(300):
         labels = mask_tokens(ids, VOCAB, rng).labels
         counts.update(p for p, label in enumerate(labels) if label != IGNORE_INDEX)
-    check_value(sum(counts.values()), 300 * 6, "the number of positions chosen in 300 sequences of 40 maskable "
-                "tokens (6 each: round(15% of 40))")
+    check_value(sum(counts.values()), 300 * 6, "the number of positions chosen in 300 sequences of 40 "
+                "maskable tokens (6 each: round(15% of 40))")
     shares = {p: counts[p] / 300 for p, token in enumerate(ids) if token not in VOCAB.special_ids}
     low, high = min(shares, key=shares.get), max(shares, key=shares.get)
     # each 6 / 40 = 15%, with a standard error of 2% over 300
     check_that(shares[high] - shares[low] <= 0.15, f"position {high} was chosen in {counts[high]} of 300 "
-               f"sequences and position {low} in {counts[low]}: every maskable position must be equally likely "
-               "(15%); visit the units in a random order (rng.shuffle) before spending the budget")
+               f"sequences and position {low} in {counts[low]}: every maskable position must be equally "
+               "likely (15%); visit the units in a random order (rng.shuffle) before spending the budget")
 
 
 @pytest.mark.points(1)
@@ -169,7 +170,8 @@ def test_every_position_is_equally_likely_and_only_the_given_rng_decides():
 def test_at_most_max_predictions_and_at_least_one():
     rng = random.Random(3)
     long = [CLS] + [7] * 300 + [SEP]
-    check_value(sum(label != IGNORE_INDEX for label in mask_tokens(long, VOCAB, rng, max_predictions=20).labels),
+    labels = mask_tokens(long, VOCAB, rng, max_predictions=20).labels
+    check_value(sum(label != IGNORE_INDEX for label in labels),
                 20, "the number of positions chosen of 300 maskable ones with max_predictions=20")
     check_value(sum(label != IGNORE_INDEX for label in mask_tokens([CLS, 9, SEP], VOCAB, rng).labels), 1,
                 "the number of positions of [CLS] w [SEP] chosen (at least one, when any can be)")
@@ -227,8 +229,8 @@ def test_whole_word_masking_spends_the_budget_and_decides_each_position():
         fail(f"{chosen} positions were chosen in 400 sequences with a budget of {budget} in all "
              f"({chosen / budget:.1%} of it): a word that does not fit must be skipped, not end the masking; "
              "the next words may still fit")
-    check_value(chosen / budget, 1.0, "the share of the budget spent in 400 sequences (a word that does not fit "
-                "is skipped, and the next words tried)", tolerance=0.02)
+    check_value(chosen / budget, 1.0, "the share of the budget spent in 400 sequences (a word that does not "
+                "fit is skipped, and the next words tried)", tolerance=0.02)
     # 80/10/10 per position, even inside a word: the piece after a [MASK]ed piece is [MASK] 80% of the
     # time. Over ~1,850 such pairs the binomial standard error is sqrt(0.8 * 0.2 / 1850) = 0.009; the
     # tolerance is 4 of them, 0.037. Deciding once per word gives 100%.
@@ -237,8 +239,8 @@ def test_whole_word_masking_spends_the_budget_and_decides_each_position():
         fail(f"after a [MASK]ed piece, the next piece of the same word was [MASK] in {share:.1%} of {pairs} "
              "cases, expected 80%: BERT decides 80/10/10 per position (choose_replacement for each position "
              "of a taken word), not once per word as SpanBERT does per span")
-    check_value(share, 0.8, "the share of [MASK]ed pieces followed by a [MASK]ed piece of the same word (80/10/10 "
-                "per position)", tolerance=0.04)  # ~1,850 pairs: 4.3 standard errors
+    check_value(share, 0.8, "the share of [MASK]ed pieces followed by a [MASK]ed piece of the same "
+                "word (80/10/10 per position)", tolerance=0.04)  # ~1,850 pairs: 4.3 standard errors
 
 
 @pytest.mark.points(2)
@@ -289,12 +291,12 @@ def test_span_masking_replaces_each_span_as_one_and_labels_only_its_positions():
                     long_random += 1
         spent += labelled
     check_value(spent, 400 * 6, "the number of positions span_mask chose in 400 sequences with a budget of "
-                "round(15% of 40) = 6 each (the budget counts word pieces: add each span's number of positions, "
-                "not its number of words, and keep drawing spans until the budget is spent)")
-    check_that(not long_random or copied <= long_random / 2, f"in {copied} of {long_random} randomly replaced "
-               "spans of several positions every position holds the same token: one random token was copied "
-               "over the whole span; the decision (mask, random, keep) is made once per span, but each position "
-               "draws its own random token (corrupt per position)")
+                "round(15% of 40) = 6 each (the budget counts word pieces: add each span's number of "
+                "positions, not its number of words, and keep drawing spans until the budget is spent)")
+    check_that(not long_random or copied <= long_random / 2, f"in {copied} of {long_random} randomly "
+               "replaced spans of several positions every position holds the same token: one random token "
+               "was copied over the whole span; the decision (mask, random, keep) is made once per span, but "
+               "each position draws its own random token (corrupt per position)")
     total = sum(kinds.values())
     check_that(abs(kinds["mask"] / total - 0.8) < 0.04 and kinds["random"] and kinds["keep"],  # ~1,500 spans
                f"of {total} spans, {kinds['mask'] / total:.1%} became [MASK], {kinds['random']} random and "

@@ -34,7 +34,8 @@ def test_max_pool_by_hand_with_negative_features_and_padding():
 @pytest.mark.todo("max_pool")
 def test_max_pool_ignores_padding_values():
     hidden, mask, changed = ragged_batch()
-    check_close(max_pool(changed, mask), torch.stack([row[:int(n)].amax(0) for row, n in zip(hidden, mask.sum(1))]),
+    check_close(max_pool(changed, mask),
+                torch.stack([row[:int(n)].amax(0) for row, n in zip(hidden, mask.sum(1))]),
                 "the maximum with padding set to 1e4 (it must not change)",
                 [(changed.amax(1), "the padding vectors (1e4) won the maximum: leave padding out")])
     check_close(max_pool(hidden, mask)[2], hidden[2, 0],

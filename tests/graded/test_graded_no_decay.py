@@ -26,7 +26,8 @@ OLD_PORTS = {"bert.encoder.layer.0.output.LayerNorm.gamma": "a LayerNorm scale i
 WHOLE_PARTS = {"temperature": "a parameter at the top level, in no module (a learned scale, as CLIP's)",
                "biased.weight": "the weight of a module called 'biased' (not a bias)",
                "unbiased_head.weight": "the weight of a module called 'unbiased_head'",
-               "token_normalizer.weight": "the weight of a module called 'token_normalizer' (not a LayerNorm)"}
+               "token_normalizer.weight": "the weight of a module called 'token_normalizer' "
+                                          "(not a LayerNorm)"}
 
 
 def answer(name: str):
@@ -49,7 +50,8 @@ def check(names: dict[str, str]) -> None:
              "(weights), False that it is exempt (biases, LayerNorm parameters)")
     for name, what in names.items():
         check_equal(answer(name), expected_decays(name), f"uses_weight_decay({name!r}) ({what})", [
-            (not expected_decays(name), f"it is {what}, which {'decays' if expected_decays(name) else 'gets no weight decay'}")])
+            (not expected_decays(name),
+             f"it is {what}, which {'decays' if expected_decays(name) else 'gets no weight decay'}")])
 
 
 @expectation
@@ -74,7 +76,8 @@ def test_a_bert_model_splits_into_a_decay_and_a_no_decay_group():
     model = BertModel(BertConfig.tiny())
     groups = make_param_groups(model, lr=1e-3, weight_decay=0.01)
     check_equal(sorted(n for g in groups if g["weight_decay"] > 0 for n in g["param_names"]), decayed(model),
-                "the tiny BERT's parameters in the decayed group (weights; not biases nor LayerNorm parameters)")
+                "the tiny BERT's parameters in the decayed group (weights; not biases "
+                "nor LayerNorm parameters)")
 
 
 @expectation

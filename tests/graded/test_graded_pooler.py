@@ -38,16 +38,16 @@ def test_only_the_cls_position_matters(config):
     hidden = t["hidden"]
     changed = hidden.clone()
     changed[:, 1:] = torch.randn(*hidden[:, 1:].shape) * 10
-    check_close(pooler(changed), t["output"], "the pooled output of the stored vectors with every token after "
-                f"[CLS] changed (it must not change: {CLS_ONLY})", [
+    check_close(pooler(changed), t["output"], "the pooled output of the stored vectors with every token "
+                f"after [CLS] changed (it must not change: {CLS_ONLY})", [
         (t["mean_of_tokens"], f"it pooled the mean of all tokens; {CLS_ONLY}")])
     pooled = pooler(hidden)
     if not isinstance(pooled, torch.Tensor) or pooled.shape != (len(hidden), config.hidden_size):
         fail(f"the pooled output should be a (B, C) = ({len(hidden)}, {config.hidden_size}) tensor, got "
              f"{tuple(pooled.shape) if isinstance(pooled, torch.Tensor) else type(pooled).__name__}")
     moved = (pooler(changed) - pooled).abs().max().item()
-    check_that(moved <= 1e-6, f"changing the tokens after [CLS] moved the pooled output by up to {moved:.3g}: "
-               f"{CLS_ONLY}")
+    check_that(moved <= 1e-6, "changing the tokens after [CLS] moved the pooled output by up "
+               f"to {moved:.3g}: {CLS_ONLY}")
     changed[:, 0] += 1.0
-    check_that(not torch.allclose(pooler(changed), pooled), f"changing the [CLS] vector did not move the pooled "
-               f"output: {CLS_ONLY}")
+    check_that(not torch.allclose(pooler(changed), pooled), "changing the [CLS] vector did not move the "
+               f"pooled output: {CLS_ONLY}")

@@ -50,7 +50,8 @@ def test_padding_vectors_do_not_matter():
     check_that(torch.allclose(mean_pool(changed, mask), mean_pool(hidden, mask), atol=1e-5, rtol=1e-5),
                "setting the padding vectors to 1e4 changed the mean: padding must count neither in the sum "
                "(multiply the vectors by the mask) nor in the number of tokens")
-    check_close(mean_pool(hidden, mask)[1], hidden[1, :4].mean(0), "the mean of a row with 4 real tokens of 6",
+    check_close(mean_pool(hidden, mask)[1], hidden[1, :4].mean(0), "the mean of a row with "
+                                                                   "4 real tokens of 6",
                 [(hidden[1, :4].sum(0) / 6, f"it was divided by 6: {COUNT}")])
     one = mean_pool(hidden[1:2], mask[1:2])  # a batch of one keeps its batch axis: (1, C)
     check_close(one, hidden[1, :4].mean(0)[None], "the mean of a batch of one sequence, (B, C) = (1, 5)",

@@ -26,7 +26,8 @@ def test_lm_head_is_transform_times_the_tied_embeddings_plus_bias(config):
     t = load_file(str(STORED))  # made by a staff script
     head = BertLMPredictionHead(config).eval()
     head.load_state_dict({name: t[name] for name in head.state_dict()})
-    check_close(head(t["hidden"], t["word_embeddings"]), t["logits"], "the logits (B, T, V) (stored weights)", [
+    check_close(head(t["hidden"], t["word_embeddings"]), t["logits"], "the logits (B, T, V) "
+                                                                      "(stored weights)", [
         (t["logits_without_transform"], "the transform (dense, GELU, LayerNorm) was skipped: "
          "logits = transform(h) E^T + b"),
         (lambda: t["logits"] - head.bias, "the head's bias b is missing: logits = transform(h) E^T + b"),
@@ -44,7 +45,8 @@ def test_lm_head_decodes_with_the_embeddings_it_is_given(config):
         fail("no gradient reached the word embeddings passed in: the decoder is that (tied) matrix, (V, C), "
              "not a layer of the head's own")
     # d(sum of logits) / dE[v] = sum over positions of transform(h), for every word v
-    check_close(embeddings.grad, head.transform(hidden).detach().sum(dim=(0, 1)).expand(config.vocab_size, -1),
+    check_close(embeddings.grad,
+                head.transform(hidden).detach().sum(dim=(0, 1)).expand(config.vocab_size, -1),
                 "the gradient of the summed logits with respect to the embeddings "
                 "(each row: the sum of transform(h) over the positions)")
 
@@ -57,8 +59,8 @@ def test_masked_lm_loss_averages_over_the_predicted_positions_only():
     labels[0, 1], labels[0, 3], labels[1, 4] = 7, 2, 9  # 3 of the 10 positions are predicted
     loss = masked_lm_loss(logits, labels)
     check_value(loss, three_predicted(logits), "the loss with 3 of 10 positions predicted", [
-        (three_predicted(logits) * 3 / 10, "it was divided by all B*T = 10 positions: divide by the number of "
-         "predicted positions (3)"),
+        (three_predicted(logits) * 3 / 10, "it was divided by all B*T = 10 positions: divide by the number "
+         "of predicted positions (3)"),
         (three_predicted(logits) * 3, "it is the sum over the predicted positions: take their mean"),
     ], tolerance=1e-5)
 
@@ -80,8 +82,8 @@ def test_masked_lm_loss_ignores_the_scores_of_unpredicted_positions():
     ignored = (labels == IGNORE_INDEX)
     check_that(logits.grad[ignored].abs().max() == 0, "positions labelled IGNORE_INDEX (-100) received a "
                "gradient: they must add nothing to the loss")
-    check_close(logits.grad, torch_gradient(logits.detach(), labels), "the gradient of the loss with respect to "
-                "the logits (softmax minus one-hot over the 3 predicted positions, 0 elsewhere)")
+    check_close(logits.grad, torch_gradient(logits.detach(), labels), "the gradient of the loss with respect "
+                "to the logits (softmax minus one-hot over the 3 predicted positions, 0 elsewhere)")
 
 
 @expectation
@@ -133,8 +135,9 @@ def test_masked_lm_loss_with_nothing_predicted_is_zero_and_backpropagates(shape)
         fail("with no predicted position the loss is NaN (the mean over no positions, which cross-entropy "
              "gives): return 0, so that a batch with nothing masked does not spoil pre-training")
     check_value(loss, 0.0, "the loss with no predicted position")
-    check_that(loss.requires_grad, "with no predicted position the loss is a constant that does not depend on "
-               "the logits, so backward() fails in training: return a zero computed from the logits (times 0)")
+    check_that(loss.requires_grad, "with no predicted position the loss is a constant that does not depend "
+               "on the logits, so backward() fails in training: return a zero computed "
+               "from the logits (times 0)")
     loss.backward()
     check_that(logits.grad is not None and not bool((logits.grad != 0).any()), "with no predicted position "
                "the logits got a nonzero gradient (or none): the loss must add nothing")
@@ -150,18 +153,19 @@ def test_next_sentence_loss_by_hand_label_zero_is_is_next():
     # IsNext one: rows log(1 + e^-1), log(1 + e^-1.5), log(1 + e^0.2).
     check_value(next_sentence_loss(logits, labels), nsp_by_hand(), "the loss of three sentence pairs", [
         ((math.log1p(math.exp(3.0)) + math.log1p(math.exp(1.0)) + math.log1p(math.exp(-0.5))) / 3,
-         "it is the loss of the swapped labels: label 0 means IsNext (sentence B follows A), the first logit"),
+         "it is the loss of the swapped labels: label 0 means IsNext (sentence B "
+         "follows A), the first logit"),
         ((math.log1p(math.exp(-1.0)) + math.log1p(math.exp(-1.5)) + math.log1p(math.exp(0.2))) / 3,
-         "it is a sigmoid (binary) cross-entropy of the second logit alone: the head gives two scores, so the "
-         "loss is a two-way softmax cross-entropy over both"),
+         "it is a sigmoid (binary) cross-entropy of the second logit alone: the head gives two scores, so "
+         "the loss is a two-way softmax cross-entropy over both"),
     ], tolerance=1e-5)
     try:
         loss = next_sentence_loss(logits, labels.view(3, 1))
     except NotImplementedError:
         raise
     except (ValueError, RuntimeError, IndexError, TypeError) as error:
-        fail(f"next_sentence_loss crashed on labels of shape (B, 1) ({type(error).__name__}: {error}): labels "
-             "may come as (B, 1); flatten them to (B,)")
+        fail(f"next_sentence_loss crashed on labels of shape (B, 1) ({type(error).__name__}: {error}): "
+             "labels may come as (B, 1); flatten them to (B,)")
     check_value(loss, nsp_by_hand(), "the loss with labels given as (B, 1)", tolerance=1e-5)
 
 

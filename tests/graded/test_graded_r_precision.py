@@ -33,8 +33,8 @@ def mistakes(expected: float, r: int, k: int, low_first: float,
             (expected * r / k, f"it was divided by the number of labels ({k}) instead of R ({r}), the "
              "number of gold labels"),
             (expected * r, "the count of gold labels among the R best was not divided by R"),
-            (float(np.floor(expected)), "integer division (//) gives 0 unless every one of the R best is gold: "
-             "R-Precision is a fraction in [0, 1]; divide with /")]
+            (float(np.floor(expected)), "integer division (//) gives 0 unless every one of the R best is "
+             "gold: R-Precision is a fraction in [0, 1]; divide with /")]
 
 
 def check(scores, gold, what, *, expected, expected_low_first, expected_positive=1.0):
@@ -92,8 +92,8 @@ def test_top_labels_breaks_ties_by_label_order():
     if in_range and got != sorted(got, key=lambda i: (-scores[i], i)) and all(
             scores[a] >= scores[b] for a, b in zip(got, got[1:])):
         fail("top_labels of 200 scores of five values (40 labels each), r = 60, gave the scores best first, "
-             "but equal scores came out of label order: numpy's default sort is not stable on long arrays (it "
-             "keeps a few ties in order by chance); pass kind=\"stable\"")
+             "but equal scores came out of label order: numpy's default sort is not stable on long arrays "
+             "(it keeps a few ties in order by chance); pass kind=\"stable\"")
     check_top(scores, 60, "200 scores of five values (40 labels each), r = 60",
               expected=list(range(2, 200, 5)) + list(range(4, 100, 5)))
 
@@ -135,5 +135,6 @@ def test_mean_over_documents_skips_those_without_gold_labels():
     scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.1], [0.3, 0.3, 0.9]])
     gold = np.array([[1, 0, 0], [1, 0, 0], [0, 0, 0]])
     mean, count = mean_r_precision(scores, gold)
-    check_value(count, 2, "the number of documents mean_r_precision counted (two of the three have gold labels)")
+    check_value(count, 2, "the number of documents mean_r_precision counted (two of "
+                          "the three have gold labels)")
     check_value(mean, 0.5, "the mean R-Precision of documents with R-Precision 1 and 0")

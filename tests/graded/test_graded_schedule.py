@@ -27,9 +27,9 @@ def check_factors(W: int, N: int, steps: int) -> None:
         got = [linear_warmup_decay_factor(t, W, N) for t in range(steps)]
     except ZeroDivisionError:
         fail(f"W = {W} warm-up steps of N = {N} divided by zero: use at least 1 in each denominator")
-    check_close(torch.tensor(got, dtype=torch.float64), by_hand(W, N, steps), f"with W = {W} warm-up steps of "
-                f"N = {N}, the factors at steps 0 to {steps - 1}", schedule_mistakes(W, N, steps), atol=1e-12,
-                rtol=0)
+    check_close(torch.tensor(got, dtype=torch.float64), by_hand(W, N, steps), f"with W = {W} warm-up steps "
+                f"of N = {N}, the factors at steps 0 to {steps - 1}", schedule_mistakes(W, N, steps),
+                atol=1e-12, rtol=0)
 
 
 @expectation
@@ -43,18 +43,20 @@ def schedule_mistakes(W: int, N: int, steps: int) -> list[tuple[torch.Tensor, st
                   for t in range(steps)]
         return torch.tensor([v * v if squared else v for v in values], dtype=torch.float64)
 
-    return [(sequence(warmup=lambda t: (t + 1) / W), "the warm-up starts at 0 at step 0: t / W, not (t + 1) / W"),
+    return [(sequence(warmup=lambda t: (t + 1) / W), "the warm-up starts at 0 at "
+                                                     "step 0: t / W, not (t + 1) / W"),
             (sequence(warmup=lambda t: t / max(1, W - 1)), "the warm-up reaches 1 one step early: t / W, not "
              "t / (W - 1); the decay starts from 1 at t = W"),
             (sequence(squared=True), "the factor was applied twice (squared): return the factor itself"),
-            (sequence(warmup=lambda t: (t / W) ** 2), "the factor was applied twice (squared) in the warm-up: "
-             "return t / W itself"),
+            (sequence(warmup=lambda t: (t / W) ** 2), "the factor was applied twice (squared) in the "
+             "warm-up: return t / W itself"),
             (sequence(decay=lambda t: max(0.0, (N - t) / N)), "the decay runs from the end of the warm-up: "
              "(N - t) / (N - W), not (N - t) / N"),
             (sequence(decay=lambda t: (N - t) / max(1, N - W)), "the factor must never go below 0 (after N "
              "steps it stays 0)"),
-            (sequence(decay=lambda t: max(0.0, (t - W) / max(1, N - W))), "the decay runs to the wrong end: it "
-             "rises from 0 at t = W to 1 at t = N; it falls from 1 at t = W to 0 at t = N, (N - t) / (N - W)")]
+            (sequence(decay=lambda t: max(0.0, (t - W) / max(1, N - W))), "the decay runs to the wrong end: "
+             "it rises from 0 at t = W to 1 at t = N; it falls from 1 at t = W to 0 at "
+             "t = N, (N - t) / (N - W)")]
 
 
 @pytest.mark.points(2)
@@ -79,5 +81,5 @@ def test_scheduler_drives_each_groups_learning_rate():
         optimizer.step()
         scheduler.step()
     check_close(torch.tensor(seen, dtype=torch.float64), by_hand(2, 6, 7)[:, None] * torch.tensor([1.0, 0.1],
-                dtype=torch.float64), "the two groups' learning rates (base 1 and 0.1) over 7 steps with W = 2 "
-                "of N = 6", atol=1e-9, rtol=0)
+                dtype=torch.float64), "the two groups' learning rates (base 1 and 0.1) over 7 "
+                "steps with W = 2 of N = 6", atol=1e-9, rtol=0)

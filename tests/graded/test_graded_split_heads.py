@@ -48,7 +48,8 @@ def test_split_heads_gives_each_head_its_slice_of_every_token(config):
     attention, H, D = module(config), config.num_attention_heads, config.head_dim
     x = numbered(2, 5, H * D)  # (B, T, C): every number says where it came from
     # head h of token t holds channels h*D..(h+1)*D-1
-    check_close(attention.split_heads(x), split_positions(2, 5, H, D), "split_heads of a (2, 5, 32) tensor (4 heads of 8)",
+    check_close(attention.split_heads(x), split_positions(2, 5, H, D), "split_heads of a (2, 5, 32) "
+                                                                       "tensor (4 heads of 8)",
                 [(x.reshape(2, H, 5, D), MIXED),
                  (x.view(2, 5, D, H).permute(0, 3, 1, 2), INTERLEAVED)], atol=0, rtol=0)
 
@@ -79,5 +80,6 @@ def test_self_attention_with_torchs_kernel_matches_torch_multihead_attention(con
     hidden = torch.randn(3, 7, config.hidden_size)
     real = padding_mask.bool()
     check_close(ours(hidden, additive(padding_mask)).context[real],
-                torch_multihead_attention(ours, config)(hidden, hidden, hidden, key_padding_mask=padding_mask == 0)[
-                    0].detach()[real], "a self-attention module (your split and merge around torch's kernel)")
+                torch_multihead_attention(ours, config)(
+                    hidden, hidden, hidden, key_padding_mask=padding_mask == 0)[0].detach()[real],
+                "a self-attention module (your split and merge around torch's kernel)")

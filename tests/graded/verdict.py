@@ -121,8 +121,8 @@ def close_failure(actual, expected: torch.Tensor, what: str, mistakes=(), atol: 
         if found and actual.shape != expected.shape:
             return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}: it is {found}"
         if found:
-            return (f"{what} is wrong: it is {found} ("
-                    f"{where_it_differs(actual.detach().double(), expected.detach().double(), atol, rtol, rows)})")
+            detail = where_it_differs(actual.detach().double(), expected.detach().double(), atol, rtol, rows)
+            return f"{what} is wrong: it is {found} ({detail})"
     if actual.shape != expected.shape:
         return f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
     actual, expected = actual.detach().double(), expected.detach().double()
@@ -184,7 +184,8 @@ def value_failure(actual, expected: float, what: str, mistakes=(), tolerance: fl
     if matched:
         return f"{what} is {got:.6g}, expected {expected:.6g}: {matched[0]}"
     if expected and got and math.isfinite(got) and abs(got / expected - 1) > 1e-3 and nice(got / expected):
-        return f"{what} is {got:.6g}, expected {expected:.6g}: it is {ratio_words(got / expected)} the expected value"
+        return (f"{what} is {got:.6g}, expected {expected:.6g}: it is "
+                f"{ratio_words(got / expected)} the expected value")
     return f"{what} is {got:.6g}, expected {expected:.6g}"
 
 
@@ -210,7 +211,8 @@ def axis_word(dim: int, size: int, axes: dict) -> str:
     return f"axis {names[0]}" if len(names) == 1 else f"axis {dim} (size {size})"
 
 
-def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float, axes: dict) -> str | None:
+def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
+             axes: dict) -> str | None:
     """The first transform of `expected` that `actual` equals within the tolerance, in words, or None.
     Each is a fact about the two tensors (the student's code is not seen), tried in this order: a
     constant factor, a constant or one-axis offset (a term missing or added), axes in another order, one
@@ -228,7 +230,8 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
             return "the expected values with the sign flipped (every element)"
         if not actual.abs().sum():
             return "0 everywhere"
-        if abs(factor - 1) > 1e-3 and (nice(factor) or 1e-3 <= abs(factor) <= 1e3) and same(actual, factor * expected):
+        moderate = nice(factor) or 1e-3 <= abs(factor) <= 1e3  # not 3e-35: that says nothing
+        if abs(factor - 1) > 1e-3 and moderate and same(actual, factor * expected):
             return f"{ratio_words(factor)} the expected values (every element)"
         offset = actual - expected
         if same(actual, expected + offset.mean()):
@@ -237,8 +240,9 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
         if affine:
             return affine
         for dim in range(actual.dim()):
-            others, where = [d for d in range(actual.dim()) if d != dim], axis_word(dim, actual.size(dim), axes)
-            if actual.size(dim) < 2 or actual.numel() < 2 * actual.size(dim):  # each index fits 2 numbers at least
+            others = [d for d in range(actual.dim()) if d != dim]
+            where = axis_word(dim, actual.size(dim), axes)
+            if actual.size(dim) < 2 or actual.numel() < 2 * actual.size(dim):  # each index fits 2 numbers
                 continue
             if same(offset, offset.mean(dim=others, keepdim=True).expand_as(offset)):
                 return (f"the expected values plus a term that depends on {where} alone (the same at every "
@@ -252,14 +256,16 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
                         f"{', ...' if scale.numel() > 6 else ''}), the same along every other axis")
         zeros = int(((actual == 0) & (expected != 0)).sum())
         if zeros >= max(2, actual.numel() // 5):  # a dropout, a mask or a ReLU where none is expected
-            return f"exactly 0 at {zeros} of its {actual.numel()} elements, where none of the expected values is 0"
+            return (f"exactly 0 at {zeros} of its {actual.numel()} elements, where none of "
+                    "the expected values is 0")
     for order in permutations(actual, expected):
         if same(actual, expected.permute(order)):
             moved = [axis_word(d, expected.size(d), axes) for d, o in enumerate(order) if d != o]
             return f"the expected values with {' and '.join(moved)} in another order (a transpose or permute)"
     if actual.shape != expected.shape:
         if same(actual, expected.reshape(actual.shape)):
-            return "the expected values read in another shape (the same numbers in row order: a view or reshape)"
+            return ("the expected values read in another shape (the same numbers in row "
+                    "order: a view or reshape)")
         return None
     for dim in range(actual.dim()):
         size, where = actual.size(dim), axis_word(dim, actual.size(dim), axes)
@@ -271,15 +277,17 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
         for step, words in ((1, "the previous"), (-1, "the next")):
             if size > 2 and same(actual.narrow(dim, max(step, 0), size - 1),
                                  expected.narrow(dim, max(-step, 0), size - 1)):
-                return f"the expected values shifted by one along {where}: each entry holds {words} one's value"
+                return (f"the expected values shifted by one along {where}: each entry "
+                        f"holds {words} one's value")
         if size > 1 and actual.dim() > 1:
             sums_e, sums_a = expected.sum(dim), actual.sum(dim)
             if same(sums_e, torch.ones_like(sums_e)):
                 others = [d for d in range(actual.dim()) if d != dim and actual.size(d) > 1
                           and same(actual.sum(d), torch.ones_like(actual.sum(d)))]
                 if others:
-                    return (f"normalised over {axis_word(others[0], actual.size(others[0]), axes)} (it sums to 1 "
-                            f"there), where the expected values are normalised over {where}")
+                    other = axis_word(others[0], actual.size(others[0]), axes)
+                    return (f"normalised over {other} (it sums to 1 there), where the expected values "
+                            f"are normalised over {where}")
     return differing_part(actual, expected, atol, rtol, axes) or monotone_words(actual, expected, atol, rtol)
 
 
@@ -344,7 +352,7 @@ def differing_part(actual, expected, atol: float, rtol: float, axes: dict) -> st
             index = wrong.nonzero()
             index[:, dim] -= step
             inside = (index[:, dim] >= 0) & (index[:, dim] < actual.size(dim))
-            if bool(inside.all()) and bool(torch.isclose(a, expected[tuple(index.T)], rtol=rtol, atol=atol).all()):
+            if inside.all() and torch.isclose(a, expected[tuple(index.T)], rtol=rtol, atol=atol).all():
                 where = axis_word(dim, actual.size(dim), axes)
                 return f"{share} hold the value expected at {words} index of {where} (shifted by one)"
     return f"{share} differ" if at else None
@@ -353,7 +361,7 @@ def differing_part(actual, expected, atol: float, rtol: float, axes: dict) -> st
 def permutations(actual: torch.Tensor, expected: torch.Tensor):
     """The orders of expected's axes, other than its own, that give actual's shape."""
     import itertools
-    if expected.dim() > 5 or actual.dim() != expected.dim():  # at most 120 orders (a submission sends the shape)
+    if expected.dim() > 5 or actual.dim() != expected.dim():  # at most 120 orders: a submission sends shapes
         return
     for order in itertools.permutations(range(expected.dim())):
         if list(order) != sorted(order) and tuple(expected.size(d) for d in order) == tuple(actual.shape):

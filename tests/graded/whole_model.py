@@ -3,9 +3,9 @@
 A plain module shared by tests/graded/test_graded_model.py and its hidden twin (tests/graded/conftest.py
 puts this folder on sys.path). Unlike the other graded tests it uses no stand-in: the student's every
 model TODO runs, as in CS224N's sanity_check.py, so a bug anywhere in the model costs points here as well
-as in its own component. The stored outputs are transformers' (a staff script made them);
-the message names the first output that differs (the embeddings, a layer, the pooler), which tells the
-student where the bug is, and the sentence and token where it differs most.
+as in its own component. The stored outputs are transformers' (a staff script made them); the message
+names the first output that differs (the embeddings, a layer, the pooler), which tells the student where
+the bug is, and the sentence and token where it differs most.
 
 Tolerance: ATOL + RTOL |expected| at every real token (padding positions mean nothing). Our reference
 model, with any attention kernel, lies within 2.1e-6 of transformers' on these sentences (float32
@@ -66,20 +66,23 @@ def check_against_reference(model: BertModel, path: Path, pooler: bool) -> None:
     rows = [f"sentence {b} ({text(sentences[b])}), token {t}" for b, t in real.nonzero().tolist()]
     for i, hidden in enumerate(out.hidden_states):
         matched = "the embeddings matched" if i == 1 else f"the embeddings and layers 1 to {i - 1} matched"
-        where = f"layer {i}'s output (hidden_states[{i}]); {matched}" if i else "the embeddings (hidden_states[0])"
+        where = (f"layer {i}'s output (hidden_states[{i}]); {matched}" if i
+                 else "the embeddings (hidden_states[0])")
         check_close(at_tokens(hidden, real, f"hidden_states[{i}]"), stored_output(path, "hidden_states")[i],
                     f"{FIRST} is {where}: it", rows=rows, atol=ATOL, rtol=RTOL)
     check_close(at_tokens(out.last_hidden_state, real, "last_hidden_state"),
-                stored_output(path, "hidden_states")[-1], f"{FIRST} is last_hidden_state, though every one of "
-                "hidden_states matched (it should be the last of them): it", rows=rows, atol=ATOL, rtol=RTOL)
+                stored_output(path, "hidden_states")[-1], f"{FIRST} is last_hidden_state, though every one "
+                "of hidden_states matched (it should be the last of them): it", rows=rows, atol=ATOL,
+                rtol=RTOL)
     if pooler:
         pooled = out.pooler_output
         if not isinstance(pooled, torch.Tensor) or pooled.shape != (len(sentences), model.config.hidden_size):
-            fail(f"the pooler output should have shape (B, C) = {(len(sentences), model.config.hidden_size)}, "
-                 f"got {tuple(pooled.shape) if isinstance(pooled, torch.Tensor) else pooled}")
-        check_close(pooled, stored_output(path, "pooler_output"), f"{FIRST} is the pooler output; every hidden "
-                    "state matched: it", rows=[f"sentence {b} ({text(s)})" for b, s in enumerate(sentences)],
-                    atol=ATOL, rtol=RTOL)
+            wanted = (len(sentences), model.config.hidden_size)
+            fail(f"the pooler output should have shape (B, C) = {wanted}, got "
+                 f"{tuple(pooled.shape) if isinstance(pooled, torch.Tensor) else pooled}")
+        check_close(pooled, stored_output(path, "pooler_output"), f"{FIRST} is the pooler output; every "
+                    "hidden state matched: it", rows=[f"sentence {b} ({text(s)})" for b, s in enumerate(
+                        sentences)], atol=ATOL, rtol=RTOL)
 
 
 FIRST = "the first output to differ from all-MiniLM-L6-v2's (computed by transformers)"

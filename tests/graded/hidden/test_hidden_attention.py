@@ -21,14 +21,15 @@ def test_heads_and_probabilities_match_torch_multihead_attention_head_by_head():
     context, probs = eager_attention(q, k, v, additive(padding_mask), return_probs=True)
     if probs is None:
         fail("eager_attention(..., return_probs=True) returned no probabilities")
-    check_close(context, torch_heads(q, k, v, padding_mask)[0], "the context of 3 heads of 5 dimensions over 9 "
-                "tokens")
+    check_close(context, torch_heads(q, k, v, padding_mask)[0], "the context of 3 heads of 5 "
+                "dimensions over 9 tokens")
     check_close(probs, torch_heads(q, k, v, padding_mask)[1], "their attention probabilities")
 
 
 @expectation
 def torch_heads(q, k, v, padding_mask):
-    """(context, probabilities) stacked over the heads, from nn.MultiheadAttention: one head, projections I."""
+    """(context, probabilities) stacked over the heads, from nn.MultiheadAttention: one head, identity
+    projections."""
     D = q.size(-1)
     mha = nn.MultiheadAttention(D, 1, bias=False, batch_first=True).eval()
     with torch.no_grad():

@@ -16,5 +16,6 @@ def test_random_masks_broadcast_over_heads_and_queries():
     padding = (torch.rand(5, 11) > 0.3).long()
     mask = extended_attention_mask(padding, torch.float32)
     scores = torch.zeros(5, 3, 11, 11) + mask  # (B, H, T, T): every head and query sees the same row
-    check_close(scores, torch.where(padding.bool(), 0.0, torch.finfo(torch.float32).min)[:, None, None, :].expand(
-        5, 3, 11, 11), "the mask broadcast over 3 heads and 11 queries", atol=0, rtol=1e-6)
+    row = torch.where(padding.bool(), 0.0, torch.finfo(torch.float32).min)  # (B, T)
+    check_close(scores, row[:, None, None, :].expand(5, 3, 11, 11),
+                "the mask broadcast over 3 heads and 11 queries", atol=0, rtol=1e-6)

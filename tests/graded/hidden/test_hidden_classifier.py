@@ -25,8 +25,8 @@ def test_head_drops_out_in_training_and_not_in_eval(monkeypatch):
     out = BertModelOutput(torch.randn(6, 4, 16), None, None, None)
     mask = torch.ones(6, 4, dtype=torch.long)
     head.train()
-    check_that(not torch.allclose(head(out, mask), head(out, mask)), "in training mode, with dropout 0.5, the "
-               "head gave the same logits twice: apply self.dropout")
+    check_that(not torch.allclose(head(out, mask), head(out, mask)), "in training mode, with dropout 0.5, "
+               "the head gave the same logits twice: apply self.dropout")
     head.eval()
     check_close(head(out, mask), F.linear(pooled, head.classifier.weight, head.classifier.bias),
                 "the logits in eval mode (no dropout)")

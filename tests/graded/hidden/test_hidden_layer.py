@@ -45,11 +45,12 @@ def test_layer_gradient_float64(config):
     layer = randomize(BertLayer(config)).double()
     hidden = torch.randn(2, 5, config.hidden_size, dtype=torch.float64)
     padding_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    weights = torch.randn(2, 5, config.hidden_size, dtype=torch.float64) * padding_mask[..., None]  # real rows
+    # the real rows' outputs only
+    weights = torch.randn(2, 5, config.hidden_size, dtype=torch.float64) * padding_mask[..., None]
     leaf = hidden.clone().requires_grad_(True)
     (layer(leaf, additive(padding_mask).double()).hidden_states * weights).sum().backward()
-    check_close(leaf.grad, torch_gradient(layer, config, hidden, padding_mask, weights), "the gradient of the "
-                "layer's output at the real tokens with respect to its input (float64, against torch's "
+    check_close(leaf.grad, torch_gradient(layer, config, hidden, padding_mask, weights), "the gradient of "
+                "the layer's output at the real tokens with respect to its input (float64, against torch's "
                 "nn.TransformerEncoderLayer)", atol=1e-9, rtol=1e-7)
 
 

@@ -28,5 +28,5 @@ def test_nothing_to_mask_and_whole_words_within_the_budget():
         if chosen == 0:
             fail("mask_tokens chose no position of 10 words of 4 pieces with a budget of 6 (a whole word, 4 "
                  "pieces, fits)")
-        check_that(chosen <= 6, f"{chosen} positions were chosen with a budget of 6: a word that does not fit "
-                   "whole is skipped")
+        check_that(chosen <= 6, f"{chosen} positions were chosen with a budget of 6: a word that does "
+                   "not fit whole is skipped")

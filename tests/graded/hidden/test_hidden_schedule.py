@@ -21,5 +21,5 @@ def test_many_warmup_and_total_pairs():
 
 @expectation
 def factors(W: int, N: int) -> torch.Tensor:
-    return torch.tensor([t / W if t < W else max(0.0, (N - t) / (N - W) if N > W else 0.0) for t in range(N + 3)],
-                        dtype=torch.float64)
+    return torch.tensor([t / W if t < W else max(0.0, (N - t) / (N - W) if N > W else 0.0)
+                         for t in range(N + 3)], dtype=torch.float64)
