@@ -109,9 +109,9 @@ def number_to_predict(input_ids: Sequence[int], vocab: MaskingVocab, mask_prob: 
 
 def choose_replacement(rng: random.Random) -> str:
     """BERT's 80/10/10 rule: "mask", "random" or "keep"."""
-    # Hints: 1. draw once from `rng` (never from the module `random`: a seeded run must repeat).
-    #        2. split [0, 1) into three intervals of widths 0.8, 0.1 and 0.1 (BERT §3.1): where the draw
-    #           falls picks the replacement.
+    # Hints: 1. draw from `rng` (never from the module `random`: a seeded run must repeat).
+    #        2. "mask" 80% of the time, "random" 10%, "keep" 10% (BERT §3.1): for one, split [0, 1) into
+    #           intervals of those widths, and where one draw falls picks the replacement.
     # BEGIN SOLUTION
     draw = rng.random()
     if draw < 0.8:

@@ -24,10 +24,10 @@ from minbert.pooling import POOLINGS, pool
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """cos(u, v) = u.v / max(|u| |v|, eps) per row. (B, C), (B, C) -> (B,).
+    """cos(u, v) = u.v / (|u| |v|) per row, eps keeping the denominator away from 0. (B, C), (B, C) -> (B,).
 
-    eps bounds the product of the two lengths from below: a row where u or v is the zero vector gets a
-    cosine of 0, not 0 / 0 = NaN; rows whose |u| |v| exceeds eps are the exact cosine.
+    A row where u or v is the zero vector gets a cosine of 0, not 0 / 0 = NaN; rows whose lengths are well
+    above eps get the exact cosine.
     """
     # Hints: 1. u.v per row is a sum over the last axis of the elementwise product; |u| is its norm
     #           over the same axis.
