@@ -48,20 +48,26 @@ def included(relative: str, lesson: tuple[str, ...]) -> bool:
 EDITION_LINE = 'EDITION="${GRADING_EDITION:-default}"'  # in run_autograder; the archive's edition replaces it
 
 
+def entry(name: str, mode: int = 0o644) -> zipfile.ZipInfo:
+    """An archive member that `unzip` unpacks readable to all: the grader copies the staff files into the
+    staging tree with their modes, and the child's user must read them (writestr's default is 0600)."""
+    info = zipfile.ZipInfo(name)
+    info.external_attr, info.compress_type = (stat.S_IFREG | mode) << 16, zipfile.ZIP_DEFLATED
+    return info
+
+
 def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDITION) -> list[str]:
     """Write the archive for `edition`; return the names it holds."""
     todos = edition_todos(edition)
     names = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for script in ("setup.sh", "run_autograder"):
-            info = zipfile.ZipInfo(script)
-            info.external_attr = (stat.S_IFREG | 0o755) << 16
             text = (staff / GRADESCOPE / script).read_text(encoding="utf-8")
             if script == "run_autograder":
                 if text.count(EDITION_LINE) != 1:
                     raise RuntimeError(f"{GRADESCOPE}/run_autograder must hold the line {EDITION_LINE} once")
                 text = text.replace(EDITION_LINE, EDITION_LINE.replace(":-default}", f":-{edition}}}"))
-            archive.writestr(info, text.encode("utf-8"))
+            archive.writestr(entry(script, 0o755), text.encode("utf-8"))
             names.append(script)
         split = layout(staff, edition)
         for relative in repository_files(staff):
@@ -70,13 +76,13 @@ def build_archive(out: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_ED
             data = (staff / relative).read_bytes()
             if relative in split.lesson:
                 data = strip_regions(data.decode("utf-8"), relative, todos)[0].encode("utf-8")
-            archive.writestr(relative, data)
+            archive.writestr(entry(relative), data)
             names.append(relative)
         with tempfile.TemporaryDirectory(prefix="minbert-autograder-") as where:
             wheel = build_wheel(Path(where), staff, edition, split)
-            archive.write(wheel, f"{WHEELS}/{wheel.name}")
+            archive.writestr(entry(f"{WHEELS}/{wheel.name}"), wheel.read_bytes())
             names.append(f"{WHEELS}/{wheel.name}")
-        archive.writestr(EXPECTATIONS, json.dumps(expectations(staff)))
+        archive.writestr(entry(EXPECTATIONS), json.dumps(expectations(staff)))
         names.append(EXPECTATIONS)
     return names
 

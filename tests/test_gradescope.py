@@ -77,6 +77,8 @@ def clean_room():
     build_archive(archive)
     with zipfile.ZipFile(archive) as z:
         z.extractall(root / "source")
+        for info in z.infolist():  # with the modes stored, as Gradescope's unzip unpacks it
+            (root / "source" / info.filename).chmod(info.external_attr >> 16 & 0o777)
     began = time.monotonic()
     setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], capture_output=True, text=True,
                            env=clean_env(AUTOGRADER_ROOT=str(root), PYTHON=sys.executable, SKIP_APT="1",
