@@ -5,13 +5,14 @@
 
 The archive holds setup.sh and run_autograder at its top (Gradescope's layout: it unpacks the archive to
 /autograder/source and runs setup.sh once, then run_autograder per submission), setup.cfg (its pytest
-settings), the grader (grading/; the bug catalogue, which quotes the solutions, is tests/mutations.py), tests/conftest.py and
-all of tests/graded (hidden tests included), the lesson (layout.py) with the edition's solution regions
-stubbed out, so that no solution is in the archive and a lesson file a submission lacks is graded as the
-stub, in wheels/ the handout's wheel of the same commit (handout.build_wheel): setup.sh installs it, so
-the graded code runs on the machinery a student's handout installs, and what the reference's run expects of
-every graded check (grade.EXPECTATIONS), computed here, since the archive has no solution to run. The
-edition is written into run_autograder, which grades only its components (GRADING_EDITION overrides it).
+settings), the grader (grading/; the bug catalogue, which quotes the solutions, is tests/mutations.py),
+tests/conftest.py and all of tests/graded (hidden tests included), the lesson (layout.py) with the edition's
+solution regions stubbed out, so that no solution is in the archive and a lesson file a submission lacks is
+graded as the stub, in wheels/ the handout's wheel of the same commit (handout.build_wheel): setup.sh
+installs it, so the graded code runs on the machinery a student's handout installs, and what the
+reference's run expects of every graded check (grade.EXPECTATIONS), computed here, since the archive has no
+solution to run. The edition is written into run_autograder, which grades only its components
+(GRADING_EDITION overrides it).
 
 Read next: docs/teaching.md.
 """
