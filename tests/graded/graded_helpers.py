@@ -11,10 +11,10 @@ decided depends on who runs the test ($MINBERT_GRADING_RECORD):
   code under test computed, and the test goes on; the grader decides, in its own process;
 - "expected", the grader's run of the reference: the check records what it expects (the expected value,
   the tolerance, what it is, the common mistakes' results) and is decided here (the reference must pass).
-The child runs a copy of the tests without the expectations (grading/strip.py): a check keeps its first
+The child runs a copy of the tests without the expectations (the grader strips them): a check keeps its first
 argument only, a keyword argument named expected... or mistakes... is dropped from every call, and a
 function marked @expectation returns None, so nothing a submission can reach computes the expected values.
-Write a test so that its expectations live only there (docs/teaching.md, Writing a graded test).
+Write a test so that its expectations live only there (the staff's teaching guide, Writing a graded test).
 
 Failure messages say what is wrong in the student's terms, computed from what their code returned: the
 first known mistake whose result theirs equals (the tanh GELU, a missing scale, ...), otherwise where and
@@ -58,7 +58,7 @@ def fail(message: str) -> NoReturn:
 
 def expectation(function: Callable) -> Callable:
     """Mark a function that computes a check's expected value or its mistakes' results: in the grader's
-    child it returns None (grading/strip.py removes its body), so a submission cannot call it."""
+    child it returns None (the grader removes its body), so a submission cannot call it."""
     return function
 
 

@@ -4,7 +4,7 @@
 `expected` (the expected value, the tolerance, what it is, the common mistakes' results), else the message
 a student reads. graded_helpers calls it in the test's own process (a student's `pytest tests/graded`);
 the grader calls it in its own process, with what the submission's run computed against what the
-reference's run expected (docs/teaching.md, Grading outside the code under test), so both give the same
+reference's run expected (the staff's guide, Grading outside the code under test), so both give the same
 message. Values cross between those processes as data only (`encode`, `decode`): tensors as safetensors
 bytes, the rest as JSON; nothing is unpickled or run.
 
