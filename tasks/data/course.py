@@ -1,40 +1,19 @@
 """The CS224N course's CSV files (SST, CFIMDB, Quora, STS) as lists of small examples.
 
-The course ships tab-separated files with a header row and an unnamed pandas index column first;
-the SST and CFIMDB test files carry that index twice (`0<TAB><TAB>id<TAB>sentence`), and we accept
-one or two index columns in any file. Text fields that contain a double quote are CSV-quoted (the
-field in quotes, inner quotes doubled), so we read with Python's `csv` module, tab dialect, standard
-quoting; a plain `line.split("\\t")` gets hundreds of rows wrong. Sentences keep the course's
-tokenisation ("It 's", " .") and lose only their leading and trailing spaces. One quirk we keep:
-the course's pipeline CSV-quoted the Quora and CFIMDB text twice, so after the one level of unquoting
-that the course's own reader also does, about 650 Quora questions and the CFIMDB reviews with quotes
-still read like `"Do I need ""the"" here?"`.
+The files are tab-separated with a header and one or two unnamed pandas index columns; fields holding a
+double quote are CSV-quoted, so we read with `csv`'s tab dialect (a plain `split("\\t")` gets hundreds of
+rows wrong). Sentences keep the course's tokenisation ("It 's"). One quirk kept: the course quoted Quora
+and CFIMDB text twice, so about 650 Quora questions still read like `"Do I need ""the"" here?"`, as the
+course's own reader gives them.
 
-Every reader returns a `ReadResult`: the examples plus a list of the rows it skipped, each with its
-file, line number and reason, for the caller to print. The course's own loader drops bad Quora rows
-silently inside a bare `except`; here a malformed row (a missing field, an empty or unparsable label,
-a label out of range, a duplicate id) is reported, and `strict=True` makes it fatal
-(`MalformedRowError`). File-level problems (missing file, empty file, wrong header, bytes that are not
-UTF-8) are always errors, raised before any training starts.
+Every reader returns a `ReadResult`: the examples plus the rows it skipped (file, line, reason). The
+course's loader drops bad Quora rows silently in a bare `except`; here a malformed row is reported, and
+`strict=True` makes it fatal (`MalformedRowError`). File-level problems (missing, empty, wrong header, not
+UTF-8) are always errors, raised before training starts.
 
-Penn Treebank escapes. SST (and one CFIMDB review) keep the Treebank's escapes: `-LRB-` for "(",
-`` `` `` and `''` for double quotes, `\\/` for "/". The course's reference code passes them unchanged
-to its tokenizer (which lower-cases), so by default we keep them too: numbers then compare with the
-course's. `ptb_unescape=True` (see `unescape_ptb`) turns them back into the characters BERT saw
-during pre-training.
-
-Where the files come from is sources.py's business:
-
-    from tasks.data.course import read_split, task_files
-    from tasks.data.sources import resolve_data_dir
-    source = resolve_data_dir(args.data_dir, task_files(["sst", "quora", "sts"]))
-    print(source.description)
-    train = read_split(source.path, "sst", "train")
-    print(train.report())
-
-`read_splits` does that for a job (each file's report printed, the optional test file, --limit), and
-`write_predictions` / `read_predictions` write and read the course's prediction files: a header line
-"id \t <name> ", then "<id> , <prediction> " rows.
+SST keeps the Penn Treebank's escapes (`-LRB-`, `` `` ``, `\\/`), as the course's reference code does, so
+numbers compare with the course's; `ptb_unescape=True` (`unescape_ptb`) turns them back into the characters
+BERT saw in pre-training.
 
 Read next: sources.py (where the files are found), course_files.py (which ones a run reads and writes),
 then batching.py (examples to padded batches).
@@ -163,16 +142,10 @@ def unescape_ptb(text: str) -> str:
 # ----------------------------------------------------------------------------------------------------
 
 
-class CourseDialect(csv.Dialect):
-    """Tab-separated, standard double-quote quoting: how pandas `to_csv(sep="\\t")` wrote the files."""
+class CourseDialect(csv.excel_tab):
+    """How pandas `to_csv(sep="\\t")` wrote the files: tabs, standard double-quote quoting; a leading space
+    belongs to the sentence (we strip it ourselves)."""
 
-    delimiter = "\t"
-    quotechar = '"'
-    doublequote = True
-    escapechar = None
-    lineterminator = "\n"
-    quoting = csv.QUOTE_MINIMAL
-    skipinitialspace = False  # leading spaces belong to the sentence; we strip them ourselves
     strict = True  # a stray quote inside a quoted field is an error, not a guess
 
 
@@ -301,12 +274,6 @@ def read_sst(path: str | os.PathLike, split_has_labels: bool = True, strict: boo
              ptb_unescape: bool = False) -> ReadResult:
     """SST-5 movie-review sentences: `SentenceExample`s with labels 0 (very negative) .. 4."""
     return read_task("sst", path, labelled=split_has_labels, strict=strict, ptb_unescape=ptb_unescape)
-
-
-def read_cfimdb(path: str | os.PathLike, split_has_labels: bool = True, strict: bool = False,
-                ptb_unescape: bool = False) -> ReadResult:
-    """CFIMDB movie reviews: `SentenceExample`s with labels 0 (negative) / 1 (positive)."""
-    return read_task("cfimdb", path, labelled=split_has_labels, strict=strict, ptb_unescape=ptb_unescape)
 
 
 def read_quora(path: str | os.PathLike, split_has_labels: bool = True, strict: bool = False,
