@@ -1,27 +1,18 @@
 """Pre-training text: documents of sentences, and BERT's next-sentence examples built from them.
 
-A corpus is a list of documents; a document is a list of sentences (strings). Sources:
-
-- plain-text files: one sentence or paragraph per line, a blank line between documents (BERT's own
-  input format); paragraphs are cut into sentences by `split_sentences`. `wikitext` format: WikiText's
-  tokenised files, where a document is an article that starts at a top-level " = Title = " line;
-- the task datasets: SST sentences and STS / Quora pairs come from the course files (each SST sentence
-  is a one-sentence document; each STS or Quora row is a two-sentence document, its second sentence
-  "following" the first), CFIMDB reviews are split into sentences, and 20 Newsgroups posts (headers
-  dropped) are split into paragraphs and sentences. Only the splits asked for are read (train by
-  default: test text is never used unless asked).
+A corpus is a list of documents; a document is a list of sentences. Plain-text files hold one sentence or
+paragraph per line, a blank line between documents (BERT's own input format; `wikitext`: a document per
+" = Title = " article). From the task data, an SST sentence is a one-sentence document, a Quora or STS row
+a two-sentence one, CFIMDB reviews and 20 Newsgroups posts are split into sentences; only the splits asked
+for are read (test text never unless named).
 
 Next-sentence examples follow Google's `create_pretraining_data.py` (BERT paper §3.1, Task #2, §A.2):
-sentences of a document are gathered into a chunk until it reaches the target length (the window, or
-with probability `short_seq_prob` a random shorter one, so fine-tuning on short inputs is not a
-surprise); a random cut splits the chunk into A and B; half the time B is replaced by sentences from a
-random other document (and the unused sentences of the chunk are put back for the next example); the
-pair is truncated one piece at a time from the longer side, at a random end, to fit
-`[CLS] A [SEP] B [SEP]`. Where we differ: a chunk of one sentence (an SST sentence, or the sentence
-put back after a random B in a two-sentence Quora or STS document) has no next sentence to offer, and
-Google's code then always draws a random B, which makes the labels 2/3 "random" on short documents; we
-make it a single-segment `[CLS] A [SEP]` example that trains masked-LM only (NSP label ignored), so
-the NSP labels stay a fair coin.
+sentences are gathered into a chunk up to the target length (with probability `short_seq_prob` a shorter
+one, so short fine-tuning inputs are no surprise), cut at random into A and B; half the time B comes from
+another document; the pair is truncated from the longer side to fit `[CLS] A [SEP] B [SEP]`. Where we
+differ: a chunk of one sentence has no next sentence, and Google's code then always draws a random B
+(labels 2/3 "random" on short documents); we make it a single-segment example that trains masked-LM only,
+so the NSP labels stay a fair coin.
 
 Read next: ../minbert/masking.py (what the model must predict), run.py.
 """
@@ -30,7 +21,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -147,7 +138,6 @@ class ExampleStats:
     single_segment: int = 0
     truncated_pairs: int = 0
     skipped_empty_documents: int = 0
-    notes: list[str] = field(default_factory=list)
 
     def report(self) -> str:
         with_nsp = self.is_next + self.not_next

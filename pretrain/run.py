@@ -11,17 +11,11 @@ and next-sentence training on the target task's text (within-task), on text of r
     python -m pretrain.run --text notes.txt --masking span --span-boundary
     python -m tasks.multitask --model runs/pretrain/<run>/best  # then fine-tune from the result
 
-The model starts from any checkpoint (`--model`); an encoder-only checkpoint, like the embedded
-all-MiniLM-L6-v2, gets a freshly initialised masked-LM transform and NSP classifier, the decoder tied to
-its word embeddings, and the run says so; a BertForMaskedLM checkpoint keeps its trained masked-LM head
-(transform and bias) and gets a fresh NSP classifier. The heads learn at --head-lr 1e-3 by default where
-the head the run trains (masked-LM; NSP with --no-mlm) is fresh, at --lr where it was loaded. Training
-uses the shared loop (tasks.training.loop): our AdamW, warm-up and decay, progress bars, metrics.jsonl,
-loss_and_dev.png, atomic checkpoints and --resume.
-Examples (NSP pairs and masks) are rebuilt every epoch from the seed, so epochs see different masks.
-Held-out documents (`--heldout`, 5% by default) measure masked-LM accuracy and perplexity and NSP
-accuracy, before training and after every epoch; the best epoch by held-out masked-LM loss (NSP
-accuracy with --no-mlm) is saved in Hugging Face format to best/, which the task jobs load with --model.
+Heads a checkpoint lacks (the embedded all-MiniLM-L6-v2 has none) start fresh, the decoder tied to the word
+embeddings, and the run says so; a fresh head learns at --head-lr 1e-3, a loaded one at --lr. Training uses
+the shared loop (tasks.training.loop). Masks and NSP pairs are redrawn every epoch from the seed. Held-out
+documents (`--heldout`, 5%) are measured before training and after every epoch; the best epoch by held-out
+masked-LM loss (NSP accuracy with --no-mlm) is saved to best/, which the task jobs load with --model.
 
 Read next: ../tasks/multitask.py (fine-tuning the result).
 """

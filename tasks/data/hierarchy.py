@@ -1,23 +1,18 @@
 """Label hierarchies and the documents labelled with them: HWV, 20 Newsgroups, Enron, TREC.
 
-A hierarchy is a set of labels with parents. Each label sits on one level: **a label's level is the length
-of its shortest path from the root** (top-level labels are on level 1). In a tree that is simply its depth;
-a label with several parents sits on the level of its highest parent plus one, so it is predicted as early
-as any of its parents allows. Every document's label set is augmented with every ancestor of its labels
-(`Hierarchy.augment`): a post in comp.sys.mac.hardware is also in comp.sys.mac, comp.sys and comp.
+**A label's level is the length of its shortest path from the root** (top-level labels are on level 1), so
+a label with several parents is predicted as early as any of its parents allows. Every document's label
+set is augmented with every ancestor of its labels (`Hierarchy.augment`).
 
 The datasets (read from $MINBERT_DATA; see each SOURCE.txt under ../shared/data):
 
-- hwv: Hierarchical WikiVitals, Wikipedia lead sections on a taxonomy of depth up to 6. Only the val and
-  test files exist (3,605 documents, no train file), so the 3,605 are pooled and split 70 / 10 / 20
-  into train / dev / test by a fixed seed. Labels are full paths already.
-- 20newsgroups: the bydate posts; the hierarchy is the group names' dot prefixes (rec > rec.sport >
-  rec.sport.hockey; up to 5 levels). bydate-train is split 90 / 10 into train / dev, bydate-test is test.
-  Headers are dropped (they name the group), and quoted replies with them.
-- enron: UC Berkeley's annotated Enron emails, multi-label on 2 levels (4 facets, 53 categories, e.g. "3.6").
-  The headers are dropped except the subject line; 70 / 10 / 20 split by a fixed seed.
-- trec: questions, coarse (6) -> fine (50) labels; the one file is split 80 / 10 / 10, stratified by fine
-  label.
+- hwv: Hierarchical WikiVitals (depth up to 6). Only val and test files exist, so their 3,605 documents
+  are pooled and split 70 / 10 / 20 by a fixed seed.
+- 20newsgroups: the bydate posts; the hierarchy is the group names' dot prefixes (up to 5 levels);
+  bydate-train is split 90 / 10 into train / dev. Headers (they name the group) and quoted replies dropped.
+- enron: UC Berkeley's annotated Enron emails, 2 levels (4 facets, 53 categories); headers dropped but the
+  subject; 70 / 10 / 20 by a fixed seed.
+- trec: questions, coarse (6) -> fine (50); split 80 / 10 / 10, stratified by fine label.
 
 Read next: ../models/structured.py.
 """

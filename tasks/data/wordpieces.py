@@ -1,19 +1,13 @@
 """Word-level tags meet WordPiece: the alignment between words and their pieces, both ways.
 
-A CoNLL sentence is a list of words, each with a tag; BERT reads word pieces ("Empire" -> "empire",
-"@paulwalk" -> "@", "paul", "##walk"). So we encode each word on its own, remember which word each piece
-came from (`word_ids`, None for [CLS] and [SEP]), and:
+Each word is encoded on its own, remembering which word each piece came from (`word_ids`, None for [CLS]
+and [SEP]). Training (`piece_labels`): every piece carries its word's tag, or (`all_pieces=False`) only the
+first, the others IGNORE (-100). Decoding (`word_predictions`): a word takes its first piece's tag, or
+(`how="mean"`) the argmax of its pieces' averaged distributions; `word_vectors` does the same for the
+vectors a CRF or a span model reads.
 
-- training (`piece_labels`): every piece of a word carries its word's tag (the default), or only the first
-  piece does and the others get IGNORE (-100, skipped by cross-entropy) with `all_pieces=False`;
-- decoding (`word_predictions`): a word takes the tag predicted for its first piece (the default), or
-  the argmax of its pieces' averaged distributions with `how="mean"`;
-- for a CRF or a span model, which work on words, `word_vectors` turns piece vectors (or scores) into one
-  per word the same two ways.
-
-A word that the tokenizer turns into no piece at all (a lone zero-width or control character) becomes
-[UNK], so every word has at least one piece and gets a prediction. Words beyond the window (rare in
-tweets: max_length 128 holds about 90 words) get no piece; `word_predictions` gives them "O".
+A word that gives no piece (a lone control character) becomes [UNK], so every word gets a prediction.
+Words beyond the window get no piece; `word_predictions` gives them "O".
 
 Read next: ../evaluation/entities.py.
 """

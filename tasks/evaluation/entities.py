@@ -1,33 +1,23 @@
 """Entity-level evaluation for named-entity recognition, with the conventions of CoNLL's conlleval script.
 
-A tagger labels words, but what a reader wants are entities: "Acme Corp" is one organisation, found or
-not. So NER is scored on whole entities (spans of words), not on tags. An entity counts as correct only
-if its type, first word and last word all match a gold entity; a prediction with a wrong boundary is both
-a false positive (the span predicted) and a false negative (the gold span missed). This is why token
-accuracy, dominated by the many "O" words, can look excellent while entity F1 is poor (tests show a case
-with accuracy 0.925 and F1 0.25).
+NER is scored on whole entities, not tags: an entity counts as correct only if its type, first word and
+last word all match a gold entity, so a wrong boundary is both a false positive and a false negative.
+Token accuracy, dominated by the many "O" words, can look excellent while entity F1 is poor (tests show
+accuracy 0.925 with F1 0.25).
 
-The conventions are those of `conlleval`, the Perl script of the CoNLL-2000 chunking and CoNLL-2002/2003
-NER shared tasks (Tjong Kim Sang & De Meulder 2003, https://www.clips.uantwerpen.be/conll2003/ner/):
+The conventions of `conlleval` (CoNLL-2000/2003; Tjong Kim Sang & De Meulder 2003):
 
-- Tags are IOB2 ("BIO"): "O" outside, "B-type" begins an entity, "I-type" continues one. The type is what
-  follows the first "-", so types may contain "-" ("B-creative-work" has type "creative-work"). "B" and
-  "I" alone (or "B-", "I-") are untyped entities of type "", as conlleval reads them.
-- Invalid sequences are repaired, not dropped: an "I-x" that does not continue an entity of type x (at
-  the start of a sentence, after "O", or after "B-y"/"I-y" with y != x) starts a new entity of type x.
-  Two adjacent "B-x" are two entities. (seqeval's default mode does the same; its strict IOB2 mode
-  instead discards such entities, and scores differ.)
-- Scores are micro-averaged over all entities of the corpus: precision = correct / predicted, recall =
-  correct / gold, F1 their harmonic mean, each 0.0 where its denominator is 0. Per-type scores use the
-  same formulas on one type's entities. conlleval's "accuracy" is token accuracy over every word, "O"
-  included (`token_accuracy`).
+- Tags are IOB2: "O", "B-type", "I-type"; the type is what follows the first "-" ("B-creative-work" has
+  type "creative-work"); "B" and "I" alone are untyped entities of type "".
+- Invalid sequences are repaired, not dropped: an "I-x" that does not continue an entity of type x starts
+  a new one; two adjacent "B-x" are two entities. (seqeval's default mode does the same; its strict IOB2
+  mode discards such entities, and scores differ.)
+- Scores are micro-averaged over the corpus' entities (precision = correct / predicted, recall = correct /
+  gold, each 0.0 where its denominator is 0); per-type scores likewise; conlleval's "accuracy" is token
+  accuracy over every word (`token_accuracy`).
 
-One extension for callers who produce spans directly (not from tags): spans are treated as a set per
-sentence, so a duplicate predicted span counts once and cannot earn credit twice. Spans from tags never
-repeat, so this changes nothing for `score_bio`.
-
-A span is (type, start, end) over words start .. end-1 (Python slice convention, so a one-word entity at
-word 3 is (type, 3, 4)).
+Spans given directly are a set per sentence, so a duplicate predicted span cannot earn credit twice. A span
+is (type, start, end) over words start .. end-1 (a one-word entity at word 3 is (type, 3, 4)).
 
 Read next: ../../minbert/metrics.py (the sentence-level scores of the classification tasks).
 """

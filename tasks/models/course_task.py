@@ -1,20 +1,14 @@
 """A course task as one row: its data, head, loss, metric and output file; the model with a head per row.
 
-A `CourseTask` names everything that differs between SST, Quora and STS (and CFIMDB, or a task of your
-own): the course's prefix and dataset, the head (a classifier over one sentence, or a cosine head over a
-pair), the loss, how the head's scores become the course's predictions, the metric, the output file's
-column, and the loss's weight. A job's tasks are a table of such rows (tasks/multitask.py); `TaskData`
-puts one row's examples to work in the training loop, and `MultitaskBERT` is the encoder with one head per
-row. A step goes one way: the row's loss calls the model bound to the row, `model(name, tokens)`, which
-runs the encoder once and the row's head, and returns the scores the loss compares with the labels (as a
-sentence-transformers loss calls its model). A sentence batch is one [CLS] A [SEP] input per example,
-(B, T); a pair batch stacks the B first sentences over the B second ones, (2B, T), so that one encoder call
-embeds both sides (SBERT's bi-encoder).
+A `CourseTask` names everything that differs between SST, Quora and STS (or a task of your own); a job's
+tasks are a table of such rows (tasks/multitask.py), `TaskData` puts one row's examples to work in the
+loop, and `MultitaskBERT` is the encoder with one head per row. A row's loss calls the model bound to the
+row, `model(name, tokens)` (as a sentence-transformers loss calls its model). A pair batch stacks the B
+first sentences over the B second ones, (2B, T), so one encoder call embeds both sides (SBERT's
+bi-encoder).
 
-Losses (heads.py holds the formulas): cross-entropy, optionally with R-Drop (Liang et al. 2021: every
-sentence twice through the whole network, so two dropout masks, plus alpha times the symmetric KL between
-the two predictions); binary cross-entropy on the paraphrase logit s cos(u, v) + b; SBERT's
-CosineSimilarityLoss on cos(u, v) against score / 5.
+Losses (heads.py holds the formulas): cross-entropy, optionally with R-Drop (Liang et al. 2021); binary
+cross-entropy on the paraphrase logit s cos(u, v) + b; SBERT's CosineSimilarityLoss against score / 5.
 
 Shape legend: B batch, T tokens, C hidden size, K classes.
 

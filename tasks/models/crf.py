@@ -2,44 +2,28 @@
 
 A softmax tagger picks each word's tag alone, so nothing stops it from predicting "O I-person", a tag
 sequence that IOB2 never contains. A linear-chain CRF (Lafferty, McCallum & Pereira 2001) scores the
-whole sequence instead; with the start, end and transition scores of Lample et al. (2016, "Neural
-Architectures for Named Entity Recognition", §2.2), the score of tags y_1..y_n given the emissions E
-(one score per word and tag, here BERT's token-classification logits) is
+whole sequence instead; with the start, end and transition scores of Lample et al. (2016, §2.2), the score
+of tags y_1..y_n given the emissions E (BERT's per-word logits) is
 
     score(y) = start[y_1] + sum_{w=1..n} E[w, y_w] + sum_{w=2..n} T[y_{w-1}, y_w] + end[y_n]
     p(y | x) = exp(score(y)) / Z,    Z = sum over all K^n tag sequences y' of exp(score(y'))
 
-and training maximises log p(gold | x) = score(gold) - log Z. The sum over K^n sequences factorises, so
-two dynamic programmes over positions, each O(n K^2), replace the enumeration (Rabiner 1989, §III.A-B):
-
-- the forward algorithm: alpha_1[j] = start[j] + E[1, j],
-  alpha_w[j] = E[w, j] + logsumexp_i (alpha_{w-1}[i] + T[i, j]),  log Z = logsumexp_j (alpha_n[j] + end[j]);
-- Viterbi: the same recursion with max instead of logsumexp, plus back-pointers to recover the argmax.
-
-Both run in log space (sums of exponentials would overflow), vectorised over the batch, with one Python
-loop over positions. Padding: a (B, W) mask with a prefix of ones per row; at a padded position the
-recursion carries its state through unchanged, so a padded sequence gets exactly the numbers it gets alone.
+and training maximises log p(gold | x) = score(gold) - log Z. Two dynamic programmes, each O(n K^2),
+replace the enumeration (Rabiner 1989, §III.A-B): the forward algorithm,
+alpha_w[j] = E[w, j] + logsumexp_i (alpha_{w-1}[i] + T[i, j]), and Viterbi, the same with max and
+back-pointers. Both run in log space, vectorised over the batch; at a padded position the recursion
+carries its state through unchanged, so a padded sequence gets exactly the numbers it gets alone.
 
 Design choices a user must know:
-- Parameter names and the convention T[i, j] = score of tag i followed by tag j are pytorch-crf's
-  (`start_transitions`, `end_transitions`, `transitions`), so a state_dict loads into either.
-- The parameters start at zero: the CRF then equals a per-word softmax over the emissions (log Z
-  factorises into one logsumexp per word), so adding it to a trained tagger changes nothing at step 0, and
-  the data, not a random init, decides which transitions are likely. Zeros cause no symmetry problem: the
-  gradient of T[i, j] is (expected - gold) count of the pair i -> j, different for every pair.
-- Given the tag names, transitions that IOB2 forbids (start -> I-x, O -> I-x, B-x or I-x -> I-y for
-  x != y) get a fixed additive -10000 (`FORBIDDEN`), a buffer, not a parameter. Finite on purpose: with
-  -inf, a gold sequence that breaks IOB2 (wordpiece labels, a noisy file) gets score -inf, an infinite
-  loss and NaN gradients; with -10000 its loss is huge but finite. e^-10000 is exactly 0 in float32 and
-  float64, so forbidden paths still get probability 0, and Viterbi never picks one unless the emissions
-  differ by thousands. The buffer is not saved in the state_dict: it follows from `tags`, given again
-  when the model is rebuilt. Run the CRF in float32 or float64 (cast half-precision emissions with
-  .float()): float16 stops at 65504, a few forbidden steps.
-- `forward` returns the loss, the batch mean of -log p(gold | x) (pytorch-crf returns the summed
-  log-likelihood instead).
-
-BERT itself (paper §5.3) tags with a softmax on each word's first sub-token; the CRF is an optional layer
-over those logits.
+- Parameter names and the convention T[i, j] = score of tag i followed by tag j are pytorch-crf's, so a
+  state_dict loads into either.
+- The parameters start at zero: the CRF then equals a per-word softmax, so adding it to a trained tagger
+  changes nothing at step 0 (no symmetry problem: T[i, j]'s gradient differs for every pair).
+- Transitions IOB2 forbids get a fixed additive -10000 (`FORBIDDEN`), a buffer rebuilt from `tags`, not
+  saved. Finite on purpose: with -inf a gold sequence that breaks IOB2 gives an infinite loss and NaN
+  gradients; e^-10000 is still exactly 0 in float32. Run the CRF in float32 or float64: float16 stops at
+  65504, a few forbidden steps.
+- `forward` returns the batch mean of -log p(gold | x) (pytorch-crf returns the summed log-likelihood).
 
 Shape legend: B batch, W words (tag positions), K tags.
 

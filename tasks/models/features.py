@@ -1,21 +1,12 @@
 """What a classifier reads: the [CLS] vector of one layer or of several, combined (Sun et al. 2019, Table 3),
 and, for texts longer than the window, the [CLS] vectors of their chunks, combined (their section 5.3.1).
 
-Layer features (`--layer-features`, `--layer-combine`):
+Layer features (`--layer-features`): last (BERT's default), layer:K (0 = the embeddings), first-4, last-4,
+all; several are combined (`--layer-combine`) by concatenation (n x C), the element-wise mean, or the max.
 
-    last        the final layer's [CLS] vector (BERT's default)
-    layer:K     layer K's (0 = the embeddings, 1..L the layers)
-    first-4     layers 1-4, combined
-    last-4      layers L-3..L, combined
-    all         layers 1..L, combined
-
-combined by concatenation (the classifier's input grows to n x C), the element-wise mean, or the max.
-
-Chunks (`--chunks mean|max|attention`): a text of n pieces is cut into ceil(n / (max_length - 2))
-consecutive chunks, each encoded as `[CLS] chunk [SEP]`, and the chunks' final [CLS] vectors are combined by
-their mean, their max, or a learned self-attention pooling (a score per chunk, softmax over the chunks);
-chunks that only pad a batch are masked out of all three. Every piece is in exactly one chunk
-(`chunk_pieces`).
+Chunks (`--chunks mean|max|attention`): a text is cut into consecutive chunks of max_length - 2 pieces,
+each encoded as `[CLS] chunk [SEP]`, and the chunks' final [CLS] vectors are combined by their mean, their
+max, or a learned self-attention pooling; chunks that only pad a batch are masked out of all three.
 
 Shape legend: B batch, N chunks per text, C hidden size.
 

@@ -1,18 +1,16 @@
 """Span-based entity recognition: classify every span of words, then pick non-conflicting ones.
 
-Instead of one tag per word, enumerate every span of at most `max_width` words (a sentence of n words has
-sum_{w=1..L} (n - w + 1) of them, L = min(max_width, n)) and classify each over the entity types plus NULL
-(index 0), as in span-based NER (Lee et al. 2017's span representations, used for NER by e.g. Fu et al. 2021):
+Every span of at most `max_width` words is classified over the entity types plus NULL (index 0), as in
+span-based NER (Lee et al. 2017's span representations, used for NER by e.g. Fu et al. 2021):
 
     g(i, j) = [h_i ; h_j ; pool(h_i .. h_j)]      h: one vector per word (its first piece's final state)
 
-where pool is the mean of the span's word vectors or a learned self-attention pooling (a scalar score
-per word, softmax over the span's words). A two-layer feed-forward network scores g(i, j).
+pool: the mean of the span's word vectors or a learned self-attention pooling; a two-layer feed-forward
+network scores g(i, j).
 
-Decoding: every span whose best class is not NULL is a candidate; taking them by descending probability,
-keep one unless it overlaps a span already kept (`nested=False`, the flat decoding BIO also gives), or,
-with `nested=True`, unless it *crosses* one (overlaps without either containing the other). Nested
-entities ("[Bank of [America]]") are representable here and impossible with one BIO tag per word.
+Decoding: the non-NULL spans, by descending probability, each kept unless it overlaps a kept one
+(`nested=False`, BIO's flat decoding) or, with `nested=True`, crosses one. Nested entities
+("[Bank of [America]]") are impossible with one BIO tag per word.
 
 Shape legend: B batch, W words, S spans, C hidden size, K entity types.
 
