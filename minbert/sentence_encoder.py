@@ -2,20 +2,13 @@
 
 A sentence embedding is BertModel's token vectors pooled into one vector (pooling.py: by default the mean
 of the real tokens, Sentence-BERT's choice, Reimers & Gurevych 2019 §3), optionally scaled to unit length
-so that a dot product is a cosine similarity. `encode` is what makes this quick for many sentences: it
-sorts them by length so that each batch carries little padding, runs the batches under
-torch.inference_mode, and puts the vectors back in the input's order.
+so that a dot product is a cosine similarity.
 
 The settings (pooling, normalisation, max_seq_length, similarity function, prompts) travel with the
 weights in sentence-transformers' own files (loading/sentence_files.py), so an encoder gives the same vectors
-whatever it was built from: a folder sentence-transformers saved, a folder `save` wrote, a main-job run's
-best/, or a BertModel loaded from one of those. A folder without those files (a plain Hugging Face
-checkpoint) gets sentence-transformers' defaults for one: mean pooling, no normalisation, the tokenizer's
-length. Arguments given here win over the folder's.
-
-It is an nn.Module with the surface sentence-transformers users reach for: `encode`, `similarity`,
-`save`, `max_seq_length`, `get_sentence_embedding_dimension()`, `.to(...)`, `.eval()`, `.half()`, and
-`forward(features)` on the tokenizer's output.
+whatever it was built from: a sentence-transformers folder, a folder `save` wrote, a main-job run's best/,
+or a BertModel loaded from one of those. A plain Hugging Face checkpoint gets sentence-transformers'
+defaults (mean pooling, no normalisation, the tokenizer's length). Arguments given here win over the folder's.
 
 Shape legend: N sentences, B batch, T tokens, C hidden size.
 
@@ -80,19 +73,14 @@ class SentenceEncoder(nn.Module):
         dtype: torch.dtype | str | None = None,
     ) -> None:
         """model: a checkpoint directory or a model name as loading/hub.py resolves it (None: the embedded
-        all-MiniLM-L6-v2), or a BertModel already built, given with its tokenizer (its settings then come
-        from the folder it was loaded from, if any).
+        all-MiniLM-L6-v2), or a BertModel given with its tokenizer (its settings then come from the folder
+        it was loaded from, if any).
 
-        pooling: one of pooling.POOLINGS; normalize: scale every vector to unit length (sentence-transformers'
-        Normalize module); max_seq_length: the tokens kept per input, special tokens included;
-        truncate_dim: keep the first dimensions of every vector (Matryoshka models); similarity_fn_name:
-        what `similarity` computes, one of sentence_files.SIMILARITY_FUNCTIONS; prompts: named texts put
-        before each input, default_prompt_name the one used when `encode` names none. None takes the
-        folder's setting (see the module docstring).
-        device: where the model runs; None is a GPU if there is one, or, for a model passed in, where it is.
-        attn_implementation: the attention kernel of a model loaded here, "sdpa", "eager" or "unpadded";
-        "auto" is minbert/fast/unpadded.py's model on a CPU where it ships (the same vectors, to 1e-6: it
-        skips the padding), else "sdpa". dtype: the weights' dtype (from_pretrained's: torch.bfloat16, ...).
+        pooling (pooling.POOLINGS), normalize, max_seq_length (special tokens included), truncate_dim
+        (Matryoshka), similarity_fn_name, prompts, default_prompt_name: sentence-transformers' settings;
+        None takes the folder's. device: None is a GPU if there is one (a model passed in: where it is).
+        attn_implementation: "sdpa", "eager", "unpadded", or "auto": the unpadded model on a CPU where it
+        ships (the same vectors, to 1e-6), else "sdpa". dtype: from_pretrained's.
         """
         super().__init__()
         if isinstance(model, BertModel):
@@ -249,31 +237,22 @@ class SentenceEncoder(nn.Module):
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """One vector per sentence, in the order given (sentence-transformers' arguments and defaults).
 
-        sentences: a str, a list of str, or a list of (a, b) pairs, each pair one input
-            [CLS] a [SEP] b [SEP] (a cross-encoder's input); a list mixing the two is a ValueError.
+        sentences: a str, a list of str, or a list of (a, b) pairs, each one input [CLS] a [SEP] b [SEP];
+            a list mixing the two is a ValueError.
         prompt / prompt_name: a text, or the name of one of `prompts`, put before every sentence
             (default: default_prompt_name's prompt, if set).
-        batch_size: inputs per forward pass (the vectors do not depend on it).
-        show_progress_bar: None shows a bar on a terminal when there is more than one batch (tqdm's
-            disable=None: never in logs); True always, False never.
+        show_progress_bar: None shows a bar on a terminal when there is more than one batch.
         output_value: "sentence_embedding", or "token_embeddings": a list of (T_i, C) tensors, each
             sentence's real tokens only.
-        precision: "float32", or sentence-transformers' quantized vectors, "int8", "uint8" (each dimension
-            cut into 256 buckets between its smallest and largest value over these sentences), "binary",
-            "ubinary" (the signs, 8 to a byte); see `quantize_embeddings`.
-        convert_to_tensor: a torch tensor on the model's device; else convert_to_numpy: a float32 numpy
-            array; else a list of 1-D tensors (sentence-transformers' three outputs, in its precedence).
-        device: move the encoder there first (it stays there).
-        normalize_embeddings: scale to unit length after truncate_dim (the Normalize module, when the
-            folder has one, runs anyway: this is an extra step, as in sentence-transformers).
-        truncate_dim: keep the first dimensions (default: the encoder's truncate_dim).
+        precision: "float32", or sentence-transformers' quantized "int8", "uint8", "binary", "ubinary"
+            (`quantize_embeddings`).
+        convert_to_tensor, else convert_to_numpy, else a list of 1-D tensors (sentence-transformers'
+            precedence). device: move the encoder there first (it stays there).
+        normalize_embeddings: scale to unit length after truncate_dim (on top of the folder's Normalize).
 
-        Returns (N, C), or (C,) for a single str, as sentence-transformers does, in the model's dtype (a
-        half() model gives float16; bfloat16, which numpy lacks, comes as float32 arrays).
-
-        Why it is fast: every sentence is tokenized in one call, sorted by its number of tokens (not
-        characters), and batched by that order, so that a batch holds little padding, and on a CPU the
-        unpadded model skips what is left (see the constructor's attn_implementation).
+        Returns (N, C), or (C,) for a single str, in the model's dtype (bfloat16 comes as float32 arrays).
+        Fast because every sentence is tokenized in one call and batched in order of its token count, so a
+        batch holds little padding, and on a CPU the unpadded model skips what is left.
         """
         single = isinstance(sentences, str)
         items = [sentences] if single else _check_sentences(sentences)

@@ -1,21 +1,13 @@
 """Dropout (Srivastava et al. 2014) whose random mask costs a quarter of PyTorch's on a CPU.
 
-Training zeroes each element with probability p and scales the survivors by 1 / (1 - p), so that the
-expected value is unchanged; evaluation does nothing. That is all `torch.nn.Dropout` does too; what
-differs is where the coin flips come from. On a CPU PyTorch draws one 32-bit Mersenne-Twister number per
-element, one after another, and in BERT the flips are a large share of a training step: dropout runs
-after the embeddings, on every layer's attention probabilities and twice more per layer, and on 2 CPU
-cores it took 30% of the forward pass of the main job (MiniLM size, batch 32 of ~25 tokens, fp32; 45%
-under bf16). Here one 64-bit draw gives four 16-bit numbers, each compared with p * 2^16: a quarter of
-the draws for the same mask, and the comparison is vectorised.
-
-What it costs in exactness: p is rounded to a multiple of 2^-16 (0.1 becomes 0.1000061), which no
-training run can tell apart. On a GPU PyTorch's own dropout (counter-based Philox, in parallel) is already
+On a CPU PyTorch draws one 32-bit Mersenne-Twister number per element, and in BERT those flips took 30%
+of the main job's forward pass on 2 cores (45% under bf16). Here one 64-bit draw gives four 16-bit
+numbers, each compared with p * 2^16: a quarter of the draws for the same mask. The cost in exactness: p
+is rounded to a multiple of 2^-16 (0.1 becomes 0.1000061). On a GPU PyTorch's own dropout is already
 cheap, so there we call it.
 
-The model's files use torch's `nn.Dropout`, as a reader expects; `use_fast_dropout(model)` swaps this one
-in for every nn.Dropout of a model (its modules' names and checkpoints do not change: dropout has no
-weights). A training job calls it once on the model it has built, before the loop
+The model's files use `nn.Dropout`, as a reader expects; `use_fast_dropout(model)` swaps this one in for
+each of them (names and checkpoints unchanged: dropout has no weights), once, before the loop
 (tasks/training/job.py).
 
 Read next: ../extras/ (label attention, layer analysis).

@@ -1,31 +1,17 @@
 """Unpadded execution: a padded batch runs as one row of its real tokens, and attention per sequence.
 
-A batch of B sequences padded to the longest, T, holds B * T positions, but only N of them are tokens;
-with the lengths of real data (most sentences far shorter than the longest in their batch) N is often
-half of B * T or less. Everything in a transformer layer except attention works on each token alone
-(every Linear, LayerNorm, GELU, dropout), so it may just as well run on the N real tokens, packed into
-one row (1, N, C), and skip the padding's share of the work. Only attention mixes tokens: there each
-sequence attends over its own slice of the row, without padding and without a mask. FlashAttention's
-variable-length path (`unpad_input` / `pad_input`, one kernel over cumulative sequence lengths) and
-ModernBERT (Warner et al. 2024, §2.1.2) work the same way.
+A batch padded to the longest holds B * T positions, of which often half or less are tokens. Everything in
+a layer but attention works on each token alone, so it runs on the N real tokens packed into one row
+(1, N, C); only attention mixes tokens, and there each sequence attends over its own slice, without
+padding or mask. FlashAttention's variable-length path and ModernBERT (Warner et al. 2024, §2.1.2) work
+the same way.
 
-This file subclasses the readable modules and changes none of them:
-- `Packing` records where the real tokens sit;
-- `UnpaddedSelfAttention` is BertSelfAttention (attention.py) whose `attend`, the hook that label
-  attention overrides too, splits the packed row by sequence; the mask it is handed is then the (B,)
-  sequence lengths, a tensor on the host;
-- `UnpaddedBertModel` is BertModel (model.py) with that attention in its layers; it packs its inputs (ids,
-  segments, and as `position_ids` each real token's position in its padded row), runs the same embeddings
-  and layers on the row, with the lengths where the additive mask would be (the layers hand the mask to
-  `attend` unread), and pads the outputs again, with 0 at the padding positions, before the pooler.
-  Packing before the embeddings spares them the padding too, and their dropout draws its mask for the N
-  real tokens only.
-`UnpaddedBertModel(config)` and `UnpaddedBertModel.from_pretrained(...)` build it; its weights and
-checkpoints are BertModel's.
-
-Finding the real tokens is the one step whose result decides the shapes that follow, so it reads the
-sequence lengths back to the host, once per batch (on an accelerator, one wait per batch, as
-FlashAttention's unpadding has).
+This file subclasses the readable modules and changes none of them: `UnpaddedSelfAttention` overrides
+BertSelfAttention's `attend` hook (the mask it is handed is then the (B,) lengths, on the host), and
+`UnpaddedBertModel` packs its inputs (with each token's padded position as `position_ids`), runs the same
+embeddings and layers on the row, and pads the outputs again, with 0 at the padding, before the pooler. Its
+weights and checkpoints are BertModel's. Finding the real tokens decides the shapes that follow, so it
+reads the lengths back to the host once per batch (as FlashAttention's unpadding does).
 
 Shape legend: B batch, T tokens (padded length), N real tokens in the batch, C hidden size, H heads,
 D head size, L_b the length of sequence b.

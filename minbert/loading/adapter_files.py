@@ -1,34 +1,18 @@
 """LoRA adapters on disk in `peft`'s own format, and the merged model as a plain Hugging Face folder.
 
-An adapter folder holds two files, as `peft.PeftModel.save_pretrained` writes them:
+An adapter folder holds what `peft.PeftModel.save_pretrained` writes: adapter_config.json and
+adapter_model.safetensors with keys `base_model.model.<module>.lora_A.weight` (r, I) and `.lora_B.weight`
+(O, r): peft wraps the model twice (PeftModel -> LoraModel -> the model), and <module> is our name too
+(STYLE.md §2). So peft loads what `save_adapter` writes, and `load_adapter` puts peft's folder onto our
+BertModel (safetensors, or older peft's adapter_model.bin, weights only). target_modules is written as full
+names and read as peft matches it (names or suffixes, a regular expression, "all-linear"); the other fields
+go through an allow-list of peft's LoraConfig: a setting LoRALinear does not compute as peft does (DoRA,
+rsLoRA, per-layer ranks, PiSSA, ...) is refused by name.
 
-    adapter_config.json         {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "lora_dropout": 0.0,
-                                 "target_modules": [...], "base_model_name_or_path": ..., ...}
-    adapter_model.safetensors   base_model.model.<module>.lora_A.weight  (r, I)
-                                base_model.model.<module>.lora_B.weight  (O, r)
-
-`peft` wraps the model twice (PeftModel.base_model is a LoraModel, whose .model is the transformers
-model), hence the `base_model.model.` prefix; <module> is the module's name in that model, which is ours
-too (STYLE.md §2), and peft keeps A and B in nn.Linear modules, hence `.weight`. So
-`peft.PeftModel.from_pretrained(transformers.BertModel.from_pretrained(base), folder)` loads what
-`save_adapter` writes, and `load_adapter` puts peft's folder onto our BertModel (the weights from
-adapter_model.safetensors, or the adapter_model.bin of older peft releases, read weights only). The config
-also names the base model's class and folder (auto_mapping, base_model_name_or_path), so that
-`peft.AutoPeftModel.from_pretrained(folder)` builds the base model itself. target_modules is written as the
-adapted modules' full names, which peft matches exactly; read, it is matched as peft matches it (a list of
-names or name suffixes such as "query", a string as a regular expression, "all-linear"). The other fields
-are read by an allow-list of peft's LoraConfig (below): a setting LoRALinear does not compute as peft does
-(DoRA, rsLoRA, per-layer ranks, PiSSA's rewritten base weights, ...) is refused, naming it and its value.
-
-Several adapters on one model, as `peft` names them: `add_adapter(model, name, ...)` (or `load_adapter(model,
-folder, name)`) builds another set on the same frozen base layers, kept aside until `set_adapter(model,
-name)` puts it in place; `with disable_adapter(model):` runs the base model alone; `save_adapter(model,
-folder, name)` writes any of them. The adapters not in use sit outside the module tree (in a dict on the
-model), so the model's parameters, state dict and forward are those of the one in use, as lora.py built it.
-
-`save_merged` writes the other thing a LoRA run can hand over: the model with each adapter folded into
-its weight (lora.merge_and_unload) as an ordinary checkpoint folder, without a LoRA key, which
-`transformers` opens and BertModel.from_pretrained loads.
+Several adapters on one model, as peft names them: `add_adapter`, `set_adapter`, `disable_adapter`,
+`save_adapter(model, folder, name)`. Those not in use sit outside the module tree, so the model's
+parameters, state dict and forward are those of the one in use. `save_merged` writes the model with each
+adapter folded in (lora.merge_and_unload) as an ordinary checkpoint folder.
 
 Read next: atomic.py (how every save is written whole or not at all).
 """

@@ -1,28 +1,18 @@
 """Saving whole or not at all: every save is written beside its place, flushed to disk, then renamed into it.
 
-`atomic_directory` is the one way a folder is saved: a model's (`save_pretrained`), a sentence encoder's
-(`SentenceEncoder.save`), an adapter's (`save_adapter`), a merged model's (`save_merged`), a tokenizer's, and
-a run's best/ and checkpoints/. The folder is written into a temporary sibling `.<name>.<random>.tmp`, every
-file and folder in it flushed (fsync), and renamed into place, the parent folder flushed after; so a crash, a
-full disk, an exception or a refused argument half-way leaves the old folder exactly as it was, never new
-weights beside old settings. A single file that stands alone (a run's config.json, run.json, metrics.jsonl, a
-prediction file) is written the same way by `atomic_write`. Inside a folder being written, files are written
-plainly (`write_file`): the folder's rename is what makes them visible.
+`atomic_directory` is the one way a folder is saved (a model, a sentence encoder, an adapter, a tokenizer, a
+run's best/ and checkpoints/): written into a sibling `.<name>.<random>.tmp`, fsynced, renamed into place,
+so a crash, a full disk or a refused argument half-way leaves the old folder exactly as it was, never new
+weights beside old settings. A lone file (run.json, metrics.jsonl, predictions) goes through `atomic_write`.
 
-Files that are not ours: a save into a folder that already holds other files keeps them, as `transformers`'
-save_pretrained does: each file of the old folder that the save did not write again, and whose top-level name
-is not among what the save `replaces` (save_pretrained: the weights of either format), is carried into the new
-folder before the swap, as a hard link (no copy, no space; a copy where the file system has no links). A run's
-own folders (best/, checkpoints/) keep nothing of their old selves.
+A save into a folder holding other files keeps them, as `transformers`' save_pretrained does: each old file
+the save did not rewrite, and not among what it `replaces`, is carried over as a hard link (a copy where the
+file system has none). A run's own folders (best/, checkpoints/) keep nothing of their old selves.
 
-Folders a job must trust later (best/, checkpoints/) record the sha256 of each file in `checksums.sha256`
-(sha256sum's format: `cd best && sha256sum -c checksums.sha256` checks it too). `verify_folder` and
-`read_verified` check them before --predict or --resume reads the files; a file whose bytes differ is a
-DamagedFileError that names it. A folder saved before checksums were recorded has none, and is read unchecked.
-
-A write that fails because the disk (or the file size limit) is full raises OSError naming the file meant to
-be written (`DIR/best/model.safetensors`), not the temporary one, whichever library wrote it: torch.save and
-safetensors wrap the error in their own exceptions (see `full_disk_error`).
+Folders a job must trust later (best/, checkpoints/) record each file's sha256 in `checksums.sha256`
+(sha256sum's format); `verify_folder` and `read_verified` check them before --predict or --resume, and a
+file whose bytes differ is a DamagedFileError naming it. A folder saved without checksums is read unchecked.
+A full disk is an OSError naming the file meant to be written, not the temporary one (`full_disk_error`).
 
 Read next: ../fast/ (the fast paths).
 """

@@ -1,22 +1,14 @@
 """Read and write Hugging Face-format checkpoints: a directory with config.json and the weights.
 
-Loading into a model (`load_weights`, which the models' from_pretrained calls) is a strict key-for-key
-copy, because our parameter names are the checkpoint's names (STYLE.md §2). Real checkpoints need a few
-legacy fix-ups first (checkpoint_keys.py: gamma/beta, the `bert.` prefix, index buffers, the tied
-masked-LM decoder), each one reported.
-
-Anything else that does not fit is an error that names the key: a shape mismatch (with both shapes
-and a hint that config.json may not match the weights), missing keys, unknown keys, an unreadable
-file. The one thing allowed to be missing is a head that an encoder-only checkpoint never had (the
-masked-LM head, the next-sentence head, the pooler); it is freshly initialised and reported. The other
-way round, a checkpoint's part the model was built without (the heads, for BertModel; the pooler, for
-BertModel(..., add_pooling_layer=False); a task model's head beside its `bert.` encoder, such as
-BertForSequenceClassification's `classifier.*`, for any model without one) is ignored and reported, as
-transformers' AutoModel does.
+Loading (`load_weights`, which from_pretrained calls) is a strict key-for-key copy, because our parameter
+names are the checkpoint's (STYLE.md §2), after the legacy fix-ups of checkpoint_keys.py, each reported.
+Anything else that does not fit is an error naming the key (a shape mismatch with both shapes, missing or
+unknown keys, an unreadable file). A head an encoder-only checkpoint never had is freshly initialised and
+reported; a checkpoint's part the model was built without (the heads, the pooler, a task model's
+`classifier.*`) is ignored and reported, as transformers' AutoModel does.
 
 Saving writes config.json and model.safetensors (or pytorch_model.bin) with the same names, so
-`transformers.BertModel.from_pretrained(directory)` opens what we save. The folder is written whole or not
-at all (atomic.py).
+`transformers.BertModel.from_pretrained(directory)` opens what we save, whole or not at all (atomic.py).
 
 Read next: checkpoint_keys.py (the legacy fix-ups).
 """
@@ -230,11 +222,9 @@ def saved_dtype(model_dir: str | os.PathLike) -> torch.dtype:
 def load_weights(model: nn.Module, model_dir: str | os.PathLike) -> LoadReport:
     """Copy the checkpoint in `model_dir` into `model`, key for key, after the legacy fix-ups.
 
-    The key layout follows the class attribute `base_model_prefix` ("bert"), as in Hugging Face: a model
-    that holds the encoder under that name (BertForPreTraining: `.bert`, beside its heads `.cls`) reads
-    bert.* and cls.* keys; the encoder itself (BertModel) reads the keys without the prefix and ignores
-    the checkpoint's heads. Heads an encoder-only checkpoint lacks keep their fresh initialisation,
-    reported and warned about; every other disagreement between the checkpoint and the model is a
+    As in Hugging Face, a model holding the encoder under `base_model_prefix` ("bert") reads bert.* and cls.*
+    keys; the encoder itself reads the keys without the prefix and ignores the checkpoint's heads. Heads an
+    encoder-only checkpoint lacks stay fresh, reported and warned about; any other disagreement is a
     CheckpointError. Returns the LoadReport.
     """
     model_dir = Path(model_dir)

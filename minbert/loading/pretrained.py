@@ -1,25 +1,17 @@
 """What minbert's models and config share with `transformers`', so that a `transformers` user's habits work.
 
-Three small pieces, named as in `transformers`:
-
-- `ModelOutput`, the type of what a model returns, an OrderedDict as in `transformers`: read
-  `out.last_hidden_state`, `out["last_hidden_state"]`, `out[0]`, `out.keys()`, `"pooler_output" in out` or
-  `out.to_tuple()`. The keys are the fields that are not None, so hidden states nobody asked for are no key
-  and `out[i]` counts only what is there. Like a dict, iterating gives the keys: `a, b = out` unpacks two
-  names, not two tensors (read by name, or unpack `out.to_tuple()`).
-- `BertPreTrainedModel`, the base class of BertModel (model.py) and BertForPreTraining (heads.py), as
-  `transformers`' PreTrainedModel is: `from_pretrained` (all loading: hub.py says which directory a name
-  means, checkpoint.py copies the weights in), `save_pretrained` (sharded with max_shard_size), and `dtype`,
-  `device`, `num_parameters()`, `get_input_embeddings()`, `resize_token_embeddings`, gradient
-  checkpointing; and `check_inputs` / `check_labels`, the one call at the top of a forward that refuses a
-  wrong argument by name (forward_contract.py). It holds no layer and no step of the model; model.py holds
-  those.
-- `PretrainedConfig`, the base class of BertConfig (config.py): reading and writing config.json,
-  `BertConfig.from_pretrained(name_or_path)`, and each field's type and range checked when a config is
-  built (config_json.py's schema); the sizes and their invariants are config.py's.
+- `ModelOutput`, what a model returns: an OrderedDict as in `transformers` (`out.last_hidden_state`,
+  `out["last_hidden_state"]`, `out[0]`, `out.to_tuple()`). The keys are the fields that are not None, so
+  `out[i]` counts only what is there; iterating gives the keys, so `a, b = out` unpacks two names.
+- `BertPreTrainedModel`, the base class of BertModel and BertForPreTraining, as PreTrainedModel is:
+  from_pretrained, save_pretrained and the habits around them; and `check_inputs` / `check_labels`, the one
+  call at the top of a forward that refuses a wrong argument by name (forward_contract.py). It holds no
+  layer and no step of the model.
+- `PretrainedConfig`, the base class of BertConfig: config.json read, written and checked field by field
+  (config_json.py); the sizes and their invariants are config.py's.
 
 This is the one file of minbert/loading/ that the lesson files import: everything else about loading and
-saving (which folder a name means, the checkpoint's keys, atomic writes) sits behind it.
+saving sits behind it.
 
 Read next: forward_contract.py (what a model's forward accepts).
 """
@@ -196,18 +188,13 @@ class BertPreTrainedModel(nn.Module):
                         torch_dtype: torch.dtype | str | None = None, **model_kwargs):
         """Load a Hugging Face-format checkpoint, in eval mode.
 
-        name_or_path: a directory (config.json and the weights), a name in the local Hugging Face cache
-        (at `revision`), or None for the embedded all-MiniLM-L6-v2; hub.py says where it looks (it never
-        downloads). What loading did (fix-ups, fresh heads, ignored keys) is the LoadReport kept at
-        `model.load_report`; return_report=True returns (model, report) instead. Freshly initialised
-        weights are warned about, and anything else that does not fit is a CheckpointError naming the key.
-
-        dtype (torch_dtype is its older name): torch.bfloat16, "bfloat16", ... or "auto", the dtype the
-        checkpoint was saved in (config.json's dtype / torch_dtype, else its weights'). The default is
-        float32 whatever the checkpoint holds, as in transformers 4 (transformers 5 defaults to "auto").
-        model_kwargs go to the class, as in transformers: attn_implementation="eager",
-        add_pooling_layer=False (BertModel without its pooler; the checkpoint's pooler is then reported as
-        ignored).
+        name_or_path: a directory, a name in the local Hugging Face cache (at `revision`), or None for the
+        embedded all-MiniLM-L6-v2 (hub.py; it never downloads). What loading did is the LoadReport at
+        `model.load_report` (return_report=True: (model, report)); anything that does not fit is a
+        CheckpointError naming the key.
+        dtype (torch_dtype is its older name): torch.bfloat16, "bfloat16", ... or "auto", the checkpoint's
+        own; the default is float32, as in transformers 4. model_kwargs go to the class
+        (attn_implementation="eager", add_pooling_layer=False).
         """
         if dtype is not None and torch_dtype is not None and dtype != torch_dtype:
             raise ValueError(f"from_pretrained got dtype={dtype!r} and torch_dtype={torch_dtype!r}: give "

@@ -1,14 +1,11 @@
 """A file format's schema, declared once as data, and the one function that checks a document against it.
 
-Every JSON file we read, ours or foreign, declares its document as a `Field`: an object's fields, each with
-its kind and range, which of them must be there, and, for a format of which we implement a part (transformers'
-config.json, sentence-transformers' files), the values whose meaning we implement (`allowed`, an allow-list:
-any other value is refused naming the field and the value). A field the schema does not
-know is refused, or, where the format's own reader tolerates it (transformers ignores unknown keys in
-config.json), kept aside and returned, so that the caller can report it. `read_document` reads a file
-through files.py (a path that is not a regular file, unreadable, empty, not UTF-8, not JSON: each named)
-and checks it; `check_fields` checks a dict already in hand (BertConfig's own fields, the dict inside a
-training checkpoint). Every refusal names the file (or the object) and the field.
+Every JSON file we read declares its document as a `Field`: each field's kind and range, which must be
+there, and, for a format of which we implement a part (config.json, sentence-transformers' files), the
+values whose meaning we implement (`allowed`: any other is refused by name). An unknown field is refused,
+or, where the format's own reader tolerates it (transformers ignores unknown config.json keys), returned
+for the caller to report. `read_document` reads a file through files.py and checks it; `check_fields`
+checks a dict in hand. Every refusal names the file (or the object) and the field.
 
 Read next: atomic.py (the other direction: writing a file whole or not at all).
 """

@@ -1,16 +1,13 @@
 """Reading a tokenizer.json: the file `transformers` 5 and sentence-transformers 3+ save instead of vocab.txt.
 
-A tokenizer.json is the `tokenizers` library's whole pipeline as JSON. For BERT it names a WordPiece model
-(with the vocabulary as a token -> id map), a BertNormalizer (lowercase, strip_accents,
-handle_chinese_chars), a BertPreTokenizer, and the [CLS]/[SEP] template. BertTokenizer needs only the
-vocabulary and the normalizer's three settings; from them it builds the same pipeline a vocab.txt gives,
-so both files give the same ids. The normalizer may also be a Sequence of the BertNormalizer and steps that
-only lowercase (Lowercase) or strip accents (NFD then StripAccents), as sentence-transformers saves a
-lowercasing model (Sequence[Lowercase, BertNormalizer]): they fold into the same three settings. Anything
-that is not this BERT pipeline (a BPE or Unigram model, another normalizer or step, such as NFKC or Replace)
-is a FileContentError (a ValueError) naming the file and what it holds. Tokens added past the vocabulary
-(transformers' add_tokens: tokenizer.json's added_tokens, tokenizer_config.json's added_tokens_decoder) are
-read as `added_tokens` reads them: ids from the vocabulary's size on, in order.
+A tokenizer.json is the `tokenizers` library's whole pipeline as JSON. BertTokenizer needs only the
+WordPiece vocabulary and the BertNormalizer's three settings (lowercase, strip_accents,
+handle_chinese_chars); from them it builds the pipeline a vocab.txt gives, so both files give the same ids.
+A normalizer Sequence of the BertNormalizer and steps that only lowercase or strip accents (as
+sentence-transformers saves a lowercasing model) folds into the same settings. Anything else (a BPE or
+Unigram model, NFKC, Replace, ...) is a FileContentError naming the file and what it holds. Added tokens
+(tokenizer.json's added_tokens, tokenizer_config.json's added_tokens_decoder) take ids from the
+vocabulary's size on, in order.
 
 Read next: sentence_files.py (sentence-transformers' files).
 """

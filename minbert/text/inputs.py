@@ -1,12 +1,10 @@
 """What the model's forward takes, and the `transformers`-style tokenizer call that builds it.
 
-`BertTokenizer.encode_example` gives one `Encoding` (lists), `batch_encode` a padded `BatchEncoding`
-(tensors); calling the tokenizer gives `ModelInputs`, a dict of the same three tensors, so that
-`model(**inputs)` passes them as keywords, as `transformers` users write it. The call's arguments
-(`transformers`' names, forms and defaults) are sorted out here, so that tokenizer.py keeps the lesson;
-a call that asks for what only the `tokenizers` library's Encodings hold (offsets, overflowing windows,
-the special tokens mask, words given split) takes them from there (`from_encodings`), as transformers'
-fast tokenizer does; and `pad_inputs` pads examples encoded already (transformers' tokenizer.pad).
+Calling the tokenizer gives `ModelInputs`, a dict of the three tensors, so that `model(**inputs)` passes
+them as keywords, as `transformers` users write it. The call's arguments (`transformers`' names, forms and
+defaults) are sorted out here, so that tokenizer.py keeps the lesson; what only the `tokenizers` library's
+Encodings hold (offsets, overflowing windows, the special tokens mask) comes from there
+(`from_encodings`), as in transformers' fast tokenizer.
 
 Shape legend: B batch, T tokens.
 
@@ -85,41 +83,23 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
                    return_attention_mask: bool | None = True, return_special_tokens_mask: bool = False,
                    return_offsets_mapping: bool = False, return_overflowing_tokens: bool = False,
                    stride: int = 0, is_split_into_words: bool = False) -> ModelInputs:
-    """BertTokenizer's call: a batch encoded as `transformers` users call a tokenizer,
-    `model(**tokenizer(text))`.
+    """BertTokenizer's call, `model(**tokenizer(text))`, with `transformers`' arguments and meanings.
 
-    text: one str, a list of str, or a list of (a, b) pairs (tuples or lists of two str).
-    text_pair: the second segments, one per text (a str for a str); each example is then
-        [CLS] a [SEP] b [SEP], with segment ids 0, then 1.
-    padding: True (the default here; `transformers`: False) or "longest" pads to the longest
-        example; "max_length" pads to max_length; False or "do_not_pad" leaves every example its own
-        length, which only tensors of equal lengths allow (else a ValueError: use
-        return_tensors=None for ragged lists).
-    truncation: True (the default here; `transformers`: no truncation) is "longest_first", as in
-        `transformers`: a pair loses pieces from its longer text first, a single text its last
-        pieces. "only_first" and "only_second" cut only that text of a pair, "head", "tail" and
-        "head+tail" pick which pieces a text keeps (truncation.py says how a pair shares its
-        budget then). False or "do_not_truncate" never cuts, and an example longer than max_length
-        is a ValueError naming it (rather than an input the model's position table cannot take).
-    max_length: counts the special tokens; default `model_max_length` (as in `transformers`).
-    return_tensors: "pt" (the default here; `transformers`: None) gives (B, T) torch.long tensors;
-        "np" numpy int64 arrays; None lists of lists of ints.
-    add_special_tokens: False leaves out [CLS] and [SEP] (segment ids stay 0 for text, 1 for
-        text_pair); max_length then counts word pieces only.
-    return_token_type_ids, return_attention_mask: False leaves that key out (None: True).
-    return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens (with stride: the
-    pieces each window repeats of the one before), is_split_into_words (text is a list of words, or a
-    batch of such lists): transformers' meanings, read from the `tokenizers` library's Encodings
-    (from_encodings), kept at `inputs.encodings` with `inputs.word_ids(i)`; their truncation is the
-    library's own, so "head+tail" is refused there.
+    text: one str, a list of str, or a list of (a, b) pairs; text_pair: the second segments, one per text
+        ([CLS] a [SEP] b [SEP], segment ids 0, then 1).
+    padding: True or "longest", "max_length", or False / "do_not_pad" (then only equal lengths make
+        tensors: use return_tensors=None for ragged lists).
+    truncation: True is "longest_first"; "only_first", "only_second", "head", "tail", "head+tail"
+        (truncation.py); False / "do_not_truncate" never cuts, and a too-long example is a ValueError.
+    max_length: counts the special tokens (word pieces only with add_special_tokens=False); default
+        `model_max_length`. return_tensors: "pt" (B, T) torch.long, "np", or None (lists).
+    return_special_tokens_mask, return_offsets_mapping, return_overflowing_tokens (with stride),
+    is_split_into_words: read from the `tokenizers` library's Encodings (from_encodings), kept at
+    `inputs.encodings`; their truncation is the library's, so "head+tail" is refused there.
 
-    The defaults that differ from `transformers`' (padding=True, truncation=True, return_tensors="pt")
-    are on purpose: `model(**tokenizer(texts))` then runs as written, where a ragged batch cannot be
-    a tensor and an uncut text longer than the model's positions cannot run.
-
-    Returns ModelInputs with input_ids, token_type_ids, attention_mask: batch_encode's values. One str
-    gives what `transformers` gives: with "pt" or "np" a batch of one, (1, T); with None, flat lists
-    (encode_example's values).
+    padding=True, truncation=True and return_tensors="pt" differ from `transformers`' defaults on purpose:
+    `model(**tokenizer(texts))` then runs as written. One str gives a batch of one, (1, T), with "pt" or
+    "np", flat lists with None, as in `transformers`.
     """
     texts, pairs, single = (split_words if is_split_into_words else split_inputs)(text, text_pair)
     pad = _padding_strategy(padding)

@@ -4,28 +4,18 @@ The splitting of text into word pieces is not the lesson here, so it is done by 
 library (Rust, parallel over a batch), configured to reproduce Google's BERT `tokenization.py` and
 Hugging Face's `BertTokenizerFast` (and its pure-Python `BertTokenizer` but for one case: that one
 NFC-composes a decomposed accent it keeps, "e" + U+0301 into "é"; the others split it as two characters):
-
-1. normalize: drop control characters, turn every kind of whitespace into a space, put spaces around
-   CJK ideographs, lower-case, strip accents (`BertNormalizer`);
-2. pre-tokenize: split on whitespace and around every punctuation character (`BertPreTokenizer`);
-3. WordPiece: greedy longest-match-first against the vocabulary, continuation pieces prefixed "##"; a
-   word with no match, or longer than 100 characters, becomes [UNK] (Wu et al. 2016; BERT paper §3).
-
-The vocabulary comes from a vocab.txt, or from the tokenizer.json that `transformers` 5 and
-sentence-transformers 3+ save instead (../loading/tokenizer_files.py); both give the same ids.
+normalize (drop control characters, spaces around CJK ideographs, lower-case, strip accents), split on
+whitespace and punctuation, then WordPiece: greedy longest-match-first, continuation pieces prefixed "##",
+a word with no match or longer than 100 characters [UNK] (Wu et al. 2016; BERT paper §3). The vocabulary
+comes from a vocab.txt or a tokenizer.json (../loading/tokenizer_files.py); both give the same ids.
 
 What is written out here is what BERT adds on top (BERT paper §3, Figure 2): the [CLS] and [SEP]
 tokens, segment (token type) ids 0 for "[CLS] A [SEP]" and 1 for "B [SEP]", truncation to the model's
-window, and padding a batch to one rectangle with an attention mask.
-
-Truncation (head, tail, head+tail; longest_first, only_first, only_second for a pair) is truncation.py's.
+window (truncation.py), and padding a batch to one rectangle with an attention mask.
 
 `encode_example` and `batch_encode` are the lesson. The rest is the habits of `transformers` users:
-calling the tokenizer, `tokenizer(text, text_pair)`, gives the same batch as a dict (ModelInputs,
-inputs.py) for `model(**inputs)`, or, asked for offsets, overflowing windows, the special tokens mask or
-words, the `tokenizers` library's own Encodings' (inputs.py); `encode` gives a list of ids; `pad`,
-`decode`, `batch_decode`, `add_tokens`, `get_vocab`, `len()` and the `*_token_id` names mean what they
-mean there.
+`tokenizer(text, text_pair)` gives a dict for `model(**inputs)` (inputs.py); `encode`, `pad`, `decode`,
+`batch_decode`, `add_tokens`, `get_vocab`, `len()` and the `*_token_id` names mean what they mean there.
 
 Read next: inputs.py (the batches it returns), then truncation.py.
 """
@@ -186,13 +176,9 @@ class BertTokenizer:
                         revision: str = "main") -> "BertTokenizer":
         """Read vocab.txt (else tokenizer.json), and tokenizer_config.json if present, from a model's folder.
 
-        name_or_path: any directory holding vocab.txt or tokenizer.json, or a model name as loading/hub.py
-        resolves it (None or "all-MiniLM-L6-v2": the embedded default; "org/name": its snapshot in the
-        Hugging Face cache, at `revision`).
-
-        vocab.txt is read first where both exist. From a tokenizer.json the normalizer's settings are
-        used where tokenizer_config.json does not state them (do_lower_case, strip_accents,
-        tokenize_chinese_chars); where it does, it wins, as in `transformers`.
+        name_or_path: a directory, or a model name as loading/hub.py resolves it (None: the embedded
+        default). tokenizer_config.json's do_lower_case, strip_accents and tokenize_chinese_chars win over a
+        tokenizer.json's normalizer, as in `transformers`.
         """
         check_name_or_path(name_or_path)
         return settled(name_or_path, cls._read, name_or_path, revision)  # the files of one save (atomic.py)

@@ -2,30 +2,22 @@
 
 Applied to word pieces; the special tokens ([CLS], [SEP]) are counted by the caller's budget.
 
-What one segment keeps (TRUNCATION_STRATEGIES):
+What one segment keeps (TRUNCATION_STRATEGIES): head (BERT's and Hugging Face's default), tail, or
+head+tail (Sun et al. 2019 §5.3.1: the first 128 and last 382 of a 512-token window were best on IMDb;
+`head_tail_truncate` scales the head to other windows).
 
-    head       keep the first pieces (BERT's and Hugging Face's default)
-    tail       keep the last pieces
-    head+tail  keep the first and the last pieces (Sun et al. 2019, "How to Fine-Tune BERT for Text
-               Classification?" §5.3.1: the first 128 and last 382 of a 512-token window were best on
-               IMDb). `head_tail_truncate` scales the head to other windows: see its docstring.
-
-How a pair shares its budget (PAIR_STRATEGIES, `transformers`' names and rule):
+How a pair shares its budget (PAIR_STRATEGIES, `transformers`' names and the rule of `tokenizers`, behind
+BertTokenizerFast and transformers 5's BertTokenizer):
 
     longest_first  cut the longer segment first, at most down to the shorter one's length; if that is
                    not enough, each keeps half the budget, the odd piece going to the longer one (to B
-                   on a tie)
-    only_first     cut only A; only_second: cut only B. As in `transformers`, the cut segment must keep
-                   at least one piece, else it is an error rather than a pair with an empty segment.
+                   on a tie). (Hugging Face's older pure-Python tokenizer gives the odd piece to A.)
+    only_first     cut only A; only_second: cut only B. The cut segment must keep at least one piece,
+                   else it is an error rather than a pair with an empty segment.
 
-The rule is the one of `tokenizers` (Rust), behind `transformers`' BertTokenizerFast and, from
-transformers 5, its BertTokenizer: the tokenizer users have today. (Hugging Face's older pure-Python
-tokenizer cuts one piece at a time and gives the odd piece to A when B is at least as long.)
-
-So a pair cut with head, tail or head+tail gets longest_first's budgets, then each segment is cut its
-way; the three PAIR_STRATEGIES keep each segment's head, as `transformers` does by default. A single
-text has no partner: longest_first and only_first cut its head, and only_second, having nothing to
-cut, is an error when the text does not fit, as in `transformers`.
+A pair cut with head, tail or head+tail gets longest_first's budgets, then each segment is cut its way. A
+single text: longest_first and only_first cut its head, and only_second, having nothing to cut, is an
+error when the text does not fit, as in `transformers`.
 
 Read next: ../sentence_encoder.py (sentence embeddings in one call).
 """
