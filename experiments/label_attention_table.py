@@ -17,10 +17,9 @@ from pathlib import Path
 # Wang et al. (2020) with bert-base: vanilla -> label embedding, for context only (their setup, not ours).
 PAPER = {"wnli": (55.1, 57.8), "rte": (63.9, 66.4), "mrpc": (87.3, 89.5), "cola": (54.5, 56.3),
          "trec-coarse": (97.0, 97.4)}
-METRIC = {"wnli": "accuracy", "rte": "accuracy", "mrpc": "accuracy", "cola": "matthews",
-          "trec-coarse": "accuracy"}
-NAMES = {"wnli": "WNLI (accuracy)", "rte": "RTE (accuracy)", "mrpc": "MRPC (accuracy)",
-         "cola": "CoLA (Matthews)", "trec-coarse": "TREC coarse (accuracy)"}
+SETS = {"wnli": ("WNLI (accuracy)", "accuracy"), "rte": ("RTE (accuracy)", "accuracy"),
+        "mrpc": ("MRPC (accuracy)", "accuracy"), "cola": ("CoLA (Matthews)", "matthews"),
+        "trec-coarse": ("TREC coarse (accuracy)", "accuracy")}
 FRACTIONS = ("0.01", "0.05", "0.2", "1.0")
 
 
@@ -37,21 +36,21 @@ def cell_text(summary: dict | None, metric: str) -> tuple[str, float | None]:
             final["mean"])
 
 
+def compare(vanilla: dict | None, label: dict | None, metric: str) -> str:
+    """"seeds | vanilla | label embedding | difference" of one cell."""
+    (v_text, v), (l_text, lab) = cell_text(vanilla, metric), cell_text(label, metric)
+    diff = f"{100 * (lab - v):+.1f}" if v is not None and lab is not None else ""
+    return f"{len((vanilla or label or {'seeds': []})['seeds'])} | {v_text} | {l_text} | {diff}"
+
+
 def small_sets(root: Path) -> str:
     lines = ["| set (dev metric) | seeds | vanilla | label embedding | difference | Wang et al. bert-base |",
              "|---|---|---|---|---|---|"]
-    for task, metric in METRIC.items():
+    for task, (name, metric) in SETS.items():
         vanilla, label = load(root, task, "vanilla"), load(root, task, "label")
-        v_text, v = cell_text(vanilla, metric)
-        l_text, lab = cell_text(label, metric)
-        diff = f"{100 * (lab - v):+.1f}" if v is not None and lab is not None else ""
-        seeds = len((vanilla or label or {"seeds": []})["seeds"])
-        paper = f"{PAPER[task][0]} -> {PAPER[task][1]}"
-        lines.append(f"| {NAMES[task]} | {seeds} | {v_text} | {l_text} | {diff} | {paper} |")
+        lines.append(f"| {name} | {compare(vanilla, label, metric)} | {PAPER[task][0]} -> {PAPER[task][1]} |")
         if task == "mrpc" and vanilla and label:
-            f_v, v_f1 = cell_text(vanilla, "f1")
-            f_l, l_f1 = cell_text(label, "f1")
-            lines.append(f"| MRPC (F1) | {seeds} | {f_v} | {f_l} | {100 * (l_f1 - v_f1):+.1f} | |")
+            lines.append(f"| MRPC (F1) | {compare(vanilla, label, 'f1')} | |")
     return "\n".join(lines)
 
 
@@ -61,10 +60,6 @@ def curve(root: Path) -> str:
              "|---|---|---|---|---|---|"]
     for fraction in FRACTIONS:
         vanilla, label = load(root, f"sst2-{fraction}", "vanilla"), load(root, f"sst2-{fraction}", "label")
-        v_text, v = cell_text(vanilla, "accuracy")
-        l_text, lab = cell_text(label, "accuracy")
-        diff = f"{100 * (lab - v):+.1f}" if v is not None and lab is not None else ""
-        seeds = len((vanilla or label or {"seeds": []})["seeds"])
         examples = ""
         for summary, arm in ((vanilla, "vanilla"), (label, "label")):
             if summary:
@@ -72,7 +67,7 @@ def curve(root: Path) -> str:
                                      "result.json").read_text())
                 examples = f"{result['train_examples']:,}"
                 break
-        lines.append(f"| {float(fraction):.0%} | {examples} | {seeds} | {v_text} | {l_text} | {diff} |")
+        lines.append(f"| {float(fraction):.0%} | {examples} | {compare(vanilla, label, 'accuracy')} |")
     return "\n".join(lines)
 
 

@@ -1,15 +1,11 @@
-"""docs/results.md's structured-classifier tables from a finished (or partly finished)
-experiments/structured.sh.
+"""docs/results.md's structured-classifier tables from a finished (or partly finished) experiments/structured.sh.
 
     .venv/bin/python experiments/structured_table.py [runs/hierarchical/hwv]
 
-Reads every <variant>/summary.json (and each seed's result.json and analysis.json) and prints two Markdown
-tables: dev R-Precision per level, micro and macro at the best epoch (mean ± std over seeds), with test
-micro / macro beside them; and a summary of the layer analysis (Manginas et al., section 5) per variant: the
-mean angular distance between the [CLS] vectors of consecutive layers, the attention entropy and the
-head-to-head KL of the first and last layer, and the mean KL between consecutive layers' attention. A variant
-that experiments/structured.sh skipped because an earlier one has the same map at this depth says so; variants
-not run yet are listed.
+Prints two Markdown tables from every <variant>/summary.json and its seeds' result.json and analysis.json:
+dev R-Precision per level, micro and macro at the best epoch (mean ± std over seeds) beside test micro /
+macro; and the layer analysis (Manginas et al., section 5) per variant. A variant skipped because an
+earlier one has the same map at this depth says so; variants not run yet are listed.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for `tasks`
-from tasks.models.structured import VARIANTS as NAMED, layer_map  # noqa: E402
+from tasks.models.structured import VARIANTS as NAMED, layer_map
 
 VARIANTS = (*NAMED, "upper-half")  # upper-half: the custom map experiments/structured.sh adds for HWV
 

@@ -1,40 +1,29 @@
 """The fine-tuning study of Sun et al. (2019, "How to Fine-Tune BERT for Text Classification?") on our data.
 
     python -m experiments.study --list
-    python -m experiments.study long-text                 # runs what is missing, then prints and writes the
-    table python -m experiments.study forgetting --seeds 1 2 3 --out runs/study
+    python -m experiments.study long-text                 # runs what is missing, then writes the table
+    python -m experiments.study forgetting --seeds 1 2 3 --out runs/study
     python -m experiments.study layer-decay --dry-run     # the commands, without running them
     python -m experiments.study few-shot --table-only     # the table and plot of the runs done so far
 
-Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run) with their flags.
-A classification run is done when its summary.json covers the requested seeds (a pre-training run: when its
-run.json says it finished); the runner skips those and continues the others with --resume (finished seeds are reused), so a
-half-finished study resumes where it stopped and asking for more seeds runs only the new ones. A finished
-seed's resume checkpoints are dropped (--keep-checkpoints keeps them). At the end it writes
-<out>/<study>/table.md (dev error, mean ± std over seeds, per run) and a plot, and states whether our best
-configuration is the paper's.
+Each study is a list of runs of our jobs (python -m tasks.classify, python -m pretrain.run). A run is done
+when its summary.json covers the requested seeds (a pre-training run: when its run.json says it
+finished); the others continue with --resume, so a half-finished study resumes where it stopped and more
+seeds run only the new ones. --only RUN... runs a part of a study. At the end it writes
+<out>/<study>/table.md (dev error, mean ± std over seeds) and plot.png, and states whether our best
+configuration is the paper's (whose numbers, bert-base on GPUs, are context, not targets).
 
 The studies (error = 1 - dev accuracy). Their CPU budgets are part of their definitions, so that the command
-reproduces docs/results.md's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2's training
-set (1,347 sentences, a different stratified draw per seed; see --train-fraction in tasks/classify.py) for 3
-epochs at 64 pieces (SST-2's sentences fit); long-text trains 2 epochs on all of CFIMDB.
+reproduces docs/results.md's table: every SST-2 run but few-shot's trains on a fixed 2% of SST-2 (1,347
+sentences, a stratified draw per seed) for 3 epochs at 64 pieces; long-text trains 2 epochs on all of CFIMDB.
 
-    long-text       cfimdb (1,707 train / 245 dev reviews, most longer than 128 pieces) at 128 pieces per
-                    window: head-only, tail-only, head+tail, and chunked encoding (at most 4 windows, i.e. 512
-                    pieces, the paper's limit) with mean / max / self-attention pooling
+    long-text       cfimdb at 128 pieces per window: head, tail, head+tail, and chunked encoding (at most
+                    4 windows, the paper's 512) with mean / max / self-attention pooling
     layer-features  sst2: the [CLS] of single layers 0..L, first-4, last-4, all (concat, mean, max)
     layer-decay     sst2: xi in 1.0, 0.95, 0.90, 0.85 at lr 2e-5 and 5e-5
     forgetting      sst2: lr 2e-5, 5e-5, 1e-4, 4e-4, dev error after every epoch of 4 (the curves)
-    few-shot        sst2 with 0.4%, 1%, 2%, 4%, 10%, 20%, 100% of its training set, from the embedded model
-                    and from the embedded model after 1 epoch of masked-LM on the SST training sentences
-                    (SST-2's phrases come from SST, so that text is within-task; each SST example is one
-                    sentence, so pretrain.run makes no next-sentence pairs from it)
-
---only RUN... runs (and tabulates) a part of a study; runs not yet done show as "not run" in the table, so a
-study can be filled in over several runs of the command.
-
-The paper's numbers (bert-base, GPUs, IMDb and others) are context, not targets; each study records the
-paper's finding that our run agrees or disagrees with.
+    few-shot        sst2 with 0.4% .. 100% of its training set, from the embedded model and from it after
+                    1 epoch of masked-LM on the SST training sentences (within-task)
 
 Read next: ../docs/results.md (the tables).
 """
