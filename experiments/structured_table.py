@@ -1,4 +1,5 @@
-"""docs/results.md's structured-classifier tables from a finished (or partly finished) experiments/structured.sh.
+"""docs/results.md's structured-classifier tables from a finished (or partly finished)
+experiments/structured.sh.
 
     .venv/bin/python experiments/structured_table.py [runs/hierarchical/hwv]
 

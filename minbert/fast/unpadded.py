@@ -129,11 +129,9 @@ def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.T
 class UnpaddedSelfAttention(BertSelfAttention):
     """BertSelfAttention that attends a packed row sequence by sequence (unpadded_attention).
 
-    Its `attention_mask` says how the row (1, N) is packed: the lengths (L_1, ..., L_B) of the sequences
-    laid end to end in it, a (B,) integer tensor on the host (read back without waiting for an
-    accelerator). Given a padded batch's additive (B, 1, 1, T) mask instead, it attends as
-    BertSelfAttention does, with sdpa, or eager for the probabilities: UnpaddedBertModel leaves a batch
-    padded when nothing in it is padding, or when the probabilities are asked for.
+    Its `attention_mask` is the (B,) lengths of the sequences laid end to end in the row (1, N), on the
+    host. Given a padded batch's additive (B, 1, 1, T) mask instead (no padding, or probabilities asked
+    for), it attends as BertSelfAttention does.
     """
 
     def __init__(self, config: BertConfig) -> None:

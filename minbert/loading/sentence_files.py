@@ -1,19 +1,11 @@
 """sentence-transformers' folder layout: how a sentence encoder's settings travel with its weights.
 
-A sentence-transformers model is a Hugging Face checkpoint (config.json, the weights, the tokenizer's
-files) plus files that say what is done with the token vectors:
-
-    modules.json                      the modules in order: Transformer (the checkpoint at the top of the
-                                      folder), Pooling (in 1_Pooling/), Normalize (when the vectors are
-                                      scaled to unit length)
-    sentence_bert_config.json         max_seq_length, do_lower_case (newer versions leave the length to
-                                      tokenizer_config.json's model_max_length)
-    1_Pooling/config.json             the pooling mode
-    config_sentence_transformers.json the similarity function and the prompts
-
-`read_settings` reads them into `SentenceSettings`; `write_settings` writes them in the layout every
-sentence-transformers version from 2 to 6 reads, so `SentenceTransformer(folder)` loads what minbert
-saves, and minbert loads what sentence-transformers saves.
+A sentence-transformers model is a Hugging Face checkpoint plus files that say what is done with the token
+vectors: modules.json (Transformer, Pooling in 1_Pooling/, Normalize when vectors are scaled to unit
+length), sentence_bert_config.json (max_seq_length, do_lower_case), 1_Pooling/config.json (the pooling
+mode), config_sentence_transformers.json (the similarity function and the prompts). `read_settings` reads
+them into `SentenceSettings`; `write_settings` writes the layout every sentence-transformers version from 2
+to 6 reads, so each library loads what the other saves.
 
 Read next: adapter_files.py (LoRA's adapters on disk).
 """

@@ -1,9 +1,5 @@
-"""Text to model inputs: the WordPiece tokenizer and what it returns.
-
-    tokenizer.py    BertTokenizer: WordPiece (on the `tokenizers` library), [CLS] A [SEP] B [SEP], callable
-                    like transformers' tokenizers
-    inputs.py       ModelInputs and BatchEncoding: the batch `model(**inputs)` takes
-    truncation.py   which word pieces survive a window too short: head, tail, head+tail, a pair's budget
+"""Text to model inputs: the WordPiece tokenizer (tokenizer.py), the batches it returns (inputs.py), and
+which pieces survive a window too short for them (truncation.py).
 
 Read next: tokenizer.py.
 """

@@ -326,12 +326,9 @@ class BertTokenizer:
     def decode(self, ids: int | Sequence[int] | torch.Tensor | np.ndarray, skip_special_tokens: bool = False,
                clean_up_tokenization_spaces: bool | None = None) -> str:
         """Join word pieces back into text with the `tokenizers` WordPiece decoder, as transformers 5 does
-        ("##" pieces glued on, the space before a lone "." or "," dropped; "it ' s" stays).
-
-        Lower-casing, stripped accents and [UNK] cannot be undone, so this is not the input text.
-        skip_special_tokens (False, as in `transformers`) drops the special tokens, [UNK] and [MASK]
-        included. clean_up_tokenization_spaces (None: the tokenizer's, False unless its folder says so, as
-        in transformers 5) also joins "it ' s" and "don ' t", as older transformers did by default.
+        (lower-casing, stripped accents and [UNK] cannot be undone). skip_special_tokens drops the special
+        tokens, [UNK] and [MASK] included. clean_up_tokenization_spaces (None: the tokenizer's) also joins
+        "it ' s" and "don ' t", as older transformers did by default.
         """
         text = self._backend.decode(self._check_ids(ids), skip_special_tokens=skip_special_tokens)
         if clean_up_tokenization_spaces is None:

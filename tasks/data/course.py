@@ -153,12 +153,9 @@ def read_task(task: str, path: str | os.PathLike, *, labelled: bool = True, stri
               ptb_unescape: bool = False) -> ReadResult:
     """Read one course file of `task` ("sst", "cfimdb", "quora", "sts").
 
-    labelled: False for the unlabelled test files (header without the label column).
-    strict: raise `MalformedRowError` at the first malformed row instead of skipping it.
-    ptb_unescape: undo Penn Treebank escapes in the sentences (see `unescape_ptb`); off by default,
-        like the course's reference code.
-    Raises FileNotFoundError for a missing file, DataFileError for an empty file, a wrong header,
-    bytes that are not UTF-8, or a file with no usable rows.
+    labelled: False for the test files (no label column). strict: raise `MalformedRowError` at the first
+    malformed row instead of skipping it. ptb_unescape: undo Penn Treebank escapes (`unescape_ptb`).
+    A missing, empty, wrongly headed or non-UTF-8 file, or one with no usable rows, is an error.
     """
     spec = task_spec(task)
     path = Path(path)

@@ -1,19 +1,15 @@
 """Readers for the small classification sets: GLUE CoLA, MRPC, RTE, WNLI, SST-2, and TREC.
 
-Each returns tasks.data's `ReadResult` of `SentenceExample` / `PairExample` (labels as class indices), with
-malformed rows reported by file and line (and fatal with strict=True), like the course readers. The quirks
-of the shared files (../shared/data/glue/*/SOURCE.txt):
+Each returns a `ReadResult`, malformed rows reported by file and line (fatal with strict=True), like the
+course readers. The shared files' quirks (../shared/data/glue/*/SOURCE.txt):
 
-- every GLUE TSV is read with quoting disabled (csv.QUOTE_NONE): some rows start with a double quote (RTE
-  train index 2164) and a CSV reader would swallow the tab after it;
-- MRPC's train and dev files start with a UTF-8 byte-order mark (utf-8-sig);
-- CoLA comes as the public v1.1 release (no header; source, label, original mark, sentence). Train is
-  in_domain_train.tsv; dev is GLUE's v1.0 dev.tsv (in-domain + out-of-domain), so dev numbers compare with
-  published GLUE-dev ones;
-- RTE labels are words (entailment = 0, not_entailment = 1, GLUE's order);
-- TREC (train_5500.label, "COARSE:fine question") is latin-1 and has one stray byte (0xF0 in
-  "sister\\xf0city", line 3,696 of the file); we decode latin-1 and keep it. TREC has no dev split here:
-  `trec_split` makes a deterministic one, stratified by fine label.
+- GLUE TSVs are read with csv.QUOTE_NONE: some rows start with a double quote (RTE train index 2164) and a
+  CSV reader would swallow the tab after it; MRPC's train and dev files start with a byte-order mark;
+- CoLA is the public v1.1 release (no header); dev is GLUE's v1.0 dev.tsv (in- and out-of-domain), so dev
+  numbers compare with published GLUE-dev ones; RTE labels are words (entailment = 0, GLUE's order);
+- TREC (train_5500.label, "COARSE:fine question") is latin-1 with one stray byte (0xF0 in
+  "sister\\xf0city", line 3,696), kept. TREC has no dev split here: `trec_split` makes a deterministic one,
+  stratified by fine label.
 
 Read next: classify_sets.py (how tasks.classify uses these readers).
 """

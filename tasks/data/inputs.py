@@ -1,19 +1,13 @@
 """What a job read: the size and sha256 of every data file and of the model folder's files, so that a run
 folder knows its inputs and a resumed run can tell when one changed.
 
-A run resumed on other data is not the run it continues: a training file that shrank leaves the saved
-position past the end of the epoch, edited labels train another task, a replaced dev file makes the best
-epoch a comparison between scores on two dev sets. So every reader records the bytes it decodes
-(`record_input`, called by examples.py's `decode_data_file`; `record_file` for archives read otherwise),
-in the order the job reads them, and the run folder saves the list in inputs.json
-(run_folder.py); a `--resume` compares, file by file in that order, and refuses naming the first file that
-differs (the order, not the path, pairs them: a data folder moved elsewhere may be resumed from). Files
-that may change between a run and its resume (the test files, --predict's inputs) are read under
-`not_recorded()`. sha256 runs at several hundred MB/s, so the 16k-row Quora file costs milliseconds and
-a bert-base weights file about a second.
-
-The list belongs to the process's current job: `start_job` empties it (job.py's `user_errors`, which every
-job's `main` runs inside).
+A run resumed on other data is not the run it continues (a shrunk training file leaves the saved position
+past the epoch's end; a replaced dev file makes the best epoch a comparison across two dev sets). So every
+reader records the bytes it decodes (`record_input`, through examples.py's `decode_data_file`;
+`record_file` for archives), in reading order; the run folder saves the list in inputs.json, and
+`--resume` compares file by file in that order (so a moved data folder still resumes) and refuses naming
+the first that differs. Files that may change between a run and its resume (the test files, --predict's
+inputs) are read under `not_recorded()`. `start_job` empties the list (job.py's `user_errors`).
 
 Read next: course.py (the course's readers, which record through decode_data_file).
 """

@@ -1,14 +1,10 @@
 """How text becomes a number, strictly: ASCII digits in the forms data files and command lines write.
 
-Python's `int()` and `float()` accept more than a data file or a flag means: "0_3" is 3 (underscores group
-digits in source code), "３" and "٣" are 3 (any Unicode decimal digit), "1_0.5" is 10.5, and "nan",
-"infinity" and "0x1"-like spellings slip through one or the other. A label written "0_3" is a typo, not a
-3, so every reader of labels (course.py) and every numeric flag (tasks/training/flags.py) parses with these
-two functions instead, and refuses the rest with a ValueError that quotes the text.
-
-Accepted: `whole_number`: "3", "-1", "007", and a class written as a float with a zero fraction ("1.0", as
-Quora's labels are); `decimal`: "2.5", "-0.25", ".5", "5.", "1e-3", "2.5E+1". Surrounding spaces and tabs
-are not part of the number (readers strip fields; a flag " 8" is 8).
+Python's `int()` and `float()` accept more than a data file or a flag means: "0_3" is 3, "３" and "٣" are
+3, and "nan", "infinity" and "0x1"-like spellings slip through one or the other. A label written "0_3" is
+a typo, not a 3, so every label reader (course.py) and numeric flag (tasks/training/flags.py) parses with
+`whole_number` ("3", "-1", "007", "1.0" as Quora writes classes) or `decimal` ("2.5", ".5", "1e-3"), and
+refuses the rest with a ValueError that quotes the text. Surrounding spaces and tabs are not part of it.
 
 Read next: course.py (the readers that use them).
 """

@@ -92,13 +92,10 @@ def checksum_matches(data: bytes, pin: str) -> bool:
 def download_course_data(dest: str | os.PathLike, files: Iterable[str], *, fetch: Fetch = urllib_fetch,
                          base_url: str | None = None, checksums: Mapping[str, str] | None = None,
                          timeout: float = DOWNLOAD_TIMEOUT_S, log: TextIO | None = None) -> list[Path]:
-    """Fetch the course `files` into `dest`, each checked against its pinned checksum.
-
-    Files already in `dest` with the right checksum are kept. Every file is fetched and verified
-    before any is written, and each is written atomically, so a failure (no network, a checksum
-    mismatch) leaves `dest` as it was. `base_url` and `checksums` default to the module's pins
-    (`COURSE_BASE_URL`, `COURSE_CHECKSUMS`), read at call time so tests can point them elsewhere.
-    Raises DownloadError.
+    """Fetch the course `files` into `dest`, each checked against its pinned checksum (kept if already
+    there and right). Every file is fetched and verified before any is written, each atomically, so a
+    failure leaves `dest` as it was. `base_url` and `checksums` default to the module's pins, read at call
+    time so tests can point them elsewhere. Raises DownloadError.
     """
     dest = Path(dest)
     base_url = COURSE_BASE_URL if base_url is None else base_url

@@ -236,11 +236,8 @@ class MultitaskBERT(nn.Module):
 
     def forward(self, name: str, tokens: TokenBatch) -> torch.Tensor:
         """Task `name`'s head scores (the course's predict_sentiment, predict_paraphrase, ...): one encoder
-        call, then the row's head.
-
-        A pair batch holds the first sentences stacked over the second ones, (2B, T): one encoder call for
-        both sides (twice the batch, half the calls), SBERT's mean pooling (the vectors all-MiniLM-L6-v2 was
-        trained to make), then u, v: (B, C) each to the cosine head.
+        call, then the row's head. A pair batch, (2B, T), is mean-pooled (SBERT's, as all-MiniLM-L6-v2 was
+        trained) into u, v: (B, C) each for the cosine head.
         """
         task = self.tasks[name]
         head = getattr(self, task.head_name)
