@@ -31,6 +31,7 @@ Read next: ../docs/results.md (the tables).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from dataclasses import dataclass
@@ -189,13 +190,9 @@ def is_done(run: Run, directory: Path, seeds: Sequence[int] = ()) -> bool:
 
 
 def run_module(module: str, argv: list[str]) -> int:
-    if module == "tasks.classify":
-        from tasks import classify
-        return classify.main(argv)
-    if module == "pretrain.run":
-        from pretrain import run
-        return run.main(argv)
-    raise ValueError(f"unknown job module {module!r}")
+    if module not in ("tasks.classify", "pretrain.run"):
+        raise ValueError(f"unknown job module {module!r}")
+    return importlib.import_module(module).main(argv)
 
 
 def collect(study: Study, study_dir: Path) -> list[dict]:

@@ -13,22 +13,17 @@ classifier. The five variants of the paper, for 12 layers and 6 levels:
     HYBRID      layers 1-3 untied; L1 from 4, L2 from 5, L3..L5 from (6,7), (8,9), (10,11), L6 from 12
 
 The rule for other depths (N layers, K levels), which gives exactly the table above at N = 12, K = 6:
+`spread(layers, K)` cuts N layers into K consecutive groups as equal as possible (group k holds layers
+ceil((k-1) N / K) + 1 .. ceil(k N / K); with fewer layers than levels, group k is the single layer
+ceil(k N / K)). FLAT: every level reads layer N. LAST-SIX: the last min(K, N) layers spread over the
+levels, each its group's last layer. ONE-BY-ONE: all N layers spread, each level its group's last layer.
+IN-PAIRS: all N spread, each level its whole group. HYBRID: the first N // 4 layers untied; L1 reads the
+first of the rest, L2 the second, the last level layer N, and the levels between spread the layers between
+(IN-PAIRS-style); fewer than 3 levels: L1 the first, then layer N; nothing between: layer N; a 1-layer
+model: the first again.
 
-- `spread(layers, K)` cuts a list of N layers into K consecutive groups as equal as possible: counting the
-  layers 1..N, group k holds layers ceil((k-1) N / K) + 1 .. ceil(k N / K). With fewer layers than levels,
-  groups share: group k is the single layer ceil(k N / K) (levels then read the same layer).
-- FLAT: every level reads layer N.
-- LAST-SIX ("last-K"): the last min(K, N) layers, spread over the K levels, each level its group's last layer.
-- ONE-BY-ONE: spread all N layers over K levels; each level reads its group's last layer.
-- IN-PAIRS: spread all N layers over K levels; each level reads its whole group.
-- HYBRID: the first N // 4 layers are untied; of the rest, L1 reads the first, L2 the second, the last
-  level reads layer N, and the levels in between spread the layers in between (IN-PAIRS-style groups).
-  Fewer than 3 levels: L1 the first, then the last level layer N; no layers left in between: layer N; no
-  second layer (a 1-layer model): the first again.
-
-Each level's loss is its mean binary cross-entropy weighted by |L_n| / |L| (labels on the level over all
-labels), so with every label on one level and one classifier per level, the weighted sum is exactly the
-flat mean BCE over all labels (tests/test_structured.py checks the identity).
+Each level's loss is its mean binary cross-entropy weighted by |L_n| / |L|, so with one classifier per
+level the weighted sum is exactly the flat mean BCE over all labels (tests/test_structured.py checks it).
 
 Shape legend: B batch, C hidden size, K_n labels on level n.
 
