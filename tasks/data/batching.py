@@ -1,13 +1,10 @@
 """Length-bucketed batches with dynamic padding: most of the speed of a CPU training loop.
 
-Padding every batch to 128 tokens makes the model compute on padding; sentences in SST average about
-25 pieces, so most of that work is wasted. Instead:
-1. shuffle the examples (deterministically, from the seed and the epoch),
-2. cut the shuffled list into large buckets and sort each bucket by length,
-3. cut each bucket into batches (neighbours have similar lengths) and shuffle the batches,
-4. pad each batch only to its own longest sequence.
-Every example appears exactly once per epoch; the order is random but repeatable. Predicting needs no
-randomness: `predict_in_order` runs batches sorted by length and puts the predictions back in order.
+Padding every batch to 128 tokens makes the model compute on padding (SST sentences average about 25
+pieces). Instead the examples are shuffled (from the seed and the epoch), cut into large buckets each
+sorted by length, cut into batches of neighbours, the batches shuffled, and each batch padded only to its
+own longest. Every example appears once per epoch, in a random but repeatable order. `predict_in_order`
+runs batches sorted by length and puts the predictions back in order.
 
 Shape legend: B batch, T tokens (the longest sequence in the batch).
 

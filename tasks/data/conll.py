@@ -1,16 +1,11 @@
 """CoNLL files: one token per line with its tag ("token<TAB>tag"), sentences separated by blank lines.
 
-The reader is strict about what would silently corrupt training, and names the file and line:
-- a line without a tag (one field only);
-- a tag outside the tag set (`tags`), e.g. a typo like "B-persn";
-- an I-x tag that does not continue an entity of type x (after O, at a sentence start, or after another
-  type). IOB2 files (WNUT-17) never contain one; in a prediction file it is legal and scored by the
-  conlleval convention (tasks/evaluation/entities.py), so `check_iob2=False` accepts it.
-A line holding only whitespace is a sentence boundary: WNUT-17's training file separates 2,394 of its
-3,394 sentences with a line holding a single TAB (../shared/data/wnut17/SOURCE.txt).
-
-`write_conll` writes "token<TAB>gold<TAB>predicted" (or "token<TAB>predicted" without gold), which
-conlleval and seqeval read.
+The reader refuses, naming the file and line, what would silently corrupt training: a line without a tag,
+a tag outside the tag set (`tags`: "B-persn"), and an I-x that does not continue an entity of type x
+(IOB2 files never hold one; in a prediction file it is legal and scored by conlleval's convention, so
+`check_iob2=False` accepts it). A line holding only whitespace is a sentence boundary: WNUT-17's training
+file separates 2,394 of its 3,394 sentences with a single TAB (../shared/data/wnut17/SOURCE.txt).
+`write_conll` writes "token<TAB>gold<TAB>predicted" (or without gold), which conlleval and seqeval read.
 
 Read next: wordpieces.py.
 """

@@ -1,11 +1,10 @@
 """Which course files a main-job run reads and writes: the data folder's, or the ones named one by one.
 
-The course's own `multitask_classifier.py` names every input and output file on the command line
-(`--sst_train data/ids-sst-train.csv ... --sts_test_out predictions/sts-test-output.csv`). The main job
-keeps those flags: each replaces the one file that `--data-dir` (for inputs) or the run folder (for
-predictions) would give, and the flags left out keep their defaults. `tasks` below is the job's table (each
-row with a `name`, the course's prefix, and a `dataset`); `files` is the flags' group of the job's settings
-(tasks/training/job.py's CourseFiles), which says which file each flag names, None where it is not given.
+The course's `multitask_classifier.py` names every file on the command line (`--sst_train
+data/ids-sst-train.csv ... --sts_test_out predictions/sts-test-output.csv`). The main job keeps those
+flags: each replaces the one file `--data-dir` (inputs) or the run folder (predictions) would give. `tasks`
+is the job's table (rows with a `name`, the course's prefix and a `dataset`); `files` the flags' group of
+the job's settings (tasks/training/job.py's CourseFiles), None where a flag is not given.
 
 Read next: batching.py (examples to padded batches).
 """
