@@ -47,12 +47,9 @@ _BOUNDARY = re.compile(r"""([.!?]+["')\]]*)\s+(?=["'(\[`]*[A-Z0-9])""")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split a paragraph into sentences with the punctuation rule above (no model, no download).
-
-    Rule-based, so it errs: it does not split "he said. and then" (lower-case start) and does not
-    split after known abbreviations ("Dr. Smith") or single initials ("J. Smith"), but it does split
-    after an unknown abbreviation followed by a capital. For pre-training data that is good enough:
-    BERT's own pipeline assumed one sentence per line and lived with noisy input.
+    """Split a paragraph into sentences with the punctuation rule above (no model, no download). It errs
+    ("he said. and then" stays whole; an unknown abbreviation before a capital splits), which is good enough
+    for pre-training data: BERT's own pipeline assumed one sentence per line and lived with noisy input.
     """
     sentences: list[str] = []
     start = 0

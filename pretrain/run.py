@@ -78,10 +78,9 @@ class PretrainingLosses(NamedTuple):
 class PretrainingModel(nn.Module):
     """BertForPreTraining's encoder and heads (shared, not copied), plus the optional span-boundary head.
 
-    Unlike BertForPreTraining.forward, which decodes all T positions (B, T, V) as Hugging Face does, the
-    loss here decodes only the masked positions (N, V): with 15% masked that skips ~85% of the decoder,
-    a matrix as wide as the vocabulary. The losses are the same (tests/test_pretrain.py checks them
-    against transformers' BertForPreTraining).
+    The loss decodes only the masked positions (N, V), not all T as BertForPreTraining.forward does: with
+    15% masked that skips ~85% of a decoder as wide as the vocabulary, for the same losses
+    (tests/test_pretrain.py checks them against transformers').
     """
 
     def __init__(self, pretraining: BertForPreTraining, span_boundary: SpanBoundaryHead | None = None,
