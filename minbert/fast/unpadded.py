@@ -99,16 +99,11 @@ def unpadded_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tens
 def dropped_out_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                           lengths: tuple[int, ...], p: float) -> torch.Tensor:
     """Training on a CPU, what sdpa_attention computes for each sequence (the eager kernel with the fast
-    dropout, attention.py), bit for bit, in fewer and larger operations. query, key, value: (1, H, N, D),
-    sequence b the b-th slice of lengths[b] tokens; returns (1, H, N, D).
-
-    - The dropout masks of all the sequences come from one draw (dropout.py's keep_masks: the same random
-      numbers as one draw per sequence).
-    - Sequences of the same length attend in one batched product: a length-bucketed batch of 64 sentences
-      holds about 20 lengths, so about 20 products a layer instead of 64. Each (L, L) product is the same
-      computation alone or in a batch (tests/test_unpadded.py holds them equal bit for bit).
-    - No zero mask is added to the scores (x + 0.0 is x; -0.0 becomes 0.0, which the softmax maps to the
-      same number).
+    dropout), bit for bit, in fewer and larger operations. query, key, value: (1, H, N, D), sequence b the
+    b-th slice of lengths[b] tokens; returns (1, H, N, D). All the dropout masks come from one draw
+    (keep_masks: the same numbers as one draw per sequence); sequences of one length attend in one batched
+    product (a bucketed batch of 64 holds about 20 lengths; tests/test_unpadded.py holds the results equal
+    bit for bit); no zero mask is added (x + 0.0 is x).
     """
     H = query.size(1)
     masks = keep_masks([(1, H, L, L) for L in lengths], p, query.dtype, query.device)  # B x (1, H, L_b, L_b)
@@ -151,11 +146,9 @@ class UnpaddedSelfAttention(BertSelfAttention):
 class UnpaddedBertModel(BertModel):
     """BertModel on a padded batch's real tokens only: pack the inputs, embed and encode, pad back.
 
-    On 2 CPU cores, batches of 32 with half their positions padding ran forward and backward about 2x
-    faster than BertModel with "sdpa", MiniLM and bert-base sizes (docs/results.md, "The model"). Its layers'
-    attention is UnpaddedSelfAttention; its parameters, and so its checkpoints, are BertModel's. A batch
-    without padding, or a call that asks for the attention probabilities (only the eager kernel has
-    them, on the padded batch), takes BertModel's path unchanged.
+    About 2x faster forward and backward than "sdpa" on 2 CPU cores for batches half padding (docs/results.md,
+    "The model"); its parameters and checkpoints are BertModel's. A batch without padding, or a call asking
+    for the attention probabilities, takes BertModel's path unchanged.
     """
 
     def __init__(self, config: BertConfig, attn_implementation: str = "unpadded",

@@ -214,14 +214,11 @@ def _is_off(value: object) -> bool:
 
 @user_faults
 def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: str = "default") -> list[str]:
-    """Put the adapter folder at `directory` (ours or peft's) onto `model`.
-
-    On a model without adapters: apply_lora with the file's r, alpha, dropout and target_modules, then a
-    strict copy of A and B: a missing or unknown key, or a shape that does not fit, is a CheckpointError
-    naming it. The model is frozen but for the adapters, as after apply_lora. On a model with adapters, the
-    folder's become another set named `adapter_name`, not in use until set_adapter (peft's load_adapter).
-    Keys written for a model with heads (`base_model.model.bert.encoder...`) load onto the encoder alone,
-    and the encoder's onto a model with heads (BertForPreTraining). Returns the adapted modules' names.
+    """Put the adapter folder at `directory` (ours or peft's) onto `model`, and return the adapted modules'
+    names. On a model without adapters: apply_lora with the file's settings, then a strict copy of A and B
+    (a missing or unknown key, or a wrong shape, is a CheckpointError naming it). On a model with adapters:
+    another set named `adapter_name`, not in use until set_adapter (peft's load_adapter). Keys of a model
+    with heads load onto the encoder alone, and the other way round.
     """
     check_arguments("load_adapter", model, directory)
     _check_new(model, adapter_name)

@@ -171,16 +171,13 @@ def atomic_directory(path: str | os.PathLike, *, keep_others: bool = True,
                      replaces: Iterable[str] = ()) -> Iterator[Path]:
     """Yield an empty folder beside `path` to fill; on success it takes `path`'s place, whole.
 
-    keep_others: carry the old folder's files that were not written again (and whose top-level name is not
-    in `replaces`) into the new one, as the module docstring says; False for a folder that is all ours.
-    The old and new folders are exchanged in one step (Linux's renameat2 with RENAME_EXCHANGE), so that no
-    reader, ours or another library's, finds `path` missing; then the old one is deleted. Where the file
-    system cannot exchange, the swap is two renames: the old folder aside to `.<name>.old`, the new one into
-    place, and a crash between them leaves a complete `.<name>.old`, which `readable_directory` finds and the
-    next write puts back first. Either way the swap holds an exclusive lock on the parent folder, which our
-    readers hold shared while they read (`settled`): they wait out the swap, never read two saves at once.
-    On any error the new folder is removed and `path` is untouched. One writer at a time (the jobs lock
-    their run folder): a writer also clears what a killed writer left.
+    keep_others: carry over the old folder's files not written again (nor named in `replaces`); False for a
+    folder that is all ours. The folders are exchanged in one step (renameat2 RENAME_EXCHANGE), so no reader
+    finds `path` missing; where the file system cannot, the old one goes aside to `.<name>.old` first, and a
+    crash between the two renames leaves it complete for `readable_directory` and the next write to put
+    back. The swap holds the parent's lock exclusive, which our readers hold shared (`settled`), so none
+    reads two saves at once. On any error `path` is untouched. One writer at a time (the jobs lock their run
+    folder); a writer also clears what a killed writer left.
     """
     path = Path(os.path.abspath(path))  # ".." and "." resolved: the sibling must lie beside the folder
     path = path.resolve() if path.is_symlink() else path  # a link to a folder: the save goes where it points

@@ -38,12 +38,9 @@ SUN_ET_AL_BUDGET = 510
 def head_tail_truncate(pieces: Sequence[T], budget: int, head_tokens: int = 128) -> list[T]:
     """Keep the first and last pieces of `pieces` so that at most `budget` remain (Sun et al. 2019).
 
-    `head_tokens` is the head size at the paper's budget of 510 pieces (a 512 window less [CLS] and
-    [SEP]); any other budget keeps the same proportion, rounded down: head = head_tokens * budget // 510,
-    and the tail gets the rest. So max_length=512 keeps 128 + 382 pieces (the paper's best), and
-    max_length=128 (budget 126) keeps 31 + 95. Scaling rather than clipping keeps the point of the
-    method (most of the window on the ending, where reviews state their verdict) in small windows,
-    where a clipped head of 128 would leave no tail at all. Pieces that fit are returned unchanged.
+    `head_tokens` is the head at the paper's budget of 510; another budget keeps the proportion, rounded
+    down (max_length=512: 128 + 382, the paper's best; max_length=128: 31 + 95), so a small window still
+    spends most of itself on the ending, where reviews state their verdict. Pieces that fit are unchanged.
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
