@@ -2,11 +2,9 @@
 
     .venv/bin/python experiments/lora_table.py [runs/lora]
 
-For each arm: the dev figures of its best epoch (metrics.jsonl), the parameters the optimizer trains and the
-bytes of its state (every tensor AdamW keeps, read from the kept checkpoints/last.pt), the mean training step
-(the epoch's `train_s` over its steps: forward, backward and AdamW, no evaluation), the peak resident memory
-and the wall time of the whole command (/usr/bin/time -v's report, <arm>.time). An arm still running is
-listed as such.
+Per arm: the dev figures of its best epoch, the parameters AdamW trains and the bytes of its state (from the
+kept checkpoints/last.pt), the mean training step (`train_s` over the steps), and the peak RSS and wall time
+of the whole command (/usr/bin/time -v's <arm>.time). An arm still running is listed as such.
 """
 
 from __future__ import annotations

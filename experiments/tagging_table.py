@@ -2,11 +2,9 @@
 
     .venv/bin/python experiments/tagging_table.py [runs/tag]
 
-Reads every <method>/summary.json (mean and std over seeds, as the job wrote them) and prints a Markdown
-table: dev entity-level micro F1, precision and recall at the last epoch, mean ± std over seeds; token
-accuracy of the best checkpoint (the job measures it only there); and per-type F1 at the last epoch (mean
-over seeds).
-Methods not run yet are listed as such.
+From every <method>/summary.json: dev entity-level micro F1, precision and recall at the last epoch (mean ±
+std over seeds), token accuracy of the best checkpoint (the job measures it only there), and per-type F1
+(mean over seeds). Methods not run yet are listed as such.
 """
 
 from __future__ import annotations
