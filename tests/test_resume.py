@@ -46,9 +46,9 @@ def job_args(model: Path, out: Path) -> list[str]:
             "--keep-checkpoints"]  # the final training states are compared
 
 
-def run(argv: list[str], expect: int = 0) -> subprocess.CompletedProcess:
+def run(argv: list[str], expect: int = 0, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, *argv], cwd=REPO, env=env, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == expect, result.stderr[-3000:]
     return result
@@ -145,6 +145,19 @@ def test_a_signal_stops_the_run_saved_and_the_printed_command_resumes_it_exactly
     resumed = run(shlex.split(command)[1:])  # the command as printed (run() supplies the interpreter)
     assert "resuming from" in resumed.stderr
     assert_same_end(straight, out)
+
+
+def test_a_default_run_stopped_by_a_signal_prints_a_command_naming_its_folder_that_resumes_it(
+        straight, tiny_model_dir, tmp_path):
+    """Without --out the run's folder is runs/sentiment/<date-time>: the printed command must name it."""
+    args = job_args(tiny_model_dir, tmp_path)
+    args = args[:args.index("--out")] + args[args.index("--out") + 2:]
+    result = run(["-c", INTERRUPTER, "loss", "9", "SIGTERM", "1", *args], 143, cwd=tmp_path)
+    command = result.stderr.strip().splitlines()[-1].partition("continue it with: ")[2]
+    folder = next((tmp_path / "runs" / "sentiment").iterdir())
+    assert shlex.split(command)[-3:] == ["--out", str(folder.relative_to(tmp_path)), "--resume"]
+    assert "resuming from" in run(shlex.split(command)[1:], cwd=tmp_path).stderr  # run as printed, there
+    assert_same_end(straight, folder)
 
 
 def test_a_second_signal_stops_at_once_without_a_traceback(tiny_model_dir, tmp_path):
