@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -245,14 +246,32 @@ def train_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) -> i
         if state is None:  # a torchrun process other than rank 0: done
             return 0
         write_course_outputs(model, loaded, data, files, run.folder.predictions)
-        best = next((r for r in reversed(state.history) if r["best"]), None)
-        print(f"best overall {state.best_score:.4f} at epoch {state.best_epoch}: "
-              f"{best['dev'] if best else ''}\n"
-              f"outputs in {run.folder.path}", file=sys.stderr)
+        print(summary(state.history, run.folder.path, job), file=sys.stderr)
         if source.is_sample:
             print("REMINDER: these numbers come from the synthetic demo sample and mean nothing.",
                   file=sys.stderr)
         return 0
+
+
+def summary(history: list[dict], folder: Path, job: JobSettings) -> str:
+    """What a run found (each dev figure at the best epoch and at the last evaluation) and what to do next:
+    where best/ and the predictions are, and the two commands that use them, with the run's data flags."""
+    last = history[-1]
+    best = next((r for r in reversed(history) if r["best"]), last)
+    when = [f"{which} epoch {r['epoch']}" + ("" if r["epoch_complete"] else f" (step {r['global_step']})")
+            for which, r in (("best:", best), ("last:", last))]
+    rows = [("dev", *when)] + [(f"{task} {metric}", f"{value:.4f}", f"{last['dev'][task][metric]:.4f}")
+                               for task, metrics in best["dev"].items() for metric, value in metrics.items()]
+    rows += [("overall", f"{best['overall']:.4f}", f"{last['overall']:.4f}")]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    data = ["--data-dir", job.data_dir] * bool(job.data_dir) + ["--limit", str(job.limit)] * bool(job.limit)
+    python = getattr(sys, "orig_argv", [sys.executable])[0]
+    predict = shlex.join([python, "-m", "tasks.multitask", "--predict", str(folder), *data])
+    return "\n".join(["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in rows] + [
+        f"best model:  {folder / 'best'}", f"predictions: {folder / 'predictions'}",
+        f"predict other files (--sst-test FILE ..., no training): {predict}",
+        "encode sentences with the tuned encoder: from minbert import SentenceEncoder; "
+        f"SentenceEncoder({str(folder / 'best')!r}).encode(['A sentence.'])"])
 
 
 def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) -> int:

@@ -404,3 +404,31 @@ def test_a_refused_resume_names_the_setting_and_rewrites_nothing(tiny_multitask_
     shared = [k for k in heads if k in config and k != "model"]
     assert {"max_length", "sentiment_pooling"} <= set(shared)
     assert {k: heads[k] for k in shared} == {k: config[k] for k in shared}
+
+
+def test_a_run_ends_with_its_dev_table_and_the_commands_that_use_it_which_run_as_printed(
+        tiny_multitask_run, tmp_path, capsys, monkeypatch):
+    """The end of a run: each dev figure at the best epoch and the last, where best/ and the predictions
+    are, and the --predict and SentenceEncoder lines, each run as printed (--predict's dev figures are the
+    run's own)."""
+    import shlex
+    from tasks import multitask
+
+    monkeypatch.chdir(tmp_path)  # --predict writes runs/multitask-predict/<date-time> here
+    out = tmp_path / "run"
+    assert multitask.main(tiny_multitask_run(out)) == 0
+    lines = capsys.readouterr().err.splitlines()
+    best = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][-1]
+    table = lines[lines.index("dev            best: epoch 1 (step 2)  last: epoch 1 (step 2)"):]
+    sst = f"{best['dev']['sst']['accuracy']:.4f}"
+    assert table[1].split() == ["sst", "accuracy", sst, sst]
+    assert table[5].split() == ["overall", f"{best['overall']:.4f}", f"{best['overall']:.4f}"]
+    assert table[6:8] == [f"best model:  {out / 'best'}", f"predictions: {out / 'predictions'}"]
+    command = shlex.split(table[8].partition("no training): ")[2])
+    assert command[1:5] == ["-m", "tasks.multitask", "--predict", str(out)]
+    assert multitask.main(command[3:]) == 0  # as printed, after `python -m tasks.multitask`
+    assert f"sst dev: accuracy={sst}" in capsys.readouterr().err
+    imports, _, encode = table[9].partition("tuned encoder: ")[2].partition("; ")
+    scope: dict = {}
+    exec(imports, scope)
+    assert eval(encode, scope).shape == (1, 32)  # the tiny model's hidden size

@@ -72,3 +72,17 @@ def test_the_loop_records_every_step_and_the_plot_ticks_whole_epochs(tmp_path, o
     assert len(loss_axes.lines) == 3
     monkeypatch.undo()
     plt.close(drawn[0])
+
+
+def test_each_evaluation_is_drawn_at_its_own_step(tmp_path, monkeypatch):
+    """A --max-steps stop after 2 of epoch 1's 4 steps is drawn at 0.5, not beside epoch 1's mark."""
+    history = [{"epoch": 1, "global_step": step, "epoch_complete": step == 4, "train_loss": {"a": 1.0},
+                "dev": {"a": {"score": 0.5}}, "overall": 0.5} for step in (2, 4)]
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    plot_history(history, tmp_path / "plot.png", steps_per_epoch=4)
+    loss_axes, dev_axes = drawn[0].axes
+    assert [list(line.get_xdata()) for line in dev_axes.lines] == [[0.5, 1.0]] * 2  # a's score, overall
+    assert list(loss_axes.lines[0].get_xdata()) == [0.5, 1.0]  # the epoch means: at the same places
+    monkeypatch.undo()
+    plt.close(drawn[0])

@@ -190,7 +190,7 @@ def train(model: nn.Module, tasks: Sequence[Task],
                 state.epoch, state.step_in_epoch = state.epoch + 1, 0
             save()
             if world.is_main:
-                plot_history(state.history, run.plot, state.step_losses)
+                plot_history(state.history, run.plot, state.step_losses, steps_per_epoch)
             stop_if_asked(world, where(), None)  # saved just above
             if done(state, training):
                 break
@@ -348,15 +348,15 @@ class Progress:
         self.bar.close()
 
 
-def plot_history(history: list[dict], path: Path, step_losses: dict | None = None) -> None:
+def plot_history(history: list[dict], path: Path, step_losses: dict | None = None, steps_per_epoch: int = 0):
     """A PNG of two panels over the epochs, ticked at whole epochs: every task's training loss (each step's,
-    faint, with its moving average and the epoch means as dots) and every dev metric after each epoch."""
+    faint, with its moving average and the epoch means as dots) and every dev metric at its own step."""
     import matplotlib
     matplotlib.use("Agg")  # no screen needed
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    epochs = [r["epoch"] for r in history]
+    at = [r["global_step"] / steps_per_epoch if steps_per_epoch else r["epoch"] for r in history]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for i, task in enumerate(history[0]["train_loss"]):
         points = (step_losses or {}).get(task) or []
@@ -364,7 +364,7 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
             places, losses = zip(*points)
             left.plot(places, losses, color=f"C{i}", alpha=0.2, linewidth=0.6)
             left.plot(places, moving_average(losses), color=f"C{i}", linewidth=1.8, label=task)
-        means = [(r["epoch"], r["train_loss"][task]) for r in history if r["train_loss"][task] is not None]
+        means = [(x, r["train_loss"][task]) for x, r in zip(at, history) if r["train_loss"][task] is not None]
         if means:
             left.plot(*zip(*means), "o", color=f"C{i}", markeredgecolor="black",
                       label=None if points else f"{task} (epoch mean)")
@@ -375,13 +375,13 @@ def plot_history(history: list[dict], path: Path, step_losses: dict | None = Non
         left.legend(fontsize="small")
     for task in history[0]["dev"]:
         for metric in history[0]["dev"][task]:
-            right.plot(epochs, [r["dev"][task][metric] for r in history], marker="o",
+            right.plot(at, [r["dev"][task][metric] for r in history], marker="o",
                        label=f"{task} {metric}")
-    right.plot(epochs, [r["overall"] for r in history], marker="s", color="black", label="overall")
+    right.plot(at, [r["overall"] for r in history], marker="s", color="black", label="overall")
     right.set(title="dev metrics", xlabel="epoch")
     right.legend(fontsize="small")
     for axes in (left, right):
-        axes.set_xlim(0, max(max(epochs), 1) * 1.02)  # room for the last epoch's dots
+        axes.set_xlim(0, max(max(at), 1) * 1.02)  # room for the last epoch's dots
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         axes.grid(alpha=0.3)
     fig.tight_layout()
