@@ -1,10 +1,16 @@
-"""Plain progress lines (tasks/training/loop.py) with a fake clock: when they print and what they say."""
+"""Plain progress lines (tasks/training/loop.py) with a fake clock: when they print and what they say, and
+where an epoch's progress ends (--max-steps)."""
 
 from __future__ import annotations
 
 import io
 
-from tasks.training.loop import ProgressLines, format_duration
+import torch
+
+from tasks.training.job import build_optimizer
+from tasks.training.loop import ProgressLines, format_duration, train
+from tasks.training.run_folder import RunDir
+from tasks.training.settings import TrainingSettings
 
 
 class Clock:
@@ -47,3 +53,24 @@ def test_disabled_prints_nothing_and_durations_read_as_minutes_or_hours():
     lines.update(1, loss=0.0)
     assert out.getvalue() == ""
     assert format_duration(59.6) == "1m00s" and format_duration(3725) == "1h02m"
+
+
+class FourBatches:
+    name = "a"
+
+    def train_batches(self, epoch: int) -> list:
+        return [torch.ones(1, 1)] * 4
+
+    def loss(self, model, batch: torch.Tensor) -> torch.Tensor:
+        return model.bert(batch).sum()
+
+    def evaluate(self, model) -> dict:
+        return {"score": 0.5}
+
+
+def test_the_progress_of_an_epoch_that_max_steps_cuts_ends_at_the_stop(tmp_path, one_weight_model, capsys):
+    """2 of an epoch's 4 steps: the bar's total, and so its ETA, is 2 (the last step always prints)."""
+    training = TrainingSettings(epochs=2, max_steps=2)
+    train(one_weight_model(), [FourBatches()], lambda m: build_optimizer(m, training), training,
+          RunDir(tmp_path / "run"), lambda dev: dev["a"]["score"], lambda m, folder: None)
+    assert "epoch 1/2 (--max-steps 2) step 2/2 (100%)" in capsys.readouterr().err

@@ -155,8 +155,13 @@ def train(model: nn.Module, tasks: Sequence[Task],
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             model.train()
-            progress = Progress(len(steps), state.step_in_epoch, f"epoch {state.epoch + 1}/{training.epochs}",
-                                world.is_main)
+            total = len(steps)  # the bar (and its ETA) ends where --max-steps stops the run
+            if training.max_steps:
+                total = max(state.step_in_epoch, min(total, state.step_in_epoch + training.max_steps
+                                                     - state.global_step))
+            desc = f"epoch {state.epoch + 1}/{training.epochs}"
+            progress = Progress(total, state.step_in_epoch, desc + (f" (--max-steps {training.max_steps})"
+                                                                     * (total < len(steps))), world.is_main)
             epoch_started = time.perf_counter()
             for batches in steps[state.step_in_epoch:]:
                 if done(state, training):
