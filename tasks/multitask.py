@@ -282,6 +282,9 @@ def predict_main(tasks: Sequence[CourseTask], settings: MultitaskRunSettings) ->
         raise SystemExit(f"error: --predict {run_dir}: its pair heads pooled by "
                          f"{saved['pair_pooling']}, and this version's pool by mean")
     heads, trained = from_dict(MultitaskSettings, saved), from_dict(JobSettings, saved)  # the run's settings
+    print("heads: " + ", ".join(f"--{k.replace('_', '-')} {saved[k]}" for k in (*HEAD_SETTINGS, "max_length")
+                          if k in saved)
+          + f" (the run's settings, from {best / 'heads.json'})", file=sys.stderr)
     data = read_prediction_inputs(tasks, files, job.data_dir, job.strict, job.limit)  # a bad file: no loading
     settings = resolve_settings(settings, trained)  # fp32 unless --precision says, unpadded on a CPU
     bert, tokenizer, _ = load_encoder(str(best), settings.job.attn_implementation)

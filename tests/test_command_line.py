@@ -427,7 +427,10 @@ def test_a_run_ends_with_its_dev_table_and_the_commands_that_use_it_which_run_as
     command = shlex.split(table[8].partition("no training): ")[2])
     assert command[1:5] == ["-m", "tasks.multitask", "--predict", str(out)]
     assert multitask.main(command[3:]) == 0  # as printed, after `python -m tasks.multitask`
-    assert f"sst dev: accuracy={sst}" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"sst dev: accuracy={sst}" in said
+    assert "precision: fp32 (the default under --predict" in said  # not "--precision fp32": no flag gave it
+    assert f"--max-length 64 (the run's settings, from {out / 'best' / 'heads.json'})" in said
     imports, _, encode = table[9].partition("tuned encoder: ")[2].partition("; ")
     scope: dict = {}
     exec(imports, scope)

@@ -80,13 +80,17 @@ def attn_implementation_for(requested: str, device: str, precision: str, predict
     return "unpadded" if device == "cpu" and (precision == "fp32" or predicting) else "sdpa"
 
 
-def resolve_precision(requested: str, device: str) -> tuple[str, str]:
+def resolve_precision(requested: str, device: str, predicting: bool = False) -> tuple[str, str]:
     """(precision, why): `auto` is bf16 where the device multiplies bfloat16 natively (AVX-512 BF16 or AMX,
-    NVIDIA since Ampere: emulated, it is slower than fp32), else fp16 on a CUDA GPU, else fp32."""
+    NVIDIA since Ampere: emulated, it is slower than fp32), else fp16 on a CUDA GPU, else fp32; under
+    --predict fp32, as a run's own evaluation is."""
     if requested not in PRECISIONS:
         raise ValueError(f"--precision must be one of {PRECISIONS}, got {requested!r}")
     if requested != "auto":
         return requested, f"--precision {requested}"
+    if predicting:
+        return "fp32", ("the default under --predict: the run evaluated in fp32, so its dev predictions come "
+                        "back; --precision bf16 for autocast")
     cuda = device.startswith("cuda")
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # as PyTorch's CPU dispatch sees them
     if (torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False) if cuda
@@ -121,8 +125,8 @@ def choose_threads(requested: int | None, env: dict | None = None,
     threads = idle_threads(most, busy)
     if threads == most:
         return threads, f"{most} cores, {busy:.1f} busy with other work"
-    return threads, (f"{busy:.1f} of {most} cores busy with other work, so {threads}; "
-                     f"--threads {most} to use them all anyway")
+    return threads, (f"{busy:.1f} of {most} cores busy with other work when the job started, so {threads}; "
+                     "beside a busy core 2 threads trained 4.8x slower than 1 (docs/results.md, A busy core)")
 
 
 # ----- where this process stands: alone, or one of torchrun's ----------------------------------------

@@ -79,7 +79,7 @@ class TrainingSettings:
                                   type=real(0.0, 1.0, low_open=True, meaning="1: no decay"))
     precision: str = flag("auto", "auto: bf16 where the hardware has it natively, else fp16 (autocast with a "
                           "dynamic loss scale) on a CUDA GPU, else fp32", choices=PRECISIONS)
-    threads: int = flag(0, "CPU threads (0: the cores idle at the start; see above)", type=threads_int,
+    threads: int = flag(0, "CPU threads (0: one per core idle when the job starts)", type=threads_int,
                         same_on_resume=False)
     use_gpu: bool = flag(False, "train on CUDA", same_on_resume=False)
     seed: int = flag(11711, "random seed (data order, dropout, heads)", type=seed_int)
@@ -264,18 +264,16 @@ def resolve_settings(settings: Any, trained: JobSettings | None = None) -> Any:
     best/ predicts (--predict): --precision auto is fp32 there, as the run's own evaluation was (bf16 only
     when --precision asks), with the unpadded model on a CPU, so that its dev files get its predictions back
     (to the last digit where it evaluated unpadded, to 1e-5 in the scores elsewhere)."""
-    training = settings.training
-    if trained is not None and training.precision == "auto":
-        training = replace(training, precision="fp32")
-    training = resolve_training(training)
+    training = resolve_training(settings.training, predicting=trained is not None)
     kernel = attn_implementation_for(settings.job.attn_implementation, training.device, training.precision,
                                      predicting=trained is not None)
     kernel = "sdpa" if settings.padded and kernel == "unpadded" else kernel
     return replace(settings, training=training, job=replace(settings.job, attn_implementation=kernel))
 
 
-def resolve_training(training: TrainingSettings) -> TrainingSettings:
-    """--use-gpu checked, the CPU threads set and --precision auto decided (each said on stderr)."""
+def resolve_training(training: TrainingSettings, predicting: bool = False) -> TrainingSettings:
+    """--use-gpu checked, the CPU threads set and --precision auto decided (each said on stderr, with where
+    the choice came from)."""
     if training.use_gpu and not torch.cuda.is_available():
         raise SystemExit("error: --use-gpu given, but PyTorch sees no CUDA device")
     threads = training.threads
@@ -283,6 +281,6 @@ def resolve_training(training: TrainingSettings) -> TrainingSettings:
         threads, why = choose_threads(training.threads)
         torch.set_num_threads(threads)
         print(f"threads: {threads} ({why})", file=sys.stderr)
-    precision, why = resolve_precision(training.precision, training.device)
+    precision, why = resolve_precision(training.precision, training.device, predicting)
     print(f"precision: {precision} ({why})", file=sys.stderr)
     return replace(training, threads=threads, precision=precision)
