@@ -151,9 +151,12 @@ def test_unresolvable_name_lists_every_place_looked_and_how_to_get_it(monkeypatc
     assert "pass the path of a directory" in message
 
 
-def test_a_missing_path_that_is_no_model_name(tmp_path):
-    with pytest.raises(ModelNotFoundError, match="not a Hugging Face model name"):
-        resolve_model("../nowhere/at/all")
+@pytest.mark.parametrize("path", ["../nowhere/at/all", "runs/multitask/20250101-120000/best"])
+def test_a_missing_path_that_is_no_model_name_says_it_does_not_exist_and_suggests_no_download(path):
+    with pytest.raises(ModelNotFoundError) as error:
+        resolve_model(path)
+    assert str(error.value) == (f"cannot find model {path!r}: {Path(path).resolve()} does not exist (a path, "
+                                "not a Hugging Face model name org/name, so no cache was searched)")
 
 
 def test_from_pretrained_from_the_cache_never_opens_a_socket(monkeypatch, tmp_path, tiny_checkpoint):

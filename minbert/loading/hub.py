@@ -191,20 +191,19 @@ def resolve_model(name_or_path: str | os.PathLike | None = None, revision: str =
                                      f"one of {list(WEIGHTS_FILES)}; it holds {present}{adapter}")
         return path
 
-    looked = [f"{path.resolve()}: no such directory"]
-    if _REPO_ID.match(text):
-        cache = hf_cache_dir()
-        for repo_id in _candidate_repo_ids(text):
-            repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
-            if not repo_dir.is_dir():
-                looked.append(f"{repo_dir}: not in the Hugging Face cache")
-                continue
-            found, why = _snapshot(repo_dir, revision)
-            if found is not None:
-                return found
-            looked.append(f"{repo_dir}: {why}")
-    else:
-        looked.append(f"{text!r} is not a Hugging Face model name (org/name), so no cache was searched")
+    if not _REPO_ID.match(text):  # a path, not a name (org/name): no download could give it
+        raise ModelNotFoundError(f"cannot find model {text!r}: {path.resolve()} does not exist (a path, not a "
+                                 "Hugging Face model name org/name, so no cache was searched)")
+    looked, cache = [f"{path.resolve()}: no such directory"], hf_cache_dir()
+    for repo_id in _candidate_repo_ids(text):
+        repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
+        if not repo_dir.is_dir():
+            looked.append(f"{repo_dir}: not in the Hugging Face cache")
+            continue
+        found, why = _snapshot(repo_dir, revision)
+        if found is not None:
+            return found
+        looked.append(f"{repo_dir}: {why}")
     raise ModelNotFoundError(
         f"cannot find model {text!r}. Looked in:\n" + "\n".join(f"  - {x}" for x in looked) +
         f"\nminbert never downloads. To get it: on a machine with network access run "
