@@ -15,7 +15,6 @@ import ast
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -447,18 +446,24 @@ def test_embeddings_equal_sentence_transformers_on_all_minilm(embedded_model_dir
 
 
 @pytest.mark.checkpoint
-def test_readme_example_runs_as_written(tmp_path, monkeypatch, tiny_model_dir):
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"^## Use it as a library\n\n```python\n(.*?)^```", readme, re.S | re.M)
-    assert block, "README.md has no python block under '## Use it as a library'"
-    code = block.group(1)
-    run = re.search(r'^run = "(.*)"', code, re.M).group(1)
-    monkeypatch.chdir(tmp_path)  # the example's run folder, as `make run` leaves it, here
-    shutil.copytree(tiny_model_dir, Path(run) / "best")
-    heads_files(Path(run) / "best")
+@pytest.mark.slow  # a two-step run of the embedded model: about 15 s on 2 cores
+def test_every_python_block_of_the_readme_runs_as_written_and_prints_what_it_says(
+        tmp_path, monkeypatch, tiny_multitask_run, embedded_model_dir):
+    """Each python block of README.md runs as written where `make run` left its folder,
+    runs/multitask/<date-time> (here a short run of the embedded model on the demo sample, into its default
+    folder); each print's comment ends with what it prints (-> ...)."""
+    from tasks import multitask
 
+    monkeypatch.chdir(tmp_path)
+    args = tiny_multitask_run(tmp_path, "--model", str(embedded_model_dir))
+    assert multitask.main(args[:args.index("--out")] + args[args.index("--out") + 2:]) == 0
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)
+    said = [line.rsplit(" -> ", 1)[1] for block in blocks for line in block.splitlines()
+            if line.startswith("print(")]
+    assert blocks and said
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
-    similarities = re.search(r"# cosine similarities: (.*)$", code, re.M).group(1)
-    assert out.getvalue().splitlines() == [similarities, "(32,)"]  # the comment says what it prints
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), {})
+    assert out.getvalue().splitlines() == said
