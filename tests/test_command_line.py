@@ -435,3 +435,29 @@ def test_a_run_ends_with_its_dev_table_and_the_commands_that_use_it_which_run_as
     scope: dict = {}
     exec(imports, scope)
     assert eval(encode, scope).shape == (1, 32)  # the tiny model's hidden size
+
+
+def test_the_readmes_main_job_commands_run_in_order_as_written(tiny_model_dir, tmp_path, monkeypatch):
+    """README.md's commands under "The main job", run in order from a clone's root with a tiny model's flags
+    added (the same on every line, as --resume wants); the bert-base-uncased line needs a Hugging Face cache,
+    so it is parsed, not run."""
+    import re
+    import shlex
+    from pathlib import Path
+    from tasks import multitask
+    from tasks.data.sources import SAMPLE_DIR
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^## The main job.*?^```\n(.*?)^```", readme, re.S | re.M).group(1)
+    commands = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()]
+    assert len(commands) == 4 and all(c[:3] == ["python", "-m", "tasks.multitask"] for c in commands)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(SAMPLE_DIR.parent)  # the clone's data/sample/
+    tiny = ["--model", str(tiny_model_dir), "--data-dir", str(SAMPLE_DIR), "--limit", "80", "--batch-size",
+            "2", "--max-length", "32", "--epochs", "1"]  # 40 batches a task: 120 steps an epoch
+    record = tmp_path / "runs" / "mine" / "run.json"
+    for command, finished in zip(commands, (False, True, True)):
+        assert multitask.main(command[3:] + tiny) == 0, command
+        assert ("finished" in json.loads(record.read_text())) == finished, command
+    assert len((tmp_path / "answers.csv").read_text().splitlines()) == 81  # the header and the 80 sentences
+    assert multitask.build_parser().parse(commands[3][3:]).job.model == "bert-base-uncased"
