@@ -73,4 +73,4 @@ def test_the_progress_of_an_epoch_that_max_steps_cuts_ends_at_the_stop(tmp_path,
     training = TrainingSettings(epochs=2, max_steps=2)
     train(one_weight_model(), [FourBatches()], lambda m: build_optimizer(m, training), training,
           RunDir(tmp_path / "run"), lambda dev: dev["a"]["score"], lambda m, folder: None)
-    assert "epoch 1/2 (--max-steps 2) step 2/2 (100%)" in capsys.readouterr().err
+    assert "epoch 1/2 (--max-steps) step 2/2 (100%)" in capsys.readouterr().err

@@ -155,13 +155,8 @@ def train(model: nn.Module, tasks: Sequence[Task],
             if state.step_in_epoch == 0 or not state.epoch_losses:  # a resumed epoch keeps its steps' losses
                 state.epoch_losses = {t.name: [] for t in tasks}
             model.train()
-            total = len(steps)  # the bar (and its ETA) ends where --max-steps stops the run
-            if training.max_steps:
-                total = max(state.step_in_epoch, min(total, state.step_in_epoch + training.max_steps
-                                                     - state.global_step))
-            desc = f"epoch {state.epoch + 1}/{training.epochs}"
-            progress = Progress(total, state.step_in_epoch, desc + (f" (--max-steps {training.max_steps})"
-                                                                     * (total < len(steps))), world.is_main)
+            progress = Progress(len(steps), state.step_in_epoch, f"epoch {state.epoch + 1}/{training.epochs}",
+                                world.is_main, training.max_steps and training.max_steps - state.global_step)
             epoch_started = time.perf_counter()
             for batches in steps[state.step_in_epoch:]:
                 if done(state, training):
@@ -322,15 +317,13 @@ class ProgressLines:
 
     def update(self, examples: int, loss: float) -> None:
         """One more step of `examples` examples with this loss; print if it is time."""
-        self.step += 1
-        self.examples += examples
+        self.step, self.examples = self.step + 1, self.examples + examples
         now = self.clock()
         if not self.enabled or (now - self.last_printed < self.every_s and self.step < self.total):
             return
         self.last_printed = now
         elapsed = max(now - self.started, 1e-9)
-        steps_done = self.step - self.initial
-        eta = (self.total - self.step) * elapsed / steps_done
+        eta = (self.total - self.step) * elapsed / (self.step - self.initial)
         print(f"{self.desc} step {self.step}/{self.total} ({100 * self.step / max(self.total, 1):.0f}%) "
               f"loss {loss:.4f} {self.examples / elapsed:.1f} examples/s ETA {format_duration(eta)}",
               file=self.file or sys.stderr, flush=True)
@@ -339,7 +332,9 @@ class ProgressLines:
 class Progress:
     """One epoch's progress: tqdm's bar on a terminal; elsewhere `ProgressLines` says the same every 30 s."""
 
-    def __init__(self, total: int, initial: int, desc: str, main: bool) -> None:
+    def __init__(self, total: int, initial: int, desc: str, main: bool, left: int = 0) -> None:
+        if 0 < left < total - initial:  # --max-steps stops the run in this epoch: the bar and ETA end there
+            total, desc = initial + left, f"{desc} (--max-steps)"
         self.bar = tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, dynamic_ncols=True,
                         disable=None if main else True)
         self.lines = ProgressLines(total, desc, enabled=main and self.bar.disable, initial=initial)
