@@ -386,15 +386,15 @@ def stop_requested() -> int | None:
     return _STATE.pending
 
 
-def resume_command(out: Path) -> str | None:
+def resume_command(out: Path) -> str:
     """The command line that started this process with --out `out` (unless it named one) and --resume added,
-    when the process is a job started from a shell (python -m tasks.<job> or pretrain.run); None when a job's
-    `main` was called by other code (a test, experiments.study, a notebook), whose command line is not the
-    job's, or by torchrun (whose own options come before the job's)."""
+    when the process is a job started from a shell (python -m tasks.<job> or pretrain.run); said in words when
+    a job's `main` was called by other code (a test, experiments.study, a notebook), whose command line is not
+    the job's, or by torchrun (whose own options come before the job's)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     job = spec is not None and spec.name.startswith(("tasks.", "pretrain."))
     if not job or "TORCHELASTIC_RUN_ID" in os.environ:
-        return None
+        return f"the same command with --out {out} --resume"
     argv = list(getattr(sys, "orig_argv", sys.argv))
     named = any(a.split("=")[0] == "--out" for a in argv)  # a default run's folder is named by its time
     return shlex.join([*argv, *([] if named else ["--out", str(out)]), *({"--resume"} - set(argv))])

@@ -207,8 +207,7 @@ def _continue_with(path: Path) -> str:
     if not _has_checkpoint(path):
         return (f"it has no checkpoint to resume from: delete {path} and run the command again without "
                 "--resume")
-    command = resume_command(path)
-    return f"continue it with: {command or f'the same command with --out {path} --resume'}"
+    return f"continue it with: {resume_command(path)}"
 
 
 def _check_same_settings(path: Path, settings: Sequence[Any]) -> None:
