@@ -83,11 +83,24 @@ def _limit_output() -> None:  # runs in the supervisor before exec; the child in
     resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_LIMIT_BYTES, OUTPUT_LIMIT_BYTES))
 
 
-def child_user() -> pwd.struct_passwd | None:
-    """Who runs the submission: $GRADING_USER (default nobody) where the grader is root, else the grader."""
+@functools.lru_cache(maxsize=8)
+def child_user(python: str = sys.executable) -> pwd.struct_passwd | None:
+    """Who runs the submission: $GRADING_USER (default nobody) where the grader is root, else the grader.
+    Where nobody cannot run `python` with its packages (a checkout in a folder only root may enter, such as
+    a clone in a 0700 temporary folder) and GRADING_USER is not set, the grader's own user, said once on
+    stderr: on Gradescope setup.sh installs the environment where nobody reads it."""
     if os.geteuid() != 0:
         return None
-    return pwd.getpwnam(os.environ.get("GRADING_USER") or "nobody")
+    user = pwd.getpwnam(os.environ.get("GRADING_USER") or "nobody")
+    try:
+        child_python(python, user.pw_name)
+    except RuntimeError as error:
+        if os.environ.get("GRADING_USER"):
+            raise
+        print(f"warning: {error}; the submission runs as this user instead, in its own session",
+              file=sys.stderr)
+        return None
+    return user
 
 
 @functools.lru_cache(maxsize=8)
@@ -123,7 +136,7 @@ def _run_session(root: Path, nodeids: list[str], *, time_limit: float, startup_l
     """One child pytest under a supervisor (sandbox.py); `untrusted`: as child_user() where that is another
     user, with a home of its own and the environment's packages on the path."""
     work = Path(tempfile.mkdtemp(prefix="minbert-grading-"))
-    user = child_user() if untrusted else None
+    user = child_user(python) if untrusted else None
     try:
         os.chmod(work, 0o711)  # the child may read its plugin, not list or open the events and output files
         plugin_dir, home = work / "plugin", work / "home"
