@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -79,10 +80,16 @@ def find_regions(text: str, path: str) -> list[Region]:
     return regions
 
 
+# CPython 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion depth mismatch"),
+# and gradings run in threads (the reference's run beside the child; the suite's equivalents in a pool).
+PARSING = threading.Lock()
+
+
 def _functions(text: str, path: str) -> list[tuple[int, int, str]]:
     """(first line, last line, qualified name) of every function in the file."""
     try:
-        tree = ast.parse(text, filename=path)
+        with PARSING:
+            tree = ast.parse(text, filename=path)
     except SyntaxError as error:
         raise RegionError(f"{path}:{error.lineno}: cannot parse the file ({error.msg})") from None
     found: list[tuple[int, int, str]] = []

@@ -21,6 +21,8 @@ from pathlib import Path
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from grading.regions import PARSING
+
 CHECKS = frozenset({"check_close", "check_value", "check_equal"})
 KEYWORDS = ("expected", "mistakes")
 
@@ -48,7 +50,9 @@ def strip_source(text: str) -> str:
     """`text` (a graded test file) without its expectations, line for line."""
     lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]  # ast columns count bytes
     spans: list[tuple[tuple[int, int], tuple[int, int], str]] = []
-    for node, replacement in _cuts(ast.parse(text)):
+    with PARSING:  # regions.py: one parse at a time
+        tree = ast.parse(text)
+    for node, replacement in _cuts(tree):
         first, last = (node[0], node[-1]) if isinstance(node, list) else (node, node)
         start, end = (first.lineno, first.col_offset), (last.end_lineno, last.end_col_offset)
         if not any(a <= start and end <= b for a, b, _ in spans):  # inside a cut already made
