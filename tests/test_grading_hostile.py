@@ -42,15 +42,19 @@ NEEDS_ROOT = pytest.mark.skipif(not ROOT, reason="the child runs as another user
 
 def submission(at: Path, body: str = "", top: str = "") -> Path:
     """The handout's cosine file in a copy of the packages, its TODO replaced by `body` then zeros, `top`
-    at the head of the file. Folders readable by another user (the child runs as one where we are root)."""
+    after its `from __future__` import (its first statement). Folders readable by another user (the child
+    runs as one where we are root)."""
     for package in SUBMITTED_PACKAGES:
         shutil.copytree(STAFF_ROOT / package, at / package, ignore=shutil.ignore_patterns("__pycache__"))
     path = at / FILE
     stub, _ = strip_regions(path.read_text(), FILE, frozenset({TODO}))
     line = f'    raise NotImplementedError("TODO: {TODO}")\n'
     assert stub.count(line) == 1
-    path.write_text(textwrap.dedent(top) + stub.replace(line, textwrap.indent(textwrap.dedent(body), "    ")
-                                                         + ZEROS))
+    future = "from __future__ import annotations\n"  # `top` after it: before it, the file would not compile
+    assert stub.count(future) == 1
+    stub = stub.replace(future, future + textwrap.dedent(top))
+    path.write_text(stub.replace(line, textwrap.indent(textwrap.dedent(body), "    ") + ZEROS))
+    compile(path.read_text(), str(path), "exec")  # a trick that cannot run proves nothing
     return at
 
 
@@ -67,7 +71,7 @@ def cosine_score(sub: Path) -> float:
     return component_scores(grade(sub, components=["cosine"], time_limit=10.0))["cosine"][0]
 
 
-HELPERS = "import graded_helpers, verdict\n"
+HELPERS = "        import graded_helpers, verdict\n"  # at the bodies' indentation (dedented with them)
 TRICKS = {
     # issue 57: the test "passes" without running
     "pytest's Function.runtest patched at import": dict(
@@ -201,6 +205,11 @@ LEFTOVERS = """
 def test_no_process_of_the_submission_outlives_its_grading(where):
     marker = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6:06d}"  # a sleep no one else runs
     assert cosine_score(submission(where / "sub", body=LEFTOVERS.format(marker=marker))) == 0
+    assert not running(marker), f"processes left alive: {running(marker)}"
+
+
+def running(marker: str) -> list[str]:
+    """The processes whose command line holds `marker`."""
     alive = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -208,7 +217,7 @@ def test_no_process_of_the_submission_outlives_its_grading(where):
                 alive.append(pid)
         except OSError:
             continue
-    assert not alive, f"processes left alive: {alive}"
+    return alive
 
 
 STEAL = """
