@@ -336,7 +336,7 @@ EQUIVALENTS: tuple[Mutation, ...] = (
                 "return self.classifier(self.dropout(self.sentence_vector(output, attention_mask)))",
                 "pooled = self.sentence_vector(output, attention_mask)\n"
                 "        return self.classifier(F.dropout(pooled, p=self.dropout.p, training=self.training))",
-                "F.dropout with the module's rate (issue 57)"),
+                "F.dropout with the module's rate"),
     alternative("classifier-f-linear", "classifier",
                 "return self.classifier(self.dropout(self.sentence_vector(output, attention_mask)))",
                 "s = self.dropout(self.sentence_vector(output, attention_mask))\n"
@@ -350,10 +350,10 @@ EQUIVALENTS: tuple[Mutation, ...] = (
     alternative("cosine-normalise-each", "cosine",
                 "return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)",
                 "return (F.normalize(u, dim=-1, eps=eps) * F.normalize(v, dim=-1, eps=eps)).sum(dim=-1)",
-                "each vector normalised first (issue 57)"),
+                "each vector normalised first"),
     alternative("cosine-torch", "cosine",
                 "return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)",
-                "return F.cosine_similarity(u, v, dim=-1, eps=eps)", "torch's own cosine with eps (issue 57)"),
+                "return F.cosine_similarity(u, v, dim=-1, eps=eps)", "torch's own cosine with eps"),
     alternative("cosine-vecdot", "cosine",
                 "return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)",
                 "lengths = torch.linalg.vector_norm(u, dim=-1) * torch.linalg.vector_norm(v, dim=-1)\n"
@@ -374,18 +374,18 @@ EQUIVALENTS: tuple[Mutation, ...] = (
     return units
 """, "the previous position tracked, special tokens resetting it"),
     alternative("replacement-choices", "mlm_masking", _REPLACE_OLD, """    return rng.choices(["mask", "random", "keep"], weights=[0.8, 0.1, 0.1])[0]
-""", "rng.choices with the weights (issue 57)"),
+""", "rng.choices with the weights"),
     alternative("replacement-googles-order", "mlm_masking", _REPLACE_OLD, """    if rng.random() < 0.8:
         return "mask"
     return "keep" if rng.random() < 0.5 else "random"
-""", "Google's create_pretraining_data.py: 80% [MASK], then half kept, half random (issue 57)"),
+""", "Google's create_pretraining_data.py: 80% [MASK], then half kept, half random"),
     alternative("replacement-other-intervals", "mlm_masking", _REPLACE_OLD, """    draw = rng.random()
     if draw < 0.1:
         return "keep"
     if draw < 0.2:
         return "random"
     return "mask"
-""", "the intervals in another order (issue 57)"),
+""", "the intervals in another order"),
     alternative("mask-tokens-sample", "mlm_masking", _MASK_OLD, """    chosen = 0
     for unit in rng.sample(units, len(units)):
         if chosen + len(unit) > budget:

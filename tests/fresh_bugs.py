@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/fresh_bugs.py            grade them all (full edition) and print the figure
 
-Written for issue 57 before the grader's answers to them were seen, and kept as they were: a bug gets
+Written on 2026-12-01 before the grader's answers to them were seen, and kept as they were: a bug gets
 no catalogued mistake of its own here, so the figure measures how general the diagnosis is (verdict.py's
 transforms, crashes.py's explanations, the tests' own checks). Each bug's `message` is a regular
 expression of the words that name its mistake; the first failing test of its component (the first a

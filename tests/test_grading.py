@@ -211,7 +211,7 @@ def test_handout_holds_the_lesson_its_tests_notebooks_and_setup_and_the_wheel_th
         *HANDOUT_NOTEBOOKS, wheel}
     # the issue's figures: at most 20 Python files and 3,000 lines outside tests/, 6,000 with them. The full
     # edition's graded tests miss the last (6,397 lines on 2026-12-02): tests/graded/verdict.py, the grader's
-    # own decision that a student's pytest run shares (issue 57), added 386; held here at 6,500, reported
+    # own decision that a student's pytest run shares (2026-12-01), added 386; held here at 6,500, reported
     lines = {f: len((out / f).read_text().splitlines()) for f in written if f.endswith(".py")}
     assert len(python) <= 20 and sum(lines[f] for f in python) <= 3000
     assert sum(lines.values()) <= (6000 if edition == "default" else 6500), sum(lines.values())

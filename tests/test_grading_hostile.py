@@ -4,9 +4,9 @@ Each trick sits in the cosine TODO (or at the top of its file) of an otherwise u
 zeros instead of raising, and must score 0 of the cosine tests' 6 points: the verdict is decided in the
 grader's process from what the child recorded, against the reference's run (grading/grade.py, decide),
 and the child's copy of the tests computes no expected value (grading/strip.py). The tricks are those of
-issue 57 (patching pytest from an import, rewriting a graded helper's code, replacing torch's functions,
-a detached process that rewrites results.json after the grader exits, importing the staff solution
-through /proc/<grader>/cwd, processes left alive) and their neighbours (recording what a check expects
+the grading report of 2026-12-01 (patching pytest from an import, rewriting a graded helper's code,
+replacing torch's functions, a detached process that rewrites results.json after the grader exits,
+importing the staff solution through /proc/<grader>/cwd, processes left alive) and their neighbours (recording what a check expects
 instead of what was computed, reading it from the test's frames, forging the child's event stream,
 properties alone, writing into the staging tree). Where the grader runs as root the child is another
 user (GRADING_USER, nobody), and the tests that need that skip elsewhere, saying why.
@@ -73,15 +73,15 @@ def cosine_score(sub: Path) -> float:
 
 HELPERS = "        import graded_helpers, verdict\n"  # at the bodies' indentation (dedented with them)
 TRICKS = {
-    # issue 57: the test "passes" without running
+    # reported 2026-12-01: the test "passes" without running
     "pytest's Function.runtest patched at import": dict(
         top="import _pytest.python\n_pytest.python.Function.runtest = lambda self: None\n"),
-    # issue 57: the helpers decide nothing
+    # reported 2026-12-01: the helpers decide nothing
     "the graded helpers' __code__ rewritten": dict(body=HELPERS + """
         for name in ("check_close", "check_value", "check_equal", "check_that", "fail"):
             getattr(graded_helpers, name).__code__ = (lambda *a, **k: None).__code__
         """),
-    # issue 57: the comparisons all say yes
+    # reported 2026-12-01: the comparisons all say yes
     "F.cosine_similarity and torch.allclose replaced": dict(body="""
         import torch.nn.functional as F
         F.cosine_similarity = lambda a, b, *rest, **options: torch.zeros(a.shape[:-1], dtype=a.dtype)
