@@ -279,12 +279,8 @@ def _check_keys(state: dict, expected: dict, num_layers: int, source: Path) -> N
     """Unknown keys and missing keys are errors, except a whole optional head that is absent."""
     unknown = sorted(set(state) - set(expected))
     missing = sorted(set(expected) - set(state))
-    fatal_missing = []
-    for key in missing:
-        group = next((g for g in _OPTIONAL_GROUPS if key.startswith(g)), None)
-        whole_group_absent = group is not None and not any(k.startswith(group) for k in state)
-        if not whole_group_absent:
-            fatal_missing.append(key)
+    absent = [g for g in _OPTIONAL_GROUPS if not any(k.startswith(g) for k in state)]  # whole heads
+    fatal_missing = [key for key in missing if not key.startswith(tuple(absent))]
     if not unknown and not fatal_missing:
         return
     problems = []
@@ -353,34 +349,19 @@ def model_folder(directory: str | os.PathLike):
 
 
 def shard(state: dict[str, torch.Tensor], max_shard_size: int | str) -> dict[str, dict[str, torch.Tensor]]:
-    """{file name: its tensors}, as huggingface_hub's split_torch_state_dict_into_shards (which transformers'
-    save_pretrained calls) splits them: in key order, a new shard when the next tensor would pass the size,
-    a tensor bigger than it alone; one shard is model.safetensors, N are model-0000i-of-0000N.safetensors.
+    """{file name: its tensors}, split by huggingface_hub's split_torch_state_dict_into_shards, as transformers'
+    save_pretrained splits them: one shard is model.safetensors, N are model-0000i-of-0000N.safetensors.
     Sizes: bytes, or a number and KB, MB, GB or TB (powers of 1000), as there."""
-    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-    text = str(max_shard_size).strip().upper()
+    from huggingface_hub import split_torch_state_dict_into_shards  # only a sharded save pays its import
+
     try:
-        limit = (max_shard_size if isinstance(max_shard_size, int)
-                 else int(float(text[:-2]) * units[text[-2:]]))
-    except (KeyError, ValueError):
+        if not isinstance(max_shard_size, (int, str)):  # a float of bytes, a None: no size
+            raise ValueError
+        split = split_torch_state_dict_into_shards(state, max_shard_size=max_shard_size)
+    except ValueError:
         raise ValueError(f"max_shard_size must be a number of bytes or a size such as '5GB' or '200MB' "
                          f"(KB, MB, GB, TB), got {max_shard_size!r}") from None
-    shards: list[dict[str, torch.Tensor]] = [{}]
-    size = 0
-    for key, tensor in state.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if nbytes > limit:
-            shards.insert(len(shards) - 1, {key: tensor})  # alone, before the shard being filled
-            continue
-        if size + nbytes > limit and shards[-1]:
-            shards.append({})
-            size = 0
-        shards[-1][key] = tensor
-        size += nbytes
-    shards = [s for s in shards if s]
-    if len(shards) == 1:
-        return {WEIGHTS_FILES[0]: shards[0]}
-    return {f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors": s for i, s in enumerate(shards)}
+    return {name: {key: state[key] for key in keys} for name, keys in split.filename_to_tensors.items()}
 
 
 def write_model(model: nn.Module, directory: Path, format: Literal["safetensors", "bin"] = "safetensors",
