@@ -109,8 +109,6 @@ class SentenceEncoder(nn.Module):
                 model_class.from_pretrained(self.model_dir, attn_implementation=attn_implementation,
                                             dtype=dtype),
                 tokenizer or BertTokenizer.from_pretrained(self.model_dir), read_settings(self.model_dir)))
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
         check_arguments(model, tokenizer, normalize=normalize, truncate_dim=truncate_dim, prompts=prompts,
                         default_prompt_name=default_prompt_name)
         settings = replace(stated or SentenceSettings(), pooling=pooling, normalize=normalize,

@@ -117,9 +117,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: s
     """
     check_arguments("save_adapter", model, directory)
     with atomic_directory(check_output_dir(directory)) as new:
-        write_adapter(model, new, adapter_name)
-        write_text(new / "README.md", adapter_card(adapter_config(model, adapter_name), adapter_state(
-            model, adapter_name)))
+        write_text(new / "README.md", adapter_card(*write_adapter(model, new, adapter_name)))
     return Path(directory)
 
 
@@ -156,13 +154,14 @@ merged = model.merge_and_unload()  # one plain BERT again
 """
 
 
-def write_adapter(model: nn.Module, directory: Path, adapter_name: str | None = None) -> None:
-    """save_adapter's two files, into a folder that atomic_directory is writing."""
+def write_adapter(model: nn.Module, directory: Path, adapter_name: str | None = None) -> tuple[dict, dict]:
+    """save_adapter's two files, into a folder that atomic_directory is writing; returns what they hold."""
     config = adapter_config(model, adapter_name)
     state = adapter_state(model, adapter_name)
     write_file(directory / WEIGHTS_FILE,
                lambda path: save_safetensors(state, str(path), metadata={"format": "pt"}))
     write_text(directory / CONFIG_FILE, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return config, state
 
 
 def read_adapter_config(directory: str | os.PathLike) -> dict:

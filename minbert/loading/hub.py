@@ -18,11 +18,11 @@ Read next: checkpoint.py (the weights in that folder).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 from pathlib import Path
 
+from minbert.loading.atomic import sha256_of
 from minbert.loading.errors import MissingFileError
 from minbert.loading.checkpoint import INDEX_FILES, WEIGHTS_FILES, CheckpointError
 from minbert.loading.files import check_file
@@ -51,11 +51,7 @@ class ChecksumError(CheckpointError):
 @functools.lru_cache(maxsize=None)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
     """Keyed by size and mtime as well, so a file changed on disk is hashed again."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_of(path)
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -123,8 +123,11 @@ def call_tokenizer(tokenizer, text, text_pair=None, *, padding: bool | str = Tru
                             ("offset_mapping", return_offsets_mapping)):
             rows.pop(key) if not wanted else None
     else:
-        if strategy is None:
-            refuse_overlong(tokenizer, texts, pairs, max_length, add_special_tokens)
+        if strategy is None:  # lengths found before anything is cut
+            pieces, n = tokenizer._piece_ids(texts + (pairs or [])), len(texts)
+            specials = (3 if pairs is not None else 2) if add_special_tokens else 0
+            refuse_overlong([len(pieces[i]) + (len(pieces[n + i]) if pairs is not None else 0) + specials
+                             for i in range(n)], pairs is not None, max_length)
         if pad is None:  # each example its own length, never padded
             examples = tokenizer._encode_each(texts, pairs, max_length, strategy or "head", 128,
                                               add_special_tokens)
@@ -177,10 +180,8 @@ def from_encodings(tokenizer, texts: list, pairs: list | None, pad: str | None, 
                          f"{str(error).splitlines()[0]}") from None
     finally:
         backend.no_truncation()
-    if strategy is None and any(len(e.ids) > max_length for e in encodings):
-        i = next(i for i, e in enumerate(encodings) if len(e.ids) > max_length)
-        raise ValueError(f"text[{i}] is {len(encodings[i].ids)} tokens, more than max_length={max_length}, "
-                         "and truncation=False; pass truncation=True to cut it")
+    if strategy is None:
+        refuse_overlong([len(e.ids) for e in encodings], pairs is not None, max_length)
     samples = [i for i, e in enumerate(encodings) for _ in range(1 + (len(e.overflowing) if overflow else 0))]
     encodings = [w for e in encodings for w in ([e, *e.overflowing] if overflow else [e])]
     width = max_length if pad == "max_length" else max((len(e.ids) for e in encodings), default=0)
@@ -310,16 +311,11 @@ def as_tensor(rows: list, return_tensors: str) -> torch.Tensor | np.ndarray:
     return torch.tensor(rows, dtype=torch.long).reshape(len(rows), width, *pairs)  # (B, T)
 
 
-def refuse_overlong(tokenizer, texts: list[str], pairs: list[str] | None, max_length: int,
-                    add_special_tokens: bool = True) -> None:
-    """truncation=False: an example that does not fit is an error, found before anything is cut."""
-    pieces = tokenizer._piece_ids(texts + (pairs or []))
-    n = len(texts)
-    specials = (3 if pairs is not None else 2) if add_special_tokens else 0
-    for i in range(n):
-        length = len(pieces[i]) + (len(pieces[n + i]) if pairs is not None else 0) + specials
+def refuse_overlong(lengths: list[int], pair: bool, max_length: int) -> None:
+    """truncation=False: an example longer than max_length (`lengths`: each one's tokens) is an error."""
+    for i, length in enumerate(lengths):
         if length > max_length:
-            what = f"text[{i}] with text_pair[{i}]" if pairs is not None else f"text[{i}]"
+            what = f"text[{i}] with text_pair[{i}]" if pair else f"text[{i}]"
             raise ValueError(f"{what} is {length} tokens, more than max_length={max_length}, and "
                              "truncation=False; pass truncation=True to cut it")
 

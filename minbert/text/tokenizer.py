@@ -34,8 +34,7 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from minbert.loading.atomic import atomic_directory, settled, write_text
 from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
-from minbert.text.inputs import (BatchEncoding, Encoding, ModelInputs, call_tokenizer, check_text,
-                                 check_texts, pad_inputs)
+from minbert.text.inputs import BatchEncoding, Encoding, call_tokenizer, check_text, check_texts, pad_inputs
 from minbert.loading.files import FileContentError, read_json_object, read_text
 from minbert.loading.tokenizer_files import (added_tokens, check_fits_model, check_settings,
                                              read_tokenizer_json)
@@ -159,9 +158,7 @@ class BertTokenizer:
         path = Path(path)
         text = read_text(path)  # each fault named: missing, a folder, unreadable, empty, not UTF-8
         # Split on "\n" only: str.splitlines would also split inside tokens holding U+0085 or U+2028.
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
+        lines = text.removesuffix("\n").split("\n")
         # A vocab.txt saved on Windows ends lines in "\r\n"; the "\r" is not part of the token.
         try:
             return cls([line.rstrip("\r") for line in lines], lowercase=lowercase,
@@ -213,30 +210,30 @@ class BertTokenizer:
         if not (model_dir / "vocab.txt").exists() and not (model_dir / "tokenizer.json").exists():
             raise MissingFileError(f"no vocab.txt or tokenizer.json in {model_dir}: a BERT tokenizer's "
                                     "folder holds one of them")
-        if (model_dir / "vocab.txt").exists():
+        source = model_dir / "vocab.txt"
+        if source.exists():
             tokenizer = cls.from_vocab_file(
-                model_dir / "vocab.txt",
-                lowercase=config.get("do_lower_case", True),
+                source, lowercase=config.get("do_lower_case", True),
                 strip_accents=config.get("strip_accents"),
                 tokenize_chinese_chars=config.get("tokenize_chinese_chars", True),
-                model_max_length=int(max_length),
-            )
+                model_max_length=int(max_length))
             tokenizer.clean_up_tokenization_spaces = config.get("clean_up_tokenization_spaces", False)
-            tokenizer.add_tokens(added_tokens(config.get("added_tokens_decoder"), tokenizer._id_to_token,
-                                              config_path))
-            return check_fits_model(tokenizer, model_dir, model_dir / "vocab.txt")
-        saved = read_tokenizer_json(model_dir / "tokenizer.json")
-        tokenizer = cls(
-            saved.vocab,
-            lowercase=config.get("do_lower_case", saved.lowercase),
-            strip_accents=config.get("strip_accents", saved.strip_accents),
-            tokenize_chinese_chars=config.get("tokenize_chinese_chars", saved.tokenize_chinese_chars),
-            model_max_length=int(max_length),
-            max_input_chars_per_word=saved.max_input_chars_per_word,
-            clean_up_tokenization_spaces=config.get("clean_up_tokenization_spaces", False),
-        )
-        tokenizer.add_tokens(saved.added)
-        return check_fits_model(tokenizer, model_dir, model_dir / "tokenizer.json")
+            added = added_tokens(config.get("added_tokens_decoder"), tokenizer._id_to_token, config_path)
+        else:
+            source = model_dir / "tokenizer.json"
+            saved = read_tokenizer_json(source)
+            tokenizer = cls(
+                saved.vocab,
+                lowercase=config.get("do_lower_case", saved.lowercase),
+                strip_accents=config.get("strip_accents", saved.strip_accents),
+                tokenize_chinese_chars=config.get("tokenize_chinese_chars", saved.tokenize_chinese_chars),
+                model_max_length=int(max_length),
+                max_input_chars_per_word=saved.max_input_chars_per_word,
+                clean_up_tokenization_spaces=config.get("clean_up_tokenization_spaces", False),
+            )
+            added = saved.added
+        tokenizer.add_tokens(added)
+        return check_fits_model(tokenizer, model_dir, source)
 
     @user_faults
     def save(self, directory: str | os.PathLike) -> Path:
