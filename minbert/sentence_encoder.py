@@ -264,7 +264,8 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"precision={precision!r} quantizes sentence embeddings; token embeddings come "
                              "in float32 (sentence-transformers' multi-vector quantization is not "
                              "implemented)")
-        check_truncate_dim(truncate_dim)
+        # None or a positive int; more than the model's dimensions keeps them all, as in sentence-transformers
+        check_fields({"truncate_dim": truncate_dim}, ARGUMENTS, "", ValueError)
         check_flags(convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor,
                     normalize_embeddings=normalize_embeddings)
         if show_progress_bar is not None:
@@ -446,12 +447,6 @@ def as_device(device: str | torch.device) -> torch.device:
                           f" this PyTorch sees {gpus} CUDA device(s)): use 'cpu', or leave device=None to"
                           " take a GPU where there is one") from None
     return device
-
-
-def check_truncate_dim(truncate_dim: object) -> None:
-    """None (every dimension) or a positive int; more than the model's dimensions keeps them all, as in
-    sentence-transformers."""
-    check_fields({"truncate_dim": truncate_dim}, ARGUMENTS, "", ValueError)
 
 
 def _as_matrix(embeddings, name: str) -> torch.Tensor:

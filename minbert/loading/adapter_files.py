@@ -78,7 +78,8 @@ def adapter_config(model: nn.Module, adapter_name: str | None = None) -> dict:
     layers = adapter_layers(model, adapter_name)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no LoRA adapters to save (apply_lora first)")
-    settings = {(layer.r, layer.lora_alpha, _dropout_p(layer)) for layer in layers.values()}
+    settings = {(layer.r, layer.lora_alpha, layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout)
+                 else 0.0) for layer in layers.values()}
     if len(settings) > 1:
         raise ValueError(f"the adapters differ in (r, alpha, dropout): {sorted(settings)}; peft's file holds "
                          "one setting for them all")
@@ -91,10 +92,6 @@ def adapter_config(model: nn.Module, adapter_name: str | None = None) -> dict:
         "auto_mapping": {"base_model_class": _AUTO_CLASS.get(type(model).__name__, "BertModel"),
                          "parent_library": _AUTO_LIBRARY},
     }
-
-
-def _dropout_p(layer: LoRALinear) -> float:
-    return layer.lora_dropout.p if isinstance(layer.lora_dropout, nn.Dropout) else 0.0
 
 
 def check_arguments(call: str, model: object, directory: object) -> None:
@@ -230,7 +227,9 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, adapter_name: s
     under_prefix = bool(state) and all(k.startswith(prefix + ".") for k in state)
     if prefix and not hasattr(model, prefix) and under_prefix:
         state = {key.removeprefix(prefix + "."): value for key, value in state.items()}
-        config["target_modules"] = _strip(config["target_modules"], prefix + ".")
+        targets = config["target_modules"]
+        config["target_modules"] = targets if isinstance(targets, str) else [
+            t.removeprefix(prefix + ".") for t in targets]
     elif prefix and hasattr(model, prefix) and not under_prefix:
         state = {f"{prefix}.{key}": value for key, value in state.items()}
 
@@ -377,10 +376,6 @@ def _weights_file(directory: Path) -> Path:
             return directory / name
     raise CheckpointError(f"{directory}: no {WEIGHTS_FILE} (nor peft's older {LEGACY_WEIGHTS_FILE}) beside "
                           f"{CONFIG_FILE}; holds {sorted(p.name for p in directory.iterdir())}")
-
-
-def _strip(targets: str | list[str], prefix: str) -> str | list[str]:
-    return targets if isinstance(targets, str) else [t.removeprefix(prefix) for t in targets]
 
 
 @user_faults

