@@ -1,6 +1,4 @@
-"""Tools built on the model, each used by one job or notebook.
-
-    analysis.py         what layers do: angular distance, attention entropy, head KL (tasks.hierarchical)
+"""Tools built on the model, each for one job or notebook: analysis.py, what layers do (tasks.hierarchical).
 
 Read next: analysis.py.
 """

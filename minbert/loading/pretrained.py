@@ -71,9 +71,7 @@ class PretrainedConfig:
     def from_json_file(cls, path: str | os.PathLike, *, return_ignored: bool = False):
         """Read a Hugging Face config.json (a file, or a directory holding one). return_ignored: (config,
         the keys of the file minbert ignores, as transformers ignores keys it does not know)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "config.json"
+        path = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
         values = read_json_object(path, ConfigError)  # missing, a folder, unreadable, empty, not JSON
         return cls.from_dict(values, source=str(path), return_ignored=return_ignored)
 
@@ -91,9 +89,7 @@ class PretrainedConfig:
     @user_faults
     def to_json_file(self, path: str | os.PathLike) -> Path:
         """Write config.json atomically (a file path, or a directory to write config.json into)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "config.json"
+        path = Path(path) / "config.json" if Path(path).is_dir() else Path(path)
         atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
         return path
 
