@@ -111,11 +111,8 @@ class BertTokenizer:
         self._base_size = len(self._id_to_token)  # add_tokens puts its tokens after these
         self._added: dict[int, AddedToken] = {}  # add_tokens' tokens by id
         # `transformers`' names for the special tokens' ids.
-        self.cls_token_id = self._token_to_id[CLS]
-        self.sep_token_id = self._token_to_id[SEP]
-        self.pad_token_id = self._token_to_id[PAD]
-        self.mask_token_id = self._token_to_id[MASK]
-        self.unk_token_id = self._token_to_id[UNK]
+        self.cls_token_id, self.sep_token_id, self.pad_token_id, self.mask_token_id, self.unk_token_id = (
+            self._token_to_id[token] for token in (CLS, SEP, PAD, MASK, UNK))
         self._backend = self._build_backend()
 
     def _build_backend(self) -> Tokenizer:
@@ -380,10 +377,8 @@ class BertTokenizer:
             check_text(text_pair, "text_pair")
         max_length = self._check_options(max_length, truncation, head_tokens, text_pair is not None,
                                          add_special_tokens)
-        texts = [text] if text_pair is None else [text, text_pair]
-        pieces = self._piece_ids(texts)
-        return self._build(pieces[0], pieces[1] if text_pair is not None else None, max_length, truncation,
-                           head_tokens, add_special_tokens)
+        return self._encode_each([text], None if text_pair is None else [text_pair], max_length, truncation,
+                                 head_tokens, add_special_tokens)[0]
 
     def batch_encode(
         self,
