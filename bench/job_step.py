@@ -61,7 +61,7 @@ PAIR_TASKS = ("para", "sts")  # the sentence-pair tasks: Quora and STS
 
 
 def build_job(argv: list[str]):
-    """The main job's model, tasks, optimizer, schedule and epoch-1 steps, as tasks.multitask builds them."""
+    """The main job's model, tasks and epoch-1 steps, as tasks.multitask builds them."""
     settings = resolve_settings(job_parser().parse(argv))
     job, train = settings.job, settings.training
     torch.manual_seed(train.seed)
@@ -74,11 +74,8 @@ def build_job(argv: list[str]):
     model, task_list = build_model(with_settings(TASKS, settings.multitask), settings, data, bert, tokenizer)
     if job.freeze_encoder:  # as the job's run does before its loop
         freeze(model.bert)
-    tasks = {t.name: t for t in task_list}
-    optimizer = build_optimizer(model, train)
     steps = interleave({t.name: t.train_batches(0) for t in task_list}, train.sampling, train.seed, 0)
-    scheduler = make_schedule(optimizer, train, len(steps) * train.epochs, len(steps))
-    return model, tasks, optimizer, scheduler, steps, train, job, settings.multitask.r_drop
+    return model, {t.name: t for t in task_list}, steps, train, job
 
 
 def step_flops(config, step, unpadded: bool, lora: bool) -> int:
@@ -114,7 +111,7 @@ class Minbert:
     """The job's step on the job's model (a LoRA arm: on a copy with the adapters)."""
 
     def __init__(self, job_argv: list[str], lora: bool) -> None:
-        model, tasks, _, _, steps, train, job, _ = build_job(job_argv)
+        model, tasks, steps, train, job = build_job(job_argv)
         if lora:
             add_adapters(model.bert, LORA_RANK, job.lora_alpha, job.lora_dropout, job.lora_targets)
         use_fast_paths(model)  # as the job does before its loop
@@ -205,24 +202,20 @@ def main(argv: list[str] | None = None) -> None:
         ours(steps[0])
         as_a_plain_process()
         reference(steps[0])
-    ratios: dict[str, list[float]] = {arm: [] for arm in arms}
+    # each arm's seconds per step, round by round: (minbert's, the reference's)
     times: dict[str, tuple[list[float], list[float]]] = {arm: ([], []) for arm in arms}
     peaks: dict[torch.dtype, list[float]] = {torch.float32: [], torch.bfloat16: []}  # GFLOP/s, each round
-    for round_ in range(args.rounds):
-        chunk = steps[1 + round_ * args.steps:1 + (round_ + 1) * args.steps]
+    rounds = [steps[1 + i * args.steps:1 + (i + 1) * args.steps] for i in range(args.rounds)]
+    for chunk in rounds:
         for dtype, measured in peaks.items():  # the peak too takes turns: the load moves
             measured.append(measure_peak(dtype, torch.device("cpu"), tries=2))
         for arm, (ours, reference) in sides.items():
-            spent = []
-            for side, malloc in ((ours, keep), (reference, as_a_plain_process)):
+            for side, malloc, spent in zip((ours, reference), (keep, as_a_plain_process), times[arm]):
                 malloc()  # each side's process as it would be (the loop keeps freed memory)
                 started = time.perf_counter()
                 for step in chunk:
                     side(step)
                 spent.append((time.perf_counter() - started) / len(chunk))
-            times[arm][0].append(spent[0])
-            times[arm][1].append(spent[1])
-            ratios[arm].append(spent[1] / spent[0])
     measured = steps[1:needed]
     real = sum(int(t.attention_mask.sum()) for s in measured for _, (t, _) in s)
     positions = sum(t.attention_mask.numel() for s in measured for _, (t, _) in s)
@@ -238,14 +231,13 @@ def main(argv: list[str] | None = None) -> None:
         kind, precision = arm.split("-")
         peak = peaks[torch.bfloat16 if precision == "bf16" else torch.float32]
         config = ours.model.bert.config
-        rounds = [steps[1 + i * args.steps:1 + (i + 1) * args.steps] for i in range(args.rounds)]
         shares = []
         for unpadded, spent in zip((ours.unpadded, False), times[arm]):
             shares.append(statistics.median(
                 100 * sum(step_flops(config, s, unpadded, kind == "lora") for s in chunk) / len(chunk)
                 / seconds / (gflops * 1e9) for chunk, seconds, gflops in zip(rounds, spent, peak)))
         ms = [statistics.median(t) for t in times[arm]]
-        r = ratios[arm]
+        r = [theirs / mine for mine, theirs in zip(*times[arm])]  # round by round
         print(f"{arm:<12}{ours.job.attn_implementation:>16}{1000 * ms[0]:>12.0f}{1000 * ms[1]:>14.0f}"
               f"{statistics.median(r):>13.2f}x ({min(r):.2f}-{max(r):.2f}){shares[0]:>15.0f}%{shares[1]:>17.0f}%")
 

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 from tqdm import tqdm
 
+from bench.batches import timed
 from minbert.config import BertConfig
 from minbert.model import BertModel
 import optim.fast_adamw as fast_adamw
@@ -78,17 +78,6 @@ def fused_supported(device: torch.device) -> bool:
     except (RuntimeError, ValueError):
         return False
     return True
-
-
-def timed_step(optimizer: torch.optim.Optimizer, device: torch.device) -> float:
-    """Seconds one optimizer step takes (waiting for the device to finish, on CUDA)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    optimizer.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,12 +124,12 @@ def main(argv: list[str] | None = None) -> None:
     first_step: dict[str, float] = {}
     for name, optimizer in tqdm(optimizers.items(), desc="warm-up"):
         for _ in range(args.warmup):
-            seconds = timed_step(optimizer, device)
+            seconds = timed(optimizer.step, device)
             first_step.setdefault(name, seconds)
     times: dict[str, list[float]] = {name: [] for name in optimizers}
     for _ in tqdm(range(args.steps), desc="timed steps"):
         for name, optimizer in optimizers.items():  # interleaved step by step
-            times[name].append(timed_step(optimizer, device))
+            times[name].append(timed(optimizer.step, device))
 
     print(f"\nAdamW step over bert-base shapes: {len(params)} tensors, {numel / 1e6:.1f}M parameters, "
           f"float32, {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, "

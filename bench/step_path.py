@@ -154,18 +154,25 @@ def count(moves: list[tuple[str, str]]) -> tuple[int, int]:
     return len(entered), returns
 
 
+def run_profiled(profile: Callable[[FrameType, str, Any], None], job_argv: list[str]) -> None:
+    """One step of the main job (JOB_DEFAULTS, then `job_argv`) under the profile function `profile`."""
+    from tasks import multitask
+
+    with tempfile.TemporaryDirectory() as out:
+        argv = JOB_DEFAULTS + job_argv + ["--max-steps", "1", "--out", str(Path(out) / "run")]
+        sys.setprofile(profile)
+        try:
+            multitask.main(argv)
+        finally:
+            sys.setprofile(None)
+
+
 def trace_path(job_argv: list[str]) -> tuple[str, dict[str, list[tuple[str, str, str, str]]]]:
     """Run the main job for one step; returns the step's task and each window's calls for that task."""
     from tasks import multitask
 
     recorder = Recorder()
-    with tempfile.TemporaryDirectory() as out:
-        argv = JOB_DEFAULTS + list(job_argv) + ["--max-steps", "1", "--out", str(Path(out) / "run")]
-        sys.setprofile(recorder)
-        try:
-            multitask.main(argv)
-        finally:
-            sys.setprofile(None)
+    run_profiled(recorder, list(job_argv))
     task = recorder.step_task
     if task is None:
         raise SystemExit("error: the job ran no training step to trace")
@@ -266,14 +273,7 @@ def trace_flag(flag: str, job_argv: list[str]) -> list[str]:
     declared = next(type(g) for g in groups(multitask.build_parser().defaults)
                     if name in {f.name for f in flag_fields(g)})
     trip = FlagTrip(value, FLAG_USES[flag])
-    with tempfile.TemporaryDirectory() as out:
-        argv = JOB_DEFAULTS + list(job_argv) + [f"--{flag}", FLAG_VALUES[flag], "--max-steps", "1", "--out",
-                                                str(Path(out) / "run")]
-        sys.setprofile(trip)
-        try:
-            multitask.main(argv)
-        finally:
-            sys.setprofile(None)
+    run_profiled(trip, list(job_argv) + [f"--{flag}", FLAG_VALUES[flag]])
     if not trip.done:
         raise SystemExit(f"error: the job never reached --{flag}'s use")
     where = str(Path(sys.modules[declared.__module__].__file__).relative_to(ROOT))
