@@ -116,10 +116,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minbert"
 
 
-def _compiler() -> str | None:
-    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-
-
 def build_command(compiler: str, output: Path) -> list[str]:
     """The compiler's command line for this machine."""
     arch = ARCH_FLAGS.get(torch.backends.cpu.get_cpu_capability(), ()) if platform.machine() in (
@@ -135,7 +131,7 @@ def build() -> Path:
     source or another machine sharing the home folder never load a wrong or half-written library. It takes
     about a second. Raises RuntimeError naming the command and the compiler's message when there is no
     compiler or the build fails."""
-    compiler = _compiler()
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise RuntimeError("no C compiler found (set CC, or install cc/gcc)")
     try:

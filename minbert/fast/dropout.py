@@ -27,13 +27,7 @@ _LEVELS = 1 << 16  # the 16-bit numbers' range
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
               device: torch.device | str = "cpu") -> torch.Tensor:
     """A tensor of `shape`: 1 / (1 - p) where an element is kept (probability 1 - p), 0 where dropped."""
-    numel = math.prod(shape)
-    # Four 16-bit numbers per 64-bit draw; randint's range [-2^63, 2^63 - 1) spans every bit pattern
-    # (the one it leaves out changes nothing measurable), so each int16 is uniform on [-2^15, 2^15).
-    draws = torch.randint(-(1 << 63), (1 << 63) - 1, ((numel + 3) // 4,), dtype=torch.int64, device=device)
-    uniform16 = draws.view(torch.int16)[:numel].view(shape)
-    threshold = round(p * _LEVELS) - (1 << 15)  # P(uniform16 < threshold) = p, to 2^-16
-    return (uniform16 >= threshold).to(dtype) * (1.0 / (1.0 - p))
+    return keep_masks([shape], p, dtype, device)[0]
 
 
 def keep_masks(shapes: list[tuple[int, ...]], p: float, dtype: torch.dtype,
@@ -45,10 +39,13 @@ def keep_masks(shapes: list[tuple[int, ...]], p: float, dtype: torch.dtype,
     For the unpadded kernel's attention, which drops out one small (1, H, L, L) tensor per sequence.
     """
     sizes = [(math.prod(shape) + 3) // 4 for shape in shapes]  # each call's 64-bit draws
+    # Four 16-bit numbers per 64-bit draw; randint's range [-2^63, 2^63 - 1) spans every bit pattern
+    # (the one it leaves out changes nothing measurable), so each int16 is uniform on [-2^15, 2^15).
     draws = torch.randint(-(1 << 63), (1 << 63) - 1, (sum(sizes),), dtype=torch.int64, device=device)
-    threshold = round(p * _LEVELS) - (1 << 15)
+    threshold = round(p * _LEVELS) - (1 << 15)  # P(int16 < threshold) = p, to 2^-16
     masks = (draws.view(torch.int16) >= threshold).to(dtype) * (1.0 / (1.0 - p))  # (4 * draws,)
-    return [piece[:math.prod(shape)].view(shape) for piece, shape in zip(masks.split([4 * n for n in sizes]), shapes)]
+    return [piece[:math.prod(shape)].view(shape)
+            for piece, shape in zip(masks.split([4 * n for n in sizes]), shapes)]
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

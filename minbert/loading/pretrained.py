@@ -109,7 +109,7 @@ class ModelOutput(OrderedDict):
         # DistributedDataParallel finds an output's tensors through torch's pytree, which sees inside tuples
         # and dicts but not inside a class it has not been told about; unseen, an output left out of the
         # loss (find_unused_parameters=True) fails the next step. transformers registers its outputs too.
-        pytree.register_pytree_node(cls, _flatten, functools.partial(_unflatten, cls),
+        pytree.register_pytree_node(cls, _flatten, lambda values, names: cls(**dict(zip(names, values))),
                                     serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
 
     def __post_init__(self) -> None:  # the dataclass's __init__ calls it: the fields become the keys
@@ -163,10 +163,6 @@ def _added_rows(weight: torch.Tensor, n: int, mean_resizing: bool, std: float) -
 def _flatten(output: ModelOutput) -> tuple[list, list[str]]:
     names = [f.name for f in dataclasses.fields(output)]
     return [getattr(output, name) for name in names], names
-
-
-def _unflatten(cls: type[ModelOutput], values, names: list[str]) -> ModelOutput:
-    return cls(**dict(zip(names, values)))
 
 
 class BertPreTrainedModel(nn.Module):
