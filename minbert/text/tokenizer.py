@@ -36,6 +36,7 @@ from minbert.loading.errors import MissingFileError, user_faults
 from minbert.loading.hub import ModelNotFoundError, check_name_or_path, merged_folder, resolve_model
 from minbert.text.inputs import BatchEncoding, Encoding, call_tokenizer, check_text, check_texts, pad_inputs
 from minbert.loading.files import FileContentError, read_json_object, read_text
+from minbert.loading.forward_contract import check_flags
 from minbert.loading.tokenizer_files import (added_tokens, check_fits_model, check_settings,
                                              read_tokenizer_json)
 from minbert.text.truncation import SUN_ET_AL_BUDGET, check_truncation, truncate, truncate_pair
@@ -84,9 +85,7 @@ class BertTokenizer:
             raise TypeError("vocab must be a list of tokens: for a file use BertTokenizer.from_vocab_file")
         if strip_accents is not None and not isinstance(strip_accents, bool):
             raise TypeError(f"strip_accents must be None, True or False, got {strip_accents!r}")
-        for name, value in (("lowercase", lowercase), ("tokenize_chinese_chars", tokenize_chinese_chars)):
-            if not isinstance(value, bool):  # bool("no") would be True
-                raise TypeError(f"{name} must be True or False, got {value!r}")
+        check_flags(lowercase=lowercase, tokenize_chinese_chars=tokenize_chinese_chars)  # bool("no") is True
         for name, value in (("model_max_length", model_max_length),
                             ("max_input_chars_per_word", max_input_chars_per_word)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

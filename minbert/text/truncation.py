@@ -73,8 +73,7 @@ def truncate(pieces: Sequence[T], budget: int, strategy: str = "head", head_toke
 def truncate_pair(a: Sequence[T], b: Sequence[T], budget: int, strategy: str = "longest_first",
                   head_tokens: int = 128) -> tuple[list[T], list[T]]:
     """Cut a pair to at most `budget` pieces in all: `pair_budgets`, then each segment cut its way."""
-    check_truncation(strategy)
-    keep_a, keep_b = pair_budgets(len(a), len(b), budget, strategy)
+    keep_a, keep_b = pair_budgets(len(a), len(b), budget, strategy)  # the strategy checked there
     if strategy in PAIR_STRATEGIES:
         strategy = "head"
     return truncate(a, keep_a, strategy, head_tokens), truncate(b, keep_b, strategy, head_tokens)
