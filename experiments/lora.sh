@@ -8,7 +8,7 @@
 # 1 epoch on the first 1,000 examples of each training file (--limit also cuts the dev files to their first
 # 1,000 rows: of 1,101 SST, 1,999 Quora and 863 STS dev rows), fp32, 1 thread, seed 11711, the job's
 # other defaults. Each arm runs under /usr/bin/time -v (its peak RSS) and keeps its resume checkpoint (the
-# optimizer state measured); experiments/lora_table.py prints the table.
+# optimizer state measured); python -m experiments.tables lora prints the table.
 set -euo pipefail
 OUT=${1:-runs/lora}
 shift || true

@@ -5,7 +5,8 @@
 # Same budget for every variant (about 8 minutes of one CPU core each on HWV): 3 epochs, lr 5e-5 (classifiers
 # 1e-3, biases started at the label priors), batch 32, 64 pieces (head+tail), seeds from $SEEDS (default 1).
 # Each variant writes OUT/<dataset>/<variant>/summary.json, and per seed rprecision.md, result.json and
-# analysis.json (notebooks/structured_layers.ipynb draws them); experiments/structured_table.py prints the tables.
+# analysis.json (notebooks/structured_layers.ipynb draws them); python -m experiments.tables structured
+# prints the tables.
 #
 # At the embedded model's 6 layers and HWV's 6 levels, LAST-SIX, ONE-BY-ONE and IN-PAIRS derive the same map
 # (level n <- layer n; tasks/models/structured.py states the rule), and runs are deterministic, so a variant whose map

@@ -3,7 +3,7 @@
 #   experiments/tagging.sh [OUT]     (default runs/tag; run it again to continue a stopped study)
 # Same budget for the three methods: 2 epochs, lr 5e-5 (heads 1e-3), batch 32, 128 pieces, seeds from $SEEDS
 # (default "11711 1 2"; 11711 is the jobs' default seed). Each writes OUT/<method>/summary.json and per seed
-# report.txt, predictions/dev.conll; experiments/tagging_table.py prints docs/results.md's table.
+# report.txt, predictions/dev.conll; python -m experiments.tables tagging prints docs/results.md's table.
 set -euo pipefail
 OUT=${1:-runs/tag}
 PY=${PYTHON:-.venv/bin/python}
