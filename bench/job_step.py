@@ -45,8 +45,7 @@ import transformers
 from bench.batches import matmul_flops, measure_peak
 from minbert.loading.hub import embedded_model_dir
 from minbert.pooling import mean_pool
-from tasks.data.course import read_splits
-from tasks.data.course_files import SPLITS, find_data
+from tasks.data.course import SPLITS, find_data, read_splits
 from tasks.multitask import TASKS, build_model, with_settings
 from tasks.multitask import build_parser as job_parser
 from tasks.training.flags import choice_list, positive_int

@@ -51,8 +51,8 @@ from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
 from minbert.loading.atomic import atomic_directory
-from tasks.data.batching import (EVAL_BATCH_SIZE, TokenBatch, bucketed_batches, device_of, pad_batch,
-                                 predict_in_order, sorted_batches)
+from tasks.data.batching import (EVAL_BATCH_SIZE, TokenBatch, bucketed_batches, device_of, encode_pairs,
+                                 encode_texts, pad_batch, predict_in_order, sorted_batches)
 from tasks.data.classify_sets import PAIR_TASKS, SPECS, ClassifyTaskSpec, read_task_data, subsample
 from tasks.data.course import write_predictions
 from tasks.data.examples import PairExample
@@ -64,7 +64,6 @@ from tasks.training.flags import integer, non_negative, nonempty, real
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
 from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
-from tasks.data.encoding import encode_pairs, encode_texts
 
 LABEL_INITS = ("random", "keywords", "class-mean")
 

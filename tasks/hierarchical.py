@@ -39,8 +39,8 @@ from minbert.loading.atomic import atomic_directory, atomic_write_text
 from minbert.model import BertModel
 from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
-from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order,
-                                 sorted_batches)
+from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, encode_texts, pad_batch,
+                                 predict_in_order, sorted_batches)
 from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
                                   read_dataset)
 from minbert.metrics import top_labels
@@ -50,7 +50,6 @@ from tasks.training.flags import nonempty
 from tasks.training.job import JobRun, data_root, parse_settings, user_errors
 from tasks.training.seeds import run_one_or_seeds, seeds_flag, write_result
 from tasks.training.settings import JobSettings, RunSettings, SettingsParser, TrainingSettings, flag
-from tasks.data.encoding import encode_texts
 
 # Documents run to 256 pieces (--max-length), about ten times an SST sentence: 32 of them per prediction
 # batch, as many as a training batch holds, rather than batching.py's 128.
@@ -187,9 +186,8 @@ def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: 
         name = settings.variant_name
         print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
               f"{describe_layer_map(layers)}", file=sys.stderr)
-        train_docs = data.splits["train"][:job.limit] if job.limit else data.splits["train"]
-        dev_docs = data.splits["dev"][:job.limit] if job.limit else data.splits["dev"]
-        test_docs = data.splits["test"][:job.limit] if job.limit else data.splits["test"]
+        train_docs, dev_docs, test_docs = (data.splits[split][:job.limit or None]
+                                           for split in ("train", "dev", "test"))
         run.write_config(layer_map_used=[list(g) for g in layers],
                          data=data.description, labels_per_level=[len(level) for level in hierarchy.levels])
         model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,
@@ -258,7 +256,6 @@ class HierarchicalRunSettings(RunSettings):
     hierarchical: HierarchicalSettings = HierarchicalSettings()
     job: JobSettings = JobSettings(max_length=256)
     training: TrainingSettings = TrainingSettings(epochs=5)
-
 
 
 def build_parser() -> SettingsParser:

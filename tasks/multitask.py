@@ -42,8 +42,8 @@ from minbert.loading.atomic import atomic_directory
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS
 from minbert.text.tokenizer import BertTokenizer
-from tasks.data.course import read_splits, task_files, write_predictions
-from tasks.data.course_files import OUTPUT_SPLITS, SPLITS, find_data, output_path, read_prediction_inputs
+from tasks.data.course import (OUTPUT_SPLITS, SPLITS, CourseFiles, find_data, output_path,
+                               read_prediction_inputs, read_splits, task_files, write_predictions)
 from tasks.models.course_task import (Accuracy, Classifier, Correlation, Cosine, CourseTask, MultitaskBERT,
                                       RDrop, TaskData, above_zero, argmax, binary_cross_entropy, cosine_mse,
                                       on_0_to_5)
@@ -129,23 +129,9 @@ TRAIN_DEFAULTS = TrainingSettings(epochs=3, schedule="linear")
 FIXED = ("schedule",)  # not offered: no other schedule was measured here
 
 
-class CourseFiles:
-    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
-
-    prefixes: tuple[str, ...] = ()  # the rows' names: sst, para, sts
-
-    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
-        """prefix -> split -> the file its --{prefix}-{split} flag names (None: the data folder's)."""
-        return {p: {split: getattr(self, f"{p}_{split}") for split in splits} for p in self.prefixes}
-
-    def output(self, prefix: str, split: str) -> str | None:
-        """The file --{prefix}-{split}-out names (None: the run folder's)."""
-        return getattr(self, f"{prefix}_{split}_out")
-
-
 def course_files(tasks: Sequence[CourseTask]) -> CourseFiles:
     """The course starter's file flags of the table's rows, a group of the job's settings: --sst-train ...
-    --sts-test-out (the course's --sst_train ... too), each None unless given; tasks/data/course_files.py
+    --sts-test-out (the course's --sst_train ... too), each None unless given; tasks/data/course.py
     reads and writes what they name. The training and dev files shape the run; --resume may name others."""
     fields = [(f"{t.name}_{split}", str | None, flag(
         None, f"instead of <data-dir>/{task_files([t.dataset], [split])[0]}", type=existing_file,

@@ -1,5 +1,7 @@
-"""Length-bucketed batches with dynamic padding: most of the speed of a CPU training loop.
+"""Sentences and pairs to unpadded word-piece ids, and length-bucketed batches with dynamic padding: most of
+the speed of a CPU training loop.
 
+Each text is encoded once, unpadded (`encode_texts`, `encode_pairs`: the tokenizer's padding=False).
 Padding every batch to 128 tokens makes the model compute on padding (SST sentences average about 25
 pieces). Instead the examples are shuffled (from the seed and the epoch), cut into large buckets each
 sorted by length, cut into batches of neighbours, the batches shuffled, and each batch padded only to its
@@ -18,10 +20,33 @@ from typing import Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import torch
 
+from minbert.text.tokenizer import BertTokenizer
+
 # Examples per batch when predicting: no activations are kept for a backward pass, so it can be larger than
 # a training batch.
 EVAL_BATCH_SIZE = 128
 Prediction = TypeVar("Prediction")
+
+
+def encode_texts(tokenizer: BertTokenizer, texts: Sequence[str], max_length: int,
+                 truncation: str = "head") -> list[list[int]]:
+    """[CLS] text [SEP] ids for each text, unpadded (the tokenizer's padding=False).
+
+    truncation: what a text longer than max_length keeps (minbert/text/truncation.py's ALL_STRATEGIES).
+    """
+    return tokenizer(list(texts), padding=False, truncation=truncation, max_length=max_length,
+                     return_tensors=None, return_attention_mask=False)["input_ids"]
+
+
+def encode_pairs(tokenizer: BertTokenizer, first: Sequence[str], second: Sequence[str], max_length: int,
+                 truncation: str = "head") -> tuple[list[list[int]], list[list[int]]]:
+    """[CLS] A [SEP] B [SEP] ids and segment ids per pair, unpadded (for a cross-encoder).
+
+    Too long a pair loses pieces from its longer side first; each side keeps what `truncation` says.
+    """
+    encoded = tokenizer(list(first), list(second), padding=False, truncation=truncation,
+                        max_length=max_length, return_tensors=None, return_attention_mask=False)
+    return encoded["input_ids"], encoded["token_type_ids"]
 
 
 class TokenBatch(NamedTuple):

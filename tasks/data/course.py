@@ -15,8 +15,10 @@ SST keeps the Penn Treebank's escapes (`-LRB-`, `` `` ``, `\\/`), as the course'
 numbers compare with the course's; `ptb_unescape=True` (`unescape_ptb`) turns them back into the characters
 BERT saw in pre-training.
 
-Read next: sources.py (where the files are found), course_files.py (which ones a run reads and writes),
-then batching.py (examples to padded batches).
+The main job's course file flags (--sst-train ... --sts-test-out) each replace one of these files; the
+functions after the readers say which files a run reads and writes.
+
+Read next: sources.py (where the files are found), then batching.py (examples to padded batches).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from tasks.data.examples import (DataFileError, Example, MalformedRowError, Pair
                                  decode_data_file)
 from tasks.data.inputs import not_recorded
 from tasks.data.numbers import decimal, whole_number
-from tasks.data.sources import DataSource
+from tasks.data.sources import DataSource, resolve_data_dir
 
 # ----------------------------------------------------------------------------------------------------
 # Per-task specs: the only place the four formats differ
@@ -288,15 +290,12 @@ def read_sts(path: str | os.PathLike, split_has_labels: bool = True, strict: boo
 def read_split(data_dir: str | os.PathLike, task: str, split: str, *, strict: bool = False,
                ptb_unescape: bool = False) -> ReadResult:
     """Read `task`'s `split` file from `data_dir`; the "test" split is read without labels."""
-    spec = task_spec(task)
-    if split not in spec.files:
-        raise ValueError(f"unknown split {split!r} (allowed: {', '.join(SPLITS)})")
-    return read_task(task, Path(data_dir) / spec.files[split], labelled=split != "test", strict=strict,
-                     ptb_unescape=ptb_unescape)
+    return read_task(task, Path(data_dir) / task_files([task], [split])[0], labelled=split != "test",
+                     strict=strict, ptb_unescape=ptb_unescape)
 
 
 def read_splits(source: DataSource, task: str, strict: bool, limit: int,
-                splits: Sequence[str] = ("train", "dev", "test"),
+                splits: Sequence[str] = SPLITS,
                 files: dict[str, str | None] | None = None) -> dict[str, list | None]:
     """The examples of one course task's `splits` from `source`, each file's report printed.
 
@@ -324,6 +323,59 @@ def read_course_file(task: str, path: str | Path, split: str, strict: bool, limi
     result = read_task(task, path, labelled=split != "test", strict=strict)
     print(result.report(), file=sys.stderr)
     return list(result.examples[:limit] if limit else result.examples)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Which files a main-job run reads and writes: the data folder's, or the ones named one by one
+# ----------------------------------------------------------------------------------------------------
+# The course's `multitask_classifier.py` names every file on the command line (`--sst_train
+# data/ids-sst-train.csv ... --sts_test_out predictions/sts-test-output.csv`). The main job keeps those flags:
+# each replaces the one file `--data-dir` (inputs) or the run folder (predictions) would give. `tasks`: the
+# job's table (rows with a `name`, the flags' and output files' prefix, and a `dataset` of TASKS).
+
+OUTPUT_SPLITS = ("dev", "test")
+
+
+class CourseFiles:  # the flags' fields are made from the main job's table (tasks/multitask.py's course_files)
+    """The course's files (each flag replaces one file that --data-dir or --out gives)."""
+
+    prefixes: tuple[str, ...] = ()  # the rows' names: sst, para, sts
+
+    def inputs(self, splits: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """prefix -> split -> the file its --{prefix}-{split} flag names (None: the data folder's)."""
+        return {p: {split: getattr(self, f"{p}_{split}") for split in splits} for p in self.prefixes}
+
+    def output(self, prefix: str, split: str) -> str | None:
+        """The file --{prefix}-{split}-out names (None: the run folder's)."""
+        return getattr(self, f"{prefix}_{split}_out")
+
+
+def find_data(tasks: Sequence, data_dir: str | None, files: dict[str, dict[str, str | None]],
+              needed: Sequence[str]) -> DataSource:
+    """The data folder holding every `needed` split's file that no flag replaces."""
+    required = [task_files([t.dataset], [split])[0] for t in tasks for split in needed
+                if not files[t.name][split]]
+    source = resolve_data_dir(data_dir, required)
+    print(f"data: {source.description}", file=sys.stderr)
+    return source
+
+
+def output_path(files: CourseFiles, prefix: str, split: str, folder: Path) -> Path:
+    """Where the predictions for `prefix`'s `split` go: its --{prefix}_{split}_out flag, or `folder`."""
+    return Path(files.output(prefix, split) or folder / f"{prefix}-{split}-output.csv")
+
+
+def read_prediction_inputs(tasks: Sequence, files: CourseFiles, data_dir: str | None, strict: bool,
+                           limit: int) -> dict[str, dict[str, list | None]]:
+    """prefix -> split ("dev", "test") -> examples to predict: exactly the files the flags name, or, when
+    none is named, the data folder's dev files and whichever test files it has."""
+    named = files.inputs(OUTPUT_SPLITS)
+    with not_recorded():  # --predict trains nothing: no run folder records these
+        if any(path for by_split in named.values() for path in by_split.values()):
+            return {t.name: {split: read_course_file(t.dataset, path, split, strict, limit) if path else None
+                             for split, path in named[t.name].items()} for t in tasks}
+        source = find_data(tasks, data_dir, named, ("dev",))
+        return {t.name: read_splits(source, t.dataset, strict, limit, OUTPUT_SPLITS) for t in tasks}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ from torch import nn
 from minbert.model import BertModel
 from minbert.pooling import POOLINGS, pool
 from minbert.text.tokenizer import BertTokenizer
-from tasks.data.batching import TokenBatch, bucketed_batches, device_of, pad_batch, predict_in_order
+from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, encode_texts, pad_batch,
+                                 predict_in_order)
 from tasks.data.course import task_spec
-from tasks.data.encoding import encode_texts
 from minbert import metrics
 from minbert.task_heads import (CosinePairHead, SentenceClassifier, classification_loss, cosine_mse_loss,
                                 symmetric_kl)
