@@ -46,7 +46,7 @@ from tasks.data.hierarchy import NEWSGROUPS_ARCHIVE
 from tasks.data.sources import data_env, resolve_data_dir
 from tasks.training.flags import (choice_list, existing_dir, existing_file, integer, model_name_or_path,
                                   output_dir, positive_int, real)
-from tasks.training.job import JobRun, parse_settings, user_errors
+from tasks.training.job import JobRun, check_max_length, parse_settings, user_errors
 from tasks.training.settings import (DEFAULT_MODEL, RunSettings, SettingsParser, TrainingSettings, flag,
                                      resolve_training)
 from tasks.data.course import read_splits, task_files
@@ -394,9 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if training.head_lr is None:  # a fresh head learns fast; a trained one (a BertForMaskedLM's) is kept
             trained = MLM_HEAD if settings.mlm else NSP_HEAD
             training = replace(training, head_lr=1e-3 if fresh[trained] else training.lr)
-        if settings.max_length > pretraining.config.max_position_embeddings:
-            raise SystemExit(f"error: --max-length {settings.max_length} exceeds the model's "
-                             f"{pretraining.config.max_position_embeddings} positions")
+        check_max_length(settings.max_length, pretraining.config)
         training = resolve_training(training)
         with JobRun("pretrain", replace(run_settings, training=training), model=settings.model,
                     out=settings.out, seed=False) as run:  # seeded above, before the fresh heads were drawn

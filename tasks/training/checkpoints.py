@@ -1,23 +1,16 @@
 """What a run saves as it trains: the resume state (checkpoints/), and the best epoch's model (best/).
 
-checkpoints/last.pt holds everything a stopped run needs to continue exactly: the model, the optimizer, the
-scheduler, fp16's loss scale, the position in the epoch (TrainState) and the random state. The one before is
-kept as last.prev.pt, and the sha256 of both in checksums.sha256, which a --resume checks; what it reads
-back is checked against its schema, field by field. It holds tensors and plain values only (state dicts, the
-random states, counters) and is read with torch.load(weights_only=True): a checksum proves a file whole, not
-trusted, so no file handed over with a run folder can run code here.
+checkpoints/last.pt holds everything a stopped run needs to continue exactly (the model, the optimizer, the
+schedule, fp16's loss scale, TrainState, the random state), the one before kept as last.prev.pt. It holds
+tensors and plain values only and is read with torch.load(weights_only=True): a checksum proves a file
+whole, not trusted, so no file handed over with a run folder can run code here.
 
-best/ is a Hugging Face-format encoder directory (config.json, model.safetensors, vocab.txt) that
-`transformers` opens, plus the task heads in heads.safetensors and the settings that rebuild them in
-heads.json (the job's name first among them). A job that trains sentence vectors (the main job's pair
-heads) also writes sentence-transformers' files there, so `SentenceEncoder(best)` and
-`SentenceTransformer(best)` pool and normalise as the job did. The loop saves it whole at every best
-epoch, with the sha256 of each file; a job's outputs, its `--predict` and the notebooks load it back
-(`load_checkpoint`) once every file matches its checksum. A `--lora` run's best/ holds peft's adapter files
-(adapter_config.json, adapter_model.safetensors: `peft.PeftModel.from_pretrained` loads them on the base
-model) and the encoder with the adapters merged in as best/merged/, a plain Hugging Face folder that the
-loading path (minbert/loading/hub.py) reads for best/: the job's outputs, --predict, `--model RUN/best` and
-`SentenceEncoder(RUN/best)` all read the merged weights.
+best/ is a Hugging Face-format encoder folder that `transformers` opens, plus the task heads
+(heads.safetensors, and heads.json, the settings that rebuild them), sentence-transformers' files where the
+job trained sentence vectors (so `SentenceEncoder(best)` and `SentenceTransformer(best)` pool as the job
+did) and, for a `--lora` run, peft's adapter files and the merged encoder in best/merged/, which every
+reader of best/ loads. It is saved whole at every best epoch with each file's sha256, and loaded back
+(`load_checkpoint`) once every file matches.
 
 Read next: run_folder.py (the folder these live in).
 """
@@ -80,8 +73,6 @@ class TrainState:
     epoch_losses: dict = dataclasses.field(default_factory=dict)  # task -> losses of the epoch's steps so far
     # task -> [[place in epochs, loss], ...] for every step so far (the plot's curve)
     step_losses: dict = dataclasses.field(default_factory=dict)
-
-
 
 
 def save_training_state(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,

@@ -11,17 +11,6 @@ A job says only what is its own (its settings, data, model, tasks and outputs); 
             ...  # the job's model and tasks
             state = run.train(model, tasks, score, tokenizer=tokenizer, head_settings=heads)  # best/ back
 
-- `user_errors`: the job's one error boundary. What a user can fix (any MinbertError: a bad file, checkpoint,
-  config.json or device; any refusal of the operating system: a path, permissions, a full disk) ends the job
-  with one line, "error: ...", instead of a traceback (MINBERT_TRACEBACK=1 shows it); so do Ctrl-C and
-  SIGTERM (process.py: the line says how to continue; exit status 130 or 143); anything else is a bug of
-  ours, whose traceback ends saying so;
-- `JobRun`: the run folder claimed (run_folder.py's `claim_run`), and `train`: the encoder frozen under
-  --option pretrain or adapted under --lora, the fast paths switched on, the optimizer of --optimizer built
-  (`build_optimizer`), the loop run with best/ saved at every best epoch, and best/ loaded back;
-- `load_encoder`: a model name or directory -> our BertModel and its tokenizer, with what was loaded (the one
-  place an encoder is loaded; `load_job_encoder`: --model's, as JobSettings say).
-
 Read next: ../sentiment.py (the smallest job).
 """
 
@@ -250,14 +239,11 @@ def keep_freed_memory() -> bool:
 
 
 def add_adapters(bert: nn.Module, r: int, alpha: float, dropout: float, targets: str) -> list[str]:
-    """--lora R's adapters (Hu et al. 2021) on `bert`: minbert/lora.py's LoRALinear in place of each targeted
-    nn.Linear (--lora-targets: the paper's query and value by default), every other encoder weight frozen;
-    the heads train fully, and the optimizer keeps moments for the trainable parameters alone. Says on stderr
-    what trains; returns the adapted layers' names. A --lora-targets that names no linear layer of the
-    encoder, or a rank beyond what its layers can use (B A of an O x I layer has rank at most min(O, I): more
-    only costs memory, and an absurd rank more than the machine holds), is a SystemExit naming the flag. A
-    resume checkpoint holds the adapted model: --resume rebuilds the same adapters first (and refuses another
-    --lora, like any setting); best/ is peft's (checkpoints.py)."""
+    """--lora R's adapters (Hu et al. 2021) on `bert` in place of each nn.Linear of --lora-targets, every
+    other encoder weight frozen (the heads train fully); returns the adapted layers' names. A rank beyond
+    min(O, I) of an O x I layer only costs memory (an absurd one more than the machine holds): refused. A
+    resume checkpoint holds the adapted model, so --resume rebuilds the same adapters first; best/ is peft's
+    (checkpoints.py)."""
     from minbert.lora import ALL_LINEAR, apply_lora, target_names  # LoRA's files load only under --lora
     chosen = targets if targets == ALL_LINEAR else tuple(targets.split(","))
     before = sum(p.numel() for p in bert.parameters())
@@ -318,10 +304,7 @@ class JobRun:
     """One run of a job in its run folder: the steps every job takes around its own data, model and tasks.
 
     As a context manager it seeds torch with --seed (`seed=False`: the job did, before drawing fresh heads)
-    and claims the folder (`claim_run`: --out, else runs/<job>/<date-time>; checked against --resume and the
-    settings it started with, locked, failed.txt if the job fails). Inside, `write_config` records the
-    settings, `load_encoder` loads the pre-trained encoder, and `train` runs the loop and loads best/ back.
-    `settings`: the job's settings object (config.json holds every group of it); `identity`: what else a
+    and claims the folder (`claim_run`: --out, else runs/<job>/<date-time>). `identity`: what else a
     --resume must match (the task, the dataset, ...).
     """
 
@@ -364,13 +347,10 @@ class JobRun:
               tokenizer: BertTokenizer | None = None, head_settings: dict | None = None,
               sentence: Mapping[str, Any] | None = None,
               save_best: Callable[[nn.Module, Path], None] | None = None) -> TrainState | None:
-        """The loop (under --option pretrain with `model.bert` frozen, under --lora adapted; with the fast
-        paths and --optimizer's optimizer), each best epoch saved in best/: the encoder and heads with
-        `head_settings` (and sentence-transformers' files where `sentence` says how
-        the job pooled), or by `save_best`. Then the resume checkpoints are dropped once the job ends well
-        (unless --keep-checkpoints), and best/'s weights go back into `model`, in eval mode, for the job's
-        outputs (not after a `save_best` of the job's own). None in a torchrun process other than rank 0:
-        rank 0 writes the outputs."""
+        """The loop, each best epoch saved in best/: the encoder and heads with `head_settings` (and
+        sentence-transformers' files where `sentence` says how the job pooled), or by `save_best`. Then
+        best/'s weights go back into `model`, in eval mode, for the job's outputs (not after a `save_best` of
+        the job's own). None in a torchrun process other than rank 0: rank 0 writes the outputs."""
         if self.job is not None and self.job.freeze_encoder:
             freeze(model.bert)
         if self.job is not None and self.job.lora is not None:  # before the loop: --resume loads into them

@@ -2,16 +2,10 @@
 the signals it is sent.
 
 - What runs here, decided once for the run (settings.py's `resolve_settings`): whether this is a student's
-  handout (`in_handout`, the one place that asks: there every job runs the student's own attention, AdamW
-  and dropout), the threads (the cores idle at the start: a core busy with
-  another process makes every operation wait for its thread, five times slower: docs/results.md, "A busy
-  core"), the precision (bf16 autocast where the hardware multiplies bfloat16 natively) and the attention
-  kernel.
-- Where the process stands: alone (`python -m`), rank 0 of 1, which trains on every row, evaluates and
-  writes (`World`, whose methods are what the loop does then: nothing, mostly); or one of torchrun's
-  (WORLD_SIZE > 1), whose `Distributed` joins the process group (gloo on CPU, nccl on GPU) and takes its own
-  contiguous slice of every batch, so that each example is seen once per epoch across the processes and
-  --batch-size stays the global batch size:
+  handout (`in_handout`, the one place that asks), the threads, the precision and the attention kernel.
+- Where the process stands: alone (`World`, whose methods are what the loop does then: nothing, mostly), or
+  one of torchrun's (WORLD_SIZE > 1: `Distributed`), each taking its own contiguous slice of every batch,
+  so that each example is seen once per epoch and --batch-size stays the global batch size:
 
       torchrun --nproc_per_node 2 -m tasks.sentiment --task sst                     # 2 processes, one machine
       torchrun --nnodes 2 --node_rank 0 --master_addr HOST --master_port 29500 \\
@@ -24,11 +18,9 @@ the signals it is sent.
   Dropout draws its masks per process, and losses that compare rows with each other (in-batch negatives,
   masked-LM's mean over masked tokens) see each slice separately, so runs are equally valid but not equal.
 - Signals: a first SIGINT (Ctrl-C) or SIGTERM (`kill`, a scheduler, a container's stop) during training asks
-  the loop to stop at the next step boundary (or when the evaluation in progress ends), saved; the job
-  prints one line with the command that continues the run and exits 130 or 143, as a shell reports a
-  process a signal ended. A second signal stops at once; outside training the first does (nothing is lost).
-  `job.user_errors` installs the handler for the job's lifetime; `claim_run` (run_folder.py) says what the
-  folder holds then.
+  the loop to stop at the next step boundary, saved, and the job exits 130 or 143 (as a shell reports a
+  process a signal ended) with the command that continues it; a second signal, or one outside training,
+  stops at once (nothing is lost).
 
 Read next: loop.py (the loop these serve).
 """
