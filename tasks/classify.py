@@ -373,7 +373,6 @@ class ClassifyRunSettings(RunSettings):
             raise ValueError("--label-init class-mean averages single windows; use random or keywords with "
                              "--chunks")
 
-
     @property
     def padded(self) -> bool:
         # label attention reads the [CLS] row of every padded sequence: it runs on the padded path

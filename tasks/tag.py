@@ -317,7 +317,6 @@ class TagRunSettings(RunSettings):
     training: TrainingSettings = TrainingSettings(epochs=3)
 
 
-
 def build_parser() -> SettingsParser:
     return SettingsParser("python -m tasks.tag", __doc__, TagRunSettings())
 
