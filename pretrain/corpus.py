@@ -227,10 +227,8 @@ def _document_examples(document, index, documents, usable, max_seq_length, rng, 
                 label = IS_NEXT
                 tokens_b = [t for s in chunk_sentences[a_end:] for t in s]
             stats.truncated_pairs += truncate_pair(tokens_a, tokens_b, max_tokens, rng)
-            if label == IS_NEXT:
-                stats.is_next += 1
-            else:
-                stats.not_next += 1
+            stats.is_next += label == IS_NEXT
+            stats.not_next += label == NOT_NEXT
             yield tokens_a, tokens_b, label
             chunk_sentences, chunk_length = [], 0
         i += 1

@@ -166,12 +166,6 @@ def analyse(model: HierarchicalModel, task: HierarchicalTask) -> dict:
     return statistics.result()
 
 
-def choose_layer_map(settings: HierarchicalSettings, num_layers: int, num_levels: int) -> LayerMap:
-    if settings.layer_map:
-        return parse_layer_map(settings.layer_map, num_layers, num_levels)
-    return layer_map(settings.variant or "flat", num_layers, num_levels)
-
-
 def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: Path, resume: bool) -> dict:
     """Train one model with its --seed into `out`; returns (and writes) its result.json."""
     settings, job, training = run_settings.hierarchical, run_settings.job, run_settings.training
@@ -179,8 +173,10 @@ def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: 
     with JobRun("hierarchical", run_settings, {"dataset": settings.dataset}, out=out, resume=resume) as run:
         bert, tokenizer, model_dir = run.load_encoder()
         hierarchy = data.hierarchy
+        depth, levels = bert.config.num_hidden_layers, hierarchy.num_levels
         try:
-            layers = choose_layer_map(settings, bert.config.num_hidden_layers, hierarchy.num_levels)
+            layers = (parse_layer_map(settings.layer_map, depth, levels) if settings.layer_map
+                      else layer_map(settings.variant or "flat", depth, levels))
         except ValueError as error:
             raise SystemExit(f"error: --layer-map: {error}") from None
         name = settings.variant_name

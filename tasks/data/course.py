@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from minbert.loading.atomic import atomic_write_text
-from tasks.data.examples import (DataFileError, Example, MalformedRowError, PairExample, ReadResult,
-                                 SentenceExample, SkippedRow, allow_long_fields,
-                                 decode_data_file)
+from tasks.data.examples import (DataFileError, Example, PairExample, ReadResult, SentenceExample, SkippedRow,
+                                 allow_long_fields, decode_data_file, skip_row)
 from tasks.data.inputs import not_recorded
 from tasks.data.numbers import decimal, whole_number
 from tasks.data.sources import DataSource, resolve_data_dir
@@ -176,10 +175,7 @@ def read_task(task: str, path: str | os.PathLike, *, labelled: bool = True, stri
         if last > line:
             reasons.append(f"the row runs over lines {line}-{last} (an unbalanced quote?)")
         if reasons:
-            problem = SkippedRow(path, line, "; ".join(reasons))
-            if strict:
-                raise MalformedRowError(path, line, problem.reason)
-            skipped.append(problem)
+            skip_row(path, line, "; ".join(reasons), strict, skipped)
             continue
         assert fields is not None
         values = [value.strip() for value in fields[n_index:]]

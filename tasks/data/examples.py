@@ -93,6 +93,13 @@ class MalformedRowError(DataFileError):
         self.path, self.line, self.reason = path, line, reason
 
 
+def skip_row(path: Path, line: int, problem: str, strict: bool, skipped: list[SkippedRow]) -> None:
+    """A malformed row: fatal in strict mode (MalformedRowError), else reported (in `skipped`) and left out."""
+    if strict:
+        raise MalformedRowError(path, line, problem)
+    skipped.append(SkippedRow(path, line, problem))
+
+
 def allow_long_fields(text: str) -> None:
     """Let the csv module read every field of `text`: it refuses a field over `csv.field_size_limit()`
     (131,072 characters by default) as a csv.Error, which would drop a long sentence as broken quoting. No

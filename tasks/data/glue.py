@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tasks.data.examples import (DataFileError, MalformedRowError, PairExample, ReadResult, SentenceExample,
-                                 SkippedRow, allow_long_fields, decode_data_file)
+from tasks.data.examples import (DataFileError, PairExample, ReadResult, SentenceExample, SkippedRow,
+                                 allow_long_fields, decode_data_file, skip_row)
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def read_glue(root: str | os.PathLike, task: str, split: str, strict: bool = Fal
         elif not all(fields[c].strip() for c in spec.text_columns):
             problem = "empty text"
         if problem:
-            _skip_row(path, line, problem, strict, skipped)
+            skip_row(path, line, problem, strict, skipped)
             continue
         label = spec.labels.index(fields[spec.label_column])
         texts = [fields[c].strip() for c in spec.text_columns]
@@ -121,7 +121,7 @@ def read_trec(path: str | os.PathLike, strict: bool = False) -> tuple[list[TrecE
         elif not question.strip():
             problem = "empty question"
         if problem:
-            _skip_row(path, line, problem, strict, skipped)
+            skip_row(path, line, problem, strict, skipped)
             continue
         examples.append(TrecExample(f"trec-{line}", question.strip(), coarse, label))
     if not examples:
@@ -153,13 +153,6 @@ def _read_text(path: Path, encoding: str) -> str:
     if not text.strip():
         raise DataFileError(f"{path}: the file is empty")
     return text
-
-
-def _skip_row(path: Path, line: int, problem: str, strict: bool, skipped: list[SkippedRow]) -> None:
-    """A malformed row: fatal in strict mode, else reported and left out."""
-    if strict:
-        raise MalformedRowError(path, line, problem)
-    skipped.append(SkippedRow(path, line, problem))
 
 
 def _result(path: Path, examples: list, skipped: list) -> ReadResult:

@@ -1,18 +1,15 @@
 """The one training loop every job uses: a batch, its loss, backward, the optimizer's step; the rest hangs
 off it.
 
-A job (multitask.py, sentiment.py, ...) builds a model, its optimizer (job.py) and a list of tasks; each task
-makes its training batches for an epoch, computes a loss on one batch, and evaluates itself on its dev set.
-Each epoch's steps are drawn once (`interleave`), and each step is `step`, nanoGPT's dozen lines: autocast,
-the loss times the task's weight, `scaler.scale(loss).backward()`, unscale, clip, `scaler.step`, `update`,
-the schedule. fp16's dynamic loss scale (torch.amp.GradScaler) is a no-op in bf16 and fp32: an fp16 step
-whose gradients hold an inf or NaN is skipped and the scale halves, and the schedule advances all the same.
+A job gives a model, its optimizer's builder (job.py) and a list of tasks (`Task`). Each epoch's steps are
+drawn once (`interleave`), and each step is `step`, nanoGPT's dozen lines: autocast, the loss times the
+task's weight, `scaler.scale(loss).backward()`, unscale, clip, `scaler.step`, `update`, the schedule. fp16's
+dynamic loss scale (torch.amp.GradScaler) is a no-op in bf16 and fp32: an fp16 step whose gradients hold an
+inf or NaN is skipped and the scale halves, and the schedule advances all the same.
 
-Around the step, each a named neighbour: the progress bar (tqdm on a terminal; elsewhere `ProgressLines`, a
-line every 30 seconds), the resumable state (checkpoints.py: after every epoch, and every --checkpoint-every
-steps), Ctrl-C and SIGTERM (process.py: the run stops at the next step boundary, saved), the evaluation
-after each epoch (`evaluate_and_record`: metrics.jsonl), best/ (checkpoints.py) and the picture
-(`plot_history`: loss_and_dev.png). Under torchrun each process trains its slice of every batch.
+Around the step, each a named neighbour: the progress (`Progress`), the resumable state (checkpoints.py:
+after every epoch, and every --checkpoint-every steps), Ctrl-C and SIGTERM (process.py), the evaluation
+after each epoch (`evaluate_and_record`: metrics.jsonl), best/ and the picture (`plot_history`).
 
 Read next: ../multitask.py (the main job, built on this loop).
 """
