@@ -6,17 +6,14 @@ rows wrong). Sentences keep the course's tokenisation ("It 's"). One quirk kept:
 and CFIMDB text twice, so about 650 Quora questions still read like `"Do I need ""the"" here?"`, as the
 course's own reader gives them.
 
-Every reader returns a `ReadResult`: the examples plus the rows it skipped (file, line, reason). The
-course's loader drops bad Quora rows silently in a bare `except`; here a malformed row is reported, and
-`strict=True` makes it fatal (`MalformedRowError`). File-level problems (missing, empty, wrong header, not
-UTF-8) are always errors, raised before training starts.
+The course's loader drops bad Quora rows silently in a bare `except`; here a malformed row is reported in
+the `ReadResult` (examples.py), and `strict=True` makes it fatal.
 
 SST keeps the Penn Treebank's escapes (`-LRB-`, `` `` ``, `\\/`), as the course's reference code does, so
 numbers compare with the course's; `ptb_unescape=True` (`unescape_ptb`) turns them back into the characters
 BERT saw in pre-training.
 
-The main job's course file flags (--sst-train ... --sts-test-out) each replace one of these files; the
-functions after the readers say which files a run reads and writes.
+The main job's file flags (--sst-train ... --sts-test-out) each replace one of these files (`CourseFiles`).
 
 Read next: sources.py (where the files are found), then batching.py (examples to padded batches).
 """
