@@ -41,8 +41,8 @@ from minbert.text.tokenizer import BertTokenizer
 from minbert.text.truncation import TRUNCATION_STRATEGIES
 from tasks.data.batching import (TokenBatch, bucketed_batches, device_of, encode_texts, pad_batch,
                                  predict_in_order, sorted_batches)
-from tasks.data.hierarchy import (DATASETS, HierarchicalData, Hierarchy, LabelledDocument, label_statistics,
-                                  read_dataset)
+from tasks.data.hierarchy import (DATASETS, SPLITS, HierarchicalData, Hierarchy, LabelledDocument,
+                                  label_statistics, read_dataset)
 from minbert.metrics import top_labels
 from tasks.models.structured import (VARIANTS, LayerMap, StructuredClassifier, describe_layer_map, layer_map,
                                      level_targets, level_weighted_bce, parse_layer_map, r_precision_report)
@@ -182,8 +182,7 @@ def run_one(run_settings: HierarchicalRunSettings, data: HierarchicalData, out: 
         name = settings.variant_name
         print(f"layer map ({name}, {bert.config.num_hidden_layers} layers, {hierarchy.num_levels} levels): "
               f"{describe_layer_map(layers)}", file=sys.stderr)
-        train_docs, dev_docs, test_docs = (data.splits[split][:job.limit or None]
-                                           for split in ("train", "dev", "test"))
+        train_docs, dev_docs, test_docs = (data.splits[split][:job.limit or None] for split in SPLITS)
         run.write_config(layer_map_used=[list(g) for g in layers],
                          data=data.description, labels_per_level=[len(level) for level in hierarchy.levels])
         model = HierarchicalModel(bert, [len(level) for level in hierarchy.levels], layers,

@@ -67,14 +67,12 @@ def read_glue(root: str | os.PathLike, task: str, split: str, strict: bool = Fal
     text = _read_text(path, "utf-8-sig")
     allow_long_fields(text)
     rows = list(csv.reader(text.splitlines(), delimiter="\t", quoting=csv.QUOTE_NONE))
+    first = 1  # the line number of rows[0]
     if spec.header is not None:
         if not rows or tuple(rows[0]) != spec.header:
             raise DataFileError(f"{path}:1: expected the header {list(spec.header)}, "
                                 f"got {rows[0] if rows else []}")
-        first = 2
-        rows = rows[1:]
-    else:
-        first = 1
+        first, rows = 2, rows[1:]
     width = max(spec.text_columns + (spec.label_column,)) + 1
     examples, skipped = [], []
     for line, fields in enumerate(rows, start=first):

@@ -33,6 +33,7 @@ from tasks.data.glue import read_trec, trec_split
 from tasks.data.inputs import record_file
 
 DATASETS = ("hwv", "20newsgroups", "enron", "trec")
+SPLITS = ("train", "dev", "test")
 NEWSGROUPS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"
 NEWSGROUPS_SPLITS = {"train": "20news-bydate-train", "test": "20news-bydate-test"}
 # A header line, also indented or quoted ("   Newsgroups: sci.med", "BR> From: ...").
@@ -189,8 +190,7 @@ def read_hwv(root: Path) -> HierarchicalData:
                 problem = f"missing field {error}" if isinstance(error, KeyError) else str(error)
                 raise DataFileError(f"{path}:{line_number}: {problem}") from None
             documents.append(LabelledDocument(f"{file_name.split('.')[0]}-{line_number}", text, augmented))
-    train, dev, test = seeded_split(documents, (0.7, 0.1, 0.2), "hwv")
-    return HierarchicalData(hierarchy, {"train": train, "dev": dev, "test": test},
+    return HierarchicalData(hierarchy, dict(zip(SPLITS, seeded_split(documents, (0.7, 0.1, 0.2), "hwv"))),
                             f"HWV: {len(documents)} documents from {folder} "
                             "(val + test pooled, split 70/10/20)")
 
@@ -284,17 +284,11 @@ def read_enron(root: Path) -> HierarchicalData:
     if missing:
         raise DataFileError(f"{archive}: {len(missing)} email(s) without both .txt and .cats, "
                             f"e.g. {missing[0]}")
-    parents = {}
-    for labels in categories.values():
-        for label in labels:
-            top = label.split(".")[0]
-            parents[top] = set()
-            parents[label] = {top}
-    hierarchy = Hierarchy(parents)
+    hierarchy = Hierarchy.from_paths(sorted({(label.split(".")[0], label) for labels in categories.values()
+                                             for label in labels}))
     documents = [LabelledDocument(stem.split("/", 1)[1], texts[stem], hierarchy.augment(categories[stem]))
                  for stem in sorted(texts)]
-    train, dev, test = seeded_split(documents, (0.7, 0.1, 0.2), "enron")
-    return HierarchicalData(hierarchy, {"train": train, "dev": dev, "test": test},
+    return HierarchicalData(hierarchy, dict(zip(SPLITS, seeded_split(documents, (0.7, 0.1, 0.2), "enron"))),
                             f"Enron: {len(documents)} emails from {archive} (split 70/10/20)")
 
 
