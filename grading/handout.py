@@ -15,7 +15,7 @@ What OUT_DIR gets (layout.py says which files are the lesson and which the machi
                         becomes `raise NotImplementedError("TODO: <file>::<function>")` at the region's
                         indentation, the other regions lose their marker lines and ship as working code
     tests/              tests/conftest.py and the edition's visible graded tests with their helpers and
-                        stored outputs (never tests/graded/hidden/)
+                        stored outputs (never tests/graded/hidden/; their support modules are installed)
     notebooks/          config.py HANDOUT_NOTEBOOKS; data/sample/: the demo data
     wheels/             minbert_runtime-<version>-py3-none-any.whl (build_wheel): the machinery, built from
                         this commit; the set-up installs it, the autograder archive holds the same
@@ -58,7 +58,7 @@ from grading.config import (COMPONENTS, DEFAULT_EDITION, EDITIONS, GRADED_TESTS,
                             todo_component)
 from grading.documents import NEEDS, dead_references, first_todo, student_readme
 from grading.handout_probe import REPORT
-from grading.layout import LESSON_PACKAGES, Layout, layout, repository_files
+from grading.layout import LESSON_PACKAGES, Layout, installed_as, layout, repository_files
 from grading.leaks import Leak, LeakReport, Restatement, find_leaks
 from grading.regions import Region, RegionError, find_regions, has_marker, strip_regions
 from grading.restatements import find_restated
@@ -101,10 +101,12 @@ def left_out_tests(tests, edition: str) -> frozenset[str]:
 
 def copied_files(files: list[str], split: Layout, left_out: frozenset[str]) -> list[str]:
     """The repository files the handout copies: the lesson, the visible graded tests of the edition (their
-    helpers and stored outputs too), tests/conftest.py, the notebooks, the demo data and COPIED."""
+    helpers and stored outputs too, not their installed support), tests/conftest.py, the notebooks, the demo
+    data and COPIED."""
     def wanted(f: str) -> bool:
         if f.startswith(f"{GRADED_TESTS}/"):
-            return not f.startswith(f"{HIDDEN_TESTS}/") and f not in left_out and "__pycache__" not in f
+            return (not f.startswith(f"{HIDDEN_TESTS}/") and f not in left_out and "__pycache__" not in f
+                    and f not in split.machinery)
         return (f in COPIED or f in HANDOUT_NOTEBOOKS or f == "tests/conftest.py"
                 or f.startswith("data/sample/") and not f.endswith(".py"))
     return list(split.lesson) + [f for f in files if wanted(f)]
@@ -219,7 +221,7 @@ def build_wheel(into: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDI
     with tempfile.TemporaryDirectory(prefix="minbert-wheel-") as stage:
         stage = Path(stage)
         for relative in split.machinery:
-            target = stage / relative
+            target = stage / installed_as(relative)
             target.parent.mkdir(parents=True, exist_ok=True)
             if relative.endswith(".py"):
                 text = strip_regions((staff / relative).read_text(encoding="utf-8"), relative, frozenset())[0]
@@ -230,13 +232,15 @@ def build_wheel(into: Path, staff: Path = STAFF_ROOT, edition: str = DEFAULT_EDI
             f'"""This installation runs a student handout of minbert {version}, edition {edition}: the jobs '
             'run the\nstudent\'s own code (tasks.training.process.in_handout), and a fast path only when '
             'asked for by name."""\n\n' f"EDITION = {edition!r}\nVERSION = {version!r}\n", encoding="utf-8")
+        installed = [installed_as(f) for f in split.machinery]
+        packages = sorted({f.split("/")[0] for f in installed if "/" in f})
+        modules = [MARKER] + [f.removesuffix(".py") for f in installed if "/" not in f]
         wheel = configparser.ConfigParser(interpolation=None)
         wheel["metadata"] = {"name": WHEEL_PROJECT, "version": version, "description": "What runs the "
                              "minbert lesson: loading and saving, the tokenizer, the jobs, the fast paths"}
         wheel["options"] = {"python_requires": setup["options"]["python_requires"],
                             "install_requires": setup["options"]["install_requires"],
-                            "packages": "find_namespace:", "py_modules": MARKER}
-        packages = sorted({f.split("/")[0] for f in split.machinery})
+                            "packages": "find_namespace:", "py_modules": "\n".join(modules)}
         wheel["options.packages.find"] = {"include": "\n".join(f"{p}*" for p in packages)}
         wheel["options.package_data"] = {"*": "*.c"}
         wheel["options.extras_require"] = {"grading": setup["options.extras_require"]["grading"]}

@@ -4,8 +4,9 @@ The LESSON is what a student reads and writes, in their handout: the package fil
 the modules of the reading chain (from minbert/config.py, each module's "Read next" names the next one, as
 long as it is a top-level module of those two packages) and every file holding one of the edition's TODOs
 (minbert/lora.py in the full edition). The MACHINERY is every other file of the packages (loading and
-saving, the tokenizer's files, the fast paths, the jobs and their helpers in tasks/ and pretrain/) and the
-students' check of their prediction files: it reaches them installed, as one wheel (handout.build_wheel).
+saving, the tokenizer's files, the fast paths, the jobs and their helpers in tasks/ and pretrain/), the
+students' check of their prediction files and the graded tests' support (how a check is decided, how a crash
+is explained): it reaches them installed, as one wheel (handout.build_wheel).
 WITHHELD: a fast path whose code restates one of the edition's TODOs (RESTATES), which ships nowhere, since a
 TODO's answer lives in exactly one place.
 
@@ -31,6 +32,9 @@ FIRST_READ = "minbert/config.py"
 # adamw_update's arithmetic, and the Python wrapper is nothing without it).
 RESTATES = {"optim/adamw.py::adamw_update": ("optim/fast_adamw.py", "optim/adamw_kernel.c")}
 INSTALLED_TOOLS = ("grading/check_predictions.py",)  # run by students (python -m grading.check_predictions)
+# Imported by name by tests/graded/graded_helpers.py and conftest.py: found beside them in this repository and
+# in the grader's staging tree (its own copy), installed as top-level modules of a handout's wheel.
+GRADED_SUPPORT = ("tests/graded/verdict.py", "tests/graded/crashes.py")
 _READ_NEXT = re.compile(r"^Read next: (\S+?)[,.]?(?:\s|$)", re.M)
 
 
@@ -87,5 +91,11 @@ def layout(root: Path, edition: str, files: list[str] | None = None) -> Layout:
     lesson += [f"{p}/__init__.py" for p in LESSON_PACKAGES if f"{p}/__init__.py" in present]
     withheld = sorted({f for todo, paths in RESTATES.items() if todo in todos for f in paths} & present)
     machinery = [f for f in files if f.split("/", 1)[0] in PACKAGES and "__pycache__" not in f
-                 and f not in lesson and f not in withheld] + [f for f in INSTALLED_TOOLS if f in present]
+                 and f not in lesson and f not in withheld]
+    machinery += [f for f in INSTALLED_TOOLS + GRADED_SUPPORT if f in present]
     return Layout(tuple(f for f in lesson if f in present), tuple(machinery), tuple(withheld))
+
+
+def installed_as(relative: str) -> str:
+    """Where a machinery file lies in the wheel: at its own path, a graded test's support module at the top."""
+    return posixpath.basename(relative) if relative in GRADED_SUPPORT else relative

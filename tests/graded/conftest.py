@@ -29,7 +29,7 @@ SUBMITTED = ("minbert", "optim", "tasks", "pretrain")  # the packages whose fram
 
 def axes(item) -> dict[str, int]:
     """The test's axis sizes: its `axes` marker, else its module's AXES; a crash names its shapes' axes in
-    these letters (crashes.py). Without either, sizes stay numbers: a wrong name would mislead more."""
+    these letters (crashes.explain). Without either, sizes stay numbers: a wrong name would mislead more."""
     marker = item.get_closest_marker("axes")
     return marker.kwargs if marker else getattr(item.module, "AXES", {})
 
@@ -37,7 +37,7 @@ def axes(item) -> dict[str, int]:
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
     """A crash in the student's code fails naming their line, its operands' shapes in the test's axis
-    names and the slip it shows (crashes.py), the raw exception kept as the cause. A test that trips over
+    names and the slip it shows (crashes.explain), the raw exception kept as the cause. A test that trips over
     what the student's code returned (None from a missing `return`, a list, a tuple where a tensor
     belongs) fails saying so, instead of crashing with a TypeError in the test's own lines: the reference
     passes every graded test, so a TypeError or AttributeError raised outside the student's code is

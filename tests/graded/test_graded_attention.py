@@ -23,7 +23,7 @@ from minbert.attention import attention_scores, eager_attention
 
 pytestmark = [pytest.mark.component("attention"), pytest.mark.todo("eager_attention")]
 
-AXES = dict(B=3, H=2, T=7, D=8)  # qkv()'s sizes: a crash names its shapes in these letters (crashes.py)
+AXES = dict(B=3, H=2, T=7, D=8)  # qkv()'s sizes: a crash names its shapes in these letters
 
 SCALE_HINT = "did you scale by 1/sqrt(head size)?"
 MASK_HINT = "the mask must be added before the softmax"

@@ -19,7 +19,7 @@ from minbert.task_heads import SentenceClassifier, classification_loss
 pytestmark = pytest.mark.component("classifier")
 
 B, T, C, K = 3, 5, 8, 4
-AXES = dict(B=B, T=T, C=C, K=K)  # a crash names its shapes in these letters (crashes.py)
+AXES = dict(B=B, T=T, C=C, K=K)  # a crash names its shapes in these letters (the crashes module)
 POOLED = {how: torch.randn(B, C, generator=torch.Generator().manual_seed(n))
           for n, how in enumerate(("cls", "mean", "max", "pooler"))}
 

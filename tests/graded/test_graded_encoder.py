@@ -12,7 +12,7 @@ from minbert.encoder import BertEncoder
 
 pytestmark = pytest.mark.component("encoder")
 
-AXES = dict(B=2, T=4, C=32)  # the tests' sizes, for crashes.py
+AXES = dict(B=2, T=4, C=32)  # the tests' sizes, for the crashes module
 
 CHAIN = "each layer must read the previous layer's output (the first reads the embeddings)"
 

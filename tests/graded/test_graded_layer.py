@@ -20,7 +20,7 @@ from minbert.layer import AddNorm, BertLayer
 
 pytestmark = pytest.mark.component("layer")
 
-AXES = dict(B=3, T=7, C=32, I=37)  # the padding_mask fixture and the tiny model (crashes.py)
+AXES = dict(B=3, T=7, C=32, I=37)  # the padding_mask fixture and the tiny model (the crashes module)
 
 IN_PLACE = ("an in-place add (x += ..., add_) overwrites the caller's tensor, which the next layer, "
             "the residual or autograd still needs; write residual + ... so that a new tensor is made")

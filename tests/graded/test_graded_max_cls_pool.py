@@ -12,7 +12,7 @@ from minbert.pooling import max_pool, pool
 
 pytestmark = pytest.mark.component("max_cls_pool")
 
-AXES = dict(B=3, T=6, C=5)  # ragged_batch()'s sizes, for crashes.py
+AXES = dict(B=3, T=6, C=5)  # ragged_batch()'s sizes, for the crashes module
 
 HIDDEN = torch.tensor([[[1.0, -2.0], [3.0, -4.0], [100.0, 0.0]],
                        [[-1.0, -5.0], [-3.0, -6.0], [-7.0, -8.0]]])  # (B=2, T=3, C=2)

@@ -16,7 +16,7 @@ from minbert.heads import IGNORE_INDEX, BertLMPredictionHead, masked_lm_loss, ne
 pytestmark = pytest.mark.component("pretraining_heads")
 
 V = 11  # a toy vocabulary
-AXES = dict(C=32, V=V)  # the tiny model's hidden size; batch and length vary by test (crashes.py)
+AXES = dict(C=32, V=V)  # the tiny model's hidden size; batch and length vary by test (the crashes module)
 STORED = Path(__file__).resolve().parent / "reference" / "pretraining_heads_lm_head.safetensors"
 
 

@@ -280,7 +280,7 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
                 return (f"the expected values shifted by one along {where}: each entry "
                         f"holds {words} one's value")
         if size > 1 and actual.dim() > 1:
-            sums_e, sums_a = expected.sum(dim), actual.sum(dim)
+            sums_e = expected.sum(dim)
             if same(sums_e, torch.ones_like(sums_e)):
                 others = [d for d in range(actual.dim()) if d != dim and actual.size(d) > 1
                           and same(actual.sum(d), torch.ones_like(actual.sum(d)))]
