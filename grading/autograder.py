@@ -39,11 +39,9 @@ GRADESCOPE = "grading/gradescope"
 
 
 def included(relative: str, lesson: tuple[str, ...]) -> bool:
-    if relative in ("setup.cfg", "pyproject.toml", "tests/conftest.py") or relative in lesson:
-        return True
-    if relative.startswith(f"{GRADED_TESTS}/"):
-        return True
-    return relative.startswith("grading/") and not relative.startswith((f"{GRADESCOPE}/", "grading/student/"))
+    return (relative in ("setup.cfg", "pyproject.toml", "tests/conftest.py") or relative in lesson
+            or relative.startswith((f"{GRADED_TESTS}/", "grading/"))
+            and not relative.startswith((f"{GRADESCOPE}/", "grading/student/")))
 
 
 EDITION_LINE = 'EDITION="${GRADING_EDITION:-default}"'  # in run_autograder; the archive's edition replaces it

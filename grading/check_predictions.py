@@ -118,19 +118,6 @@ class Report:
     required: bool = True  # False: neither the file nor its input is there
 
 
-class _TabDialect(csv.Dialect):
-    """The course's input files: tab-separated, fields with quotes CSV-quoted (pandas' to_csv)."""
-
-    delimiter = "\t"
-    quotechar = '"'
-    doublequote = True
-    escapechar = None
-    lineterminator = "\n"
-    quoting = csv.QUOTE_MINIMAL
-    skipinitialspace = False
-    strict = True
-
-
 def read_input_ids(path: Path) -> InputIds:
     """The ids of a course input file (one or two unnamed index columns, then id, the sentences and, in
     dev files, the label), as the main job reads them; InputError names the file if it cannot be read."""
@@ -138,7 +125,8 @@ def read_input_ids(path: Path) -> InputIds:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError(f"{path}: not UTF-8 ({error.reason} at byte {error.start})") from None
-    reader = csv.reader(io.StringIO(text, newline=""), dialect=_TabDialect)
+    # tab-separated, fields with quotes CSV-quoted (pandas' to_csv); broken quoting raises (strict)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", strict=True)
     try:
         header = [cell.strip() for cell in next(reader)]
     except (StopIteration, csv.Error):

@@ -278,8 +278,7 @@ def _failed(result: TestResult, message: str, text: str = "") -> TestResult:
 
 
 def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.0,
-          components: list[str] | None = None, python: str | None = None,
-          edition: str = DEFAULT_EDITION) -> dict:
+          components: list[str] | None = None, edition: str = DEFAULT_EDITION) -> dict:
     """Grade `submission` for `edition` and return the results.json dictionary (validated against the
     schema). components: a subset of the edition's to grade (default: all of them)."""
     began = time.monotonic()
@@ -297,9 +296,8 @@ def grade(submission: Path, *, staff: Path = STAFF_ROOT, time_limit: float = 30.
         os.chmod(where, 0o755)  # the child's user reads it (and writes nothing there)
         notes = stage(Path(submission).resolve(), staff, where, edition)
         expected = pool.submit(expectations, staff, [t.nodeid for t in tests])  # beside the child
-        results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, python=python,
-                            extra_env={"MINBERT_GRADING_RECORD": "actual"}, expect_modules_under=where,
-                            untrusted=True)
+        results = run_tests(where, [t.nodeid for t in tests], time_limit=time_limit, untrusted=True,
+                            extra_env={"MINBERT_GRADING_RECORD": "actual"}, expect_modules_under=where)
         verdict, expected = verdict_module(staff), expected.result()
         results = {t.nodeid: decide(results[t.nodeid], expected[t.nodeid], verdict) for t in tests}
         withheld, originals = hidden_code(staff), stripped_lines(staff)
@@ -423,7 +421,7 @@ def headline(result: TestResult) -> str:
 
 def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes: list[str],
                   seconds: float, order: tuple[str, ...] | None = None, scrub=lambda text: text) -> dict:
-    entries, per_component = [], {}
+    entries = []
     order = list(order or COMPONENTS)
     counters: dict[str, int] = {}
     # A component's shipped tests before its hidden ones: the first failure a student reads is one whose
@@ -432,22 +430,18 @@ def build_results(tests: list[GradedTest], results: dict[str, TestResult], notes
         counters[test.component] = number = counters.get(test.component, 0) + 1
         result = results[test.nodeid]
         passed = result.outcome == "passed"
-        score = test.points if passed else 0.0
-        got, total = per_component.get(test.component, (0.0, 0.0))
-        per_component[test.component] = (got + score, total + test.points)
-        name = test.nodeid.split("::", 1)[1]
-        output = scrub(feedback(test, result))
         entries.append({
-            "name": f"{test.component}: {name}",
+            "name": f"{test.component}: {test.nodeid.split('::', 1)[1]}",
             "number": f"{order.index(test.component) + 1}.{number}",
-            "score": score,
+            "score": test.points if passed else 0.0,
             "max_score": test.points,
             "status": "passed" if passed else "failed",
-            "output": _cut(output, OUTPUT_LIMIT),
+            "output": _cut(scrub(feedback(test, result)), OUTPUT_LIMIT),
             "visibility": test.visibility,
             "tags": [test.component],
         })
     lines = ["Score by component (TODOs in brackets):"]
+    per_component = component_scores({"tests": entries})
     width = max(map(len, per_component), default=0)
     for component, (got, total) in per_component.items():
         todos = ", ".join(COMPONENTS[component]) or "the whole model: " + ", ".join(WHOLE_MODEL[component])

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import contextlib
 import copy
 import hashlib
 import io
@@ -308,24 +309,21 @@ def find_leaks_and_restatements(sources: dict[str, str], todos: frozenset[str] |
     digest = hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()
     stored = LEAK_REPORT_CACHE / f"{digest}.json"
     if digest not in _LEAK_REPORTS and stored.is_file():
-        try:
+        # unreadable or from an older layout of the report: computed again
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, RecursionError):
             saved = json.loads(stored.read_text(encoding="utf-8"))
             found = [[kind(**{**item, "region": Region(**item["region"])}) for item in saved[key]]
                      for kind, key in ((Leak, "leaks"), (Restatement, "restated"))]
             _LEAK_REPORTS[digest] = LeakReport(saved["regions"], saved["files"], *found)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
-            pass  # unreadable or from an older layout of the report: compute it again
     if digest not in _LEAK_REPORTS:
         report = find_leaks(sources, todos=todos)
         report.restated = find_restated(sources, todos)
         _LEAK_REPORTS[digest] = report
-        try:
+        with contextlib.suppress(OSError):  # a read-only checkout still checks, only again next time
             LEAK_REPORT_CACHE.mkdir(parents=True, exist_ok=True)
             partial = stored.with_name(f"{stored.name}.{os.getpid()}.partial")
             partial.write_text(json.dumps(asdict(report)), encoding="utf-8")
             os.replace(partial, stored)
-        except OSError:
-            pass  # a read-only checkout still checks, only again next time
     return copy.deepcopy(_LEAK_REPORTS[digest])
 
 

@@ -37,14 +37,10 @@ def run_job(job: str, argv: list[str]) -> str:
             warnings.simplefilter("ignore")
             runpy.run_module(job, run_name="__main__", alter_sys=True)
     except SystemExit as stop:
-        if stop.code in (0, None):
-            return "finished"
-        return f"exit status {stop.code}"
-    except NotImplementedError as stub:
-        if str(stub).startswith("TODO: "):
-            return str(stub)
-        return traceback.format_exc()[-3000:]
-    except Exception:  # noqa: BLE001 - reported to the parent, which names the job
+        return "finished" if stop.code in (0, None) else f"exit status {stop.code}"
+    except Exception as error:  # noqa: BLE001 - reported to the parent, which names the job
+        if isinstance(error, NotImplementedError) and str(error).startswith("TODO: "):
+            return str(error)
         return traceback.format_exc()[-3000:]
     return "finished"
 
@@ -66,13 +62,9 @@ def main() -> None:
     for name in spec["packages"]:
         try:
             package = importlib.import_module(name)
-        except ModuleNotFoundError as missing:
-            if missing.name == name:
-                continue
-            errors.append(f"import {name}:\n{traceback.format_exc()[-3000:]}")
-            continue
-        except Exception:  # noqa: BLE001
-            errors.append(f"import {name}:\n{traceback.format_exc()[-3000:]}")
+        except Exception as error:  # noqa: BLE001 - a package the tree lacks is no error
+            if not (isinstance(error, ModuleNotFoundError) and error.name == name):
+                errors.append(f"import {name}:\n{traceback.format_exc()[-3000:]}")
             continue
         if not Path(package.__file__).resolve().is_relative_to(tree):
             errors.append(f"{name} is imported from {package.__file__}, not from the handout")

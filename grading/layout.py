@@ -17,6 +17,7 @@ Read next: handout.py.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import re
 import subprocess
@@ -47,14 +48,12 @@ class Layout:
 
 def repository_files(root: Path) -> list[str]:
     """The repository's files: git's tracked and untracked-but-not-ignored files, else a filtered walk."""
-    try:
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
         listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
                                 capture_output=True, check=True).stdout.decode().split("\0")
         files = [f for f in listed if f and (root / f).is_file()]
         if files:
             return sorted(files)
-    except (OSError, subprocess.CalledProcessError):
-        pass
     skip = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "build", "dist"}
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
                   if p.is_file() and not skip & set(p.relative_to(root).parts)
@@ -97,5 +96,5 @@ def layout(root: Path, edition: str, files: list[str] | None = None) -> Layout:
 
 
 def installed_as(relative: str) -> str:
-    """Where a machinery file lies in the wheel: at its own path, a graded test's support module at the top."""
+    """Where a machinery file lies in the wheel: at its path, a graded test's support module at the top."""
     return posixpath.basename(relative) if relative in GRADED_SUPPORT else relative

@@ -416,8 +416,7 @@ def _covered(region: list[str], index: dict[tuple[str, ...], list[int]], k: int)
     return best
 
 
-def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
-               min_tokens: int = MIN_TOKENS, todos: Collection[str] | None = None) -> LeakReport:
+def find_leaks(files: Mapping[str, str], todos: Collection[str] | None = None) -> LeakReport:
     """Check the shipped files, given as path -> reference text (regions still in), for copies of the
     regions; .py files are read whole, notebooks by code cell, Markdown by code block, others not.
 
@@ -447,7 +446,7 @@ def find_leaks(files: Mapping[str, str], min_coverage: float = MIN_COVERAGE,
             if (number, k) not in indexes:
                 indexes[(number, k)] = _index(target, k)
             covered, first, last = _covered(stream.kinds, indexes[(number, k)], k)
-            if covered >= min(min_tokens, size) and covered >= min_coverage * size:
+            if covered >= min(MIN_TOKENS, size) and covered >= MIN_COVERAGE * size:
                 leak = Leak(region, target.path, target.lines[first], target.lines[last], target.cell,
                             covered, size)
                 # A file's code and its written-back statements are two streams: report one place.

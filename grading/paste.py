@@ -22,10 +22,10 @@ do, `Tensor` and `int` do not; array-likes count as one, numbers as one): a cand
 argument can earn nothing, and this cuts the candidates 13-fold (4,594 to 353 in the default edition).
 
 How: a staging tree holds the handout's files and the hidden tests; each region of the edition asks
-paste_runtime.py, loaded as a pytest plugin in one child process, what to be: the stub, the reference
-solution (the TODO being checked with no candidate, and the TODOs it needs first: documents.py NEEDS), or
-the paste. The plugin runs each graded test once with the reference (it must earn its points, else the harness is
-wrong) and once per candidate. A finding is a candidate that earns any of the TODO's points:
+paste_runtime.py, loaded as a pytest plugin in one child process, what to be: the stub, the reference solution
+(the TODO being checked with no candidate, and the TODOs it needs first: documents.py NEEDS), or the paste.
+The plugin runs each graded test once with the reference (it must earn its points, else the harness is wrong)
+and once per candidate. A finding is a candidate that earns any of the TODO's points:
 
     minbert/attention.py::eager_attention <- tests/graded/graded_helpers.py::reference_attention:
         earns 13 of 13 points (tests ...)   [one line]
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import shutil
@@ -84,9 +85,8 @@ class Signature:
                          tuple(kinds(p.annotation) for p in parameters))
 
     def drop_first(self) -> Signature:  # a method seen through `self.name`
-        return Signature(self.positional[1:], max(self.required - 1, 0), self.keywords,
-                         self.required_keywords,
-                         self.star_args, self.star_kwargs, self.kinds[1:])
+        return dataclasses.replace(self, positional=self.positional[1:], required=max(self.required - 1, 0),
+                                   kinds=self.kinds[1:])
 
 
 # Annotations that can hold the same argument: an array may come as any of these, a number as any.
@@ -183,9 +183,9 @@ def candidates(todo_function: Function, shipped: dict[str, list[Function]], stub
     signature = todo_function.signature.drop_first() if todo_class else todo_function.signature
     given, required, keywords = len(signature.positional), signature.required, signature.keywords
     # With `self` first, the module is the first argument: a function annotated for it takes a Module.
-    with_self = Signature(("self", *signature.positional), signature.required + 1, keywords,
-                          signature.required_keywords, signature.star_args, signature.star_kwargs,
-                          (frozenset({todo_class, "Module"}), *signature.kinds))
+    with_self = dataclasses.replace(signature, positional=("self", *signature.positional),
+                                    required=signature.required + 1,
+                                    kinds=(frozenset({todo_class, "Module"}), *signature.kinds))
     found = []
     for path, defined in shipped.items():
         for f in defined:
@@ -317,7 +317,8 @@ def check(edition: str = DEFAULT_EDITION, staff: Path = STAFF_ROOT, todos: list[
     todo_functions = {f"{f.path}::{f.qualname}": f for defined in shipped.values() for f in defined}
     report = PasteReport(edition)
     pool = shipped if among is None else {path: shipped[path] for path in among}
-    by_todo = {todo: candidates(todo_functions[todo], pool, stubs, set(shipped)) for todo in chosen}
+    files = set(shipped) | set(repository_files(staff))  # for module names: grading/ is a package here
+    by_todo = {todo: candidates(todo_functions[todo], pool, stubs, files) for todo in chosen}
     report.candidates = {todo: [c.name for c in found] for todo, found in by_todo.items()}
     spec = {"tests": {t.nodeid: t.todo for t in tests},
             "needs": {todo: list(NEEDS.get(todo, ())) for todo in chosen},
@@ -356,9 +357,10 @@ def _run_child(where: Path, staff: Path, spec: dict, nodeids: list[str]) -> list
     env = dict(os.environ, PYTHONPATH=f"{where}{os.pathsep}{staff}", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                PYTHONDONTWRITEBYTECODE="1", MINBERT_PASTE_SPEC=str(where / "paste-spec.json"),
                MINBERT_PASTE_RESULTS=str(results))
-    command = [sys.executable, "-m", "pytest", *nodeids, "-p", "grading.paste_runtime", "--rootdir", str(where), "-c",
-               str(where / "setup.cfg"), "-p", "no:cacheprovider", "-q", "--no-header", "-W", "ignore",
-               "--tb=no"]  # failures are the rule here, and formatting their tracebacks is most of the cost
+    # --tb=no: failures are the rule here, and formatting their tracebacks is most of the cost
+    command = [sys.executable, "-m", "pytest", *nodeids, "-p", "grading.paste_runtime", "--rootdir",
+               str(where), "-c", str(where / "setup.cfg"), "-p", "no:cacheprovider", "-q", "--no-header",
+               "-W", "ignore", "--tb=no"]
     try:
         child = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True,
                                timeout=CHILD_LIMIT_S)

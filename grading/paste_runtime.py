@@ -10,6 +10,7 @@ Read next: paste.py (which reads those lines into findings).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -65,29 +66,12 @@ def pytest_collection_finish(session) -> None:
             if candidate["on_self"] or candidate["name"] in _RESOLVED:
                 continue
             try:
-                _RESOLVED[candidate["name"]] = getattr(_import(candidate), candidate["qualname"])
+                module = importlib.import_module(candidate["module"])
+                _RESOLVED[candidate["name"]] = getattr(module, candidate["qualname"])
             except Exception as error:  # noqa: BLE001 - any import failure is reported, not fatal
                 _write({"problem": f"cannot import candidate {candidate['name']} as {candidate['module']}: "
                                    f"{type(error).__name__}: {error}"})
                 _RESOLVED[candidate["name"]] = None
-
-
-def _import(candidate: dict):
-    """Its module by name, else (a script in a folder that is no package: data/sample/) by its path."""
-    import importlib
-    import importlib.util
-
-    try:
-        return importlib.import_module(candidate["module"])
-    except ModuleNotFoundError as error:
-        if error.name != candidate["module"]:
-            raise
-    path = candidate["name"].split("::")[0]
-    spec = importlib.util.spec_from_file_location(f"_minbert_paste_{candidate['module']}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as an import would: a dataclass in it looks its module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def _alarm(signum, frame):

@@ -45,11 +45,9 @@ def _emit(event: dict) -> None:
         os.write(int(fd), (json.dumps(event) + "\n").encode("utf-8", "replace"))
 
 
-def _marker_arg(item, name: str, default=None):
+def _marker_arg(item, name: str):
     marker = item.get_closest_marker(name)
-    if marker is None or not marker.args:
-        return default
-    return marker.args[0]
+    return marker.args[0] if marker is not None and marker.args else None
 
 
 def pytest_collection_finish(session) -> None:

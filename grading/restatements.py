@@ -1,20 +1,20 @@
 """Restated expressions: the leak check's second half, for a region's maths inside code of another shape.
 
-Token coverage (leaks.py) misses a region's maths restated inside code of another shape: one line of a four-line region (label attention's `A_l = Q_l K^T / sqrt(D)`), or the same
-expression around another argument (the classify job's `F.cross_entropy(model(...), labels.to(device))`
-beside the sentiment loss TODO's `F.cross_entropy(logits, labels.to(device))`). So the check also compares
-expressions as syntax trees: names and literals abstracted, API names (attributes, keyword arguments,
-called builtins) kept, as leaks.py's tokens do. A region expression is restated where a shipped expression has its
-shape, allowing one sub-expression of up to MAX_HOLE of it to differ, provided what must match is still
-MIN_NODES nodes (the hole counting as one) and names MIN_API APIs, so generic shapes never count:
-`(x[0], x[-1])`, `any(a in b for a in c)`, `(*).sum(dim=-1)`. Measured on the tree when this was written:
-at MIN_API = 1 two dozen unrelated matches (a tuple of two subscripts, `q @ k.transpose(-1, -2)` in an
-analysis helper), and with a 3-node hole allowed in an 8-node expression, `(u * v).sum(dim=-1)` matched
-three entropy sums; with the rules above it found the five restatements a course reported and nothing
-else. A region's expression cut into statements (`target = labels.to(device)`, then
-`F.cross_entropy(model(x), target)`) is compared too, with its single-assignment locals written back as
-leaks.py's spread copies are (`leaks.inlined`). A restatement that is reviewed and fine goes into ALLOWED
-with the reason.
+Token coverage (leaks.py) misses a region's maths restated inside code of another shape: one line of a
+four-line region (label attention's `A_l = Q_l K^T / sqrt(D)`), or the same expression around another argument
+(the classify job's `F.cross_entropy(model(...), labels.to(device))` beside the sentiment loss TODO's
+`F.cross_entropy(logits, labels.to(device))`). So the check also compares expressions as syntax trees: names
+and literals abstracted, API names (attributes, keyword arguments, called builtins) kept, as leaks.py's tokens
+do. A region expression is restated where a shipped expression has its shape, allowing one sub-expression of
+up to MAX_HOLE of it to differ, provided what must match is still MIN_NODES nodes (the hole counting as one)
+and names MIN_API APIs, so generic shapes never count: `(x[0], x[-1])`, `any(a in b for a in c)`,
+`(*).sum(dim=-1)`. Measured on the tree when this was written: at MIN_API = 1 two dozen unrelated matches (a
+tuple of two subscripts, `q @ k.transpose(-1, -2)` in an analysis helper), and with a 3-node hole allowed in
+an 8-node expression, `(u * v).sum(dim=-1)` matched three entropy sums; with the rules above it found the five
+restatements a course reported and nothing else. A region's expression cut into statements (`target =
+labels.to(device)`, then `F.cross_entropy(model(x), target)`) is compared too, with its single-assignment
+locals written back as leaks.py's spread copies are (`leaks.inlined`). A restatement that is reviewed and fine
+goes into ALLOWED with the reason.
 
 Read next: handout.py (its check_leaks runs leaks.find_leaks and find_restated on every build).
 """
@@ -25,7 +25,7 @@ import ast
 import textwrap
 from collections.abc import Collection, Iterator, Mapping
 
-from grading.leaks import _BUILTINS, NAME, NUMBER, Restatement, _code, inlined
+from grading.leaks import _BUILTINS, NAME, NUMBER, Restatement, _code, _stubbed, inlined
 from grading.regions import Region, find_regions
 
 MIN_NODES = 8  # AST nodes (contexts not counted) that must match, the hole counting as one
@@ -118,12 +118,8 @@ def _shipped_trees(path: str, text: str, regions: list[Region]) -> Iterator[tupl
             except SyntaxError:
                 continue
         return
-    lines = text.splitlines()
-    for region in regions:
-        indent = lines[region.begin - 1][:len(lines[region.begin - 1]) - len(lines[region.begin - 1].lstrip())]
-        lines[region.begin - 1:region.end] = [f"{indent}pass"] + [""] * (region.end - region.begin)
     try:
-        yield ast.parse("\n".join(lines)), 0, None
+        yield ast.parse(_stubbed(text, regions)), 0, None
     except SyntaxError:
         return
 

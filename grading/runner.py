@@ -84,16 +84,16 @@ def _limit_output() -> None:  # runs in the supervisor before exec; the child in
 
 
 @functools.lru_cache(maxsize=8)
-def child_user(python: str = sys.executable) -> pwd.struct_passwd | None:
+def child_user() -> pwd.struct_passwd | None:
     """Who runs the submission: $GRADING_USER (default nobody) where the grader is root, else the grader.
-    Where nobody cannot run `python` with its packages (a checkout in a folder only root may enter, such as
+    Where nobody cannot run this Python with its packages (a checkout in a folder only root may enter, such as
     a clone in a 0700 temporary folder) and GRADING_USER is not set, the grader's own user, said once on
     stderr: on Gradescope setup.sh installs the environment where nobody reads it."""
     if os.geteuid() != 0:
         return None
     user = pwd.getpwnam(os.environ.get("GRADING_USER") or "nobody")
     try:
-        child_python(python, user.pw_name)
+        child_python(user.pw_name)
     except RuntimeError as error:
         if os.environ.get("GRADING_USER"):
             raise
@@ -104,21 +104,21 @@ def child_user(python: str = sys.executable) -> pwd.struct_passwd | None:
 
 
 @functools.lru_cache(maxsize=8)
-def child_python(python: str, user: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the command that starts Python for the child's user, the folders to add to its path): `python`
+def child_python(user: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the command that starts Python for the child's user, the folders to add to its path): this Python
     itself, or, where that user cannot run it with pytest importable (pyenv's Python under /root, mode 0700),
     the system's python3.M of the same version with the environment's packages on the path (-S: no site, so
     no .pth file of the grader's checkout)."""
-    if user is None or _runs_as(user, [python], ()):
-        return (python,), ()
+    if user is None or _runs_as(user, [sys.executable], ()):
+        return (sys.executable,), ()
     packages = tuple(dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib")))
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for folder in ("/usr/local/bin", "/usr/bin"):
         candidate = [os.path.join(folder, version), "-S"]
         if os.path.exists(candidate[0]) and _runs_as(user, candidate, packages):
             return tuple(candidate), packages
-    raise RuntimeError(f"grader error: user {user} cannot run {python} with pytest, nor {version} with "
-                       f"{packages[0]}: make the environment readable by that user, or set GRADING_USER")
+    raise RuntimeError(f"grader error: user {user} cannot run {sys.executable} with pytest, nor {version} "
+                       f"with {packages[0]}: make the environment readable by that user, or set GRADING_USER")
 
 
 def _runs_as(user: str, python: list[str], path: tuple[str, ...]) -> bool:
@@ -131,12 +131,12 @@ def _runs_as(user: str, python: list[str], path: tuple[str, ...]) -> bool:
 
 
 def _run_session(root: Path, nodeids: list[str], *, time_limit: float, startup_limit: float,
-                 python: str, collect_only: bool = False, extra_env: dict | None = None,
-                 untrusted: bool = False) -> _Session:
+                 collect_only: bool = False, extra_env: dict | None = None, untrusted: bool = False
+                 ) -> _Session:
     """One child pytest under a supervisor (sandbox.py); `untrusted`: as child_user() where that is another
     user, with a home of its own and the environment's packages on the path."""
     work = Path(tempfile.mkdtemp(prefix="minbert-grading-"))
-    user = child_user(python) if untrusted else None
+    user = child_user() if untrusted else None
     try:
         os.chmod(work, 0o711)  # the child may read its plugin, not list or open the events and output files
         plugin_dir, home = work / "plugin", work / "home"
@@ -146,7 +146,7 @@ def _run_session(root: Path, nodeids: list[str], *, time_limit: float, startup_l
         shutil.copy(Path(__file__).with_name("sandbox.py"), work / "sandbox.py")
         if user is not None:
             os.chown(home, user.pw_uid, user.pw_gid)
-        interpreter, packages = child_python(python, user and user.pw_name)
+        interpreter, packages = child_python(user and user.pw_name)
         events, output = work / "events.jsonl", work / "output.txt"
         events_fd = os.open(events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MINBERT_GRADING"))}
@@ -279,21 +279,20 @@ SPLIT_STARTUP_LIMIT_S = 30.0  # per file, once a whole session hung before its f
 
 
 def run_tests(root: Path, nodeids: list[str], *, time_limit: float = 30.0, startup_limit: float = 60.0,
-              python: str | None = None, extra_env: dict | None = None,
-              expect_modules_under: Path | None = None, untrusted: bool = False) -> dict[str, TestResult]:
+              extra_env: dict | None = None, expect_modules_under: Path | None = None,
+              untrusted: bool = False) -> dict[str, TestResult]:
     """Run `nodeids` (relative to `root`) and return one result for each, whatever happens to the children.
     untrusted: the tree holds a submission (run as child_user(), see _run_session).
 
     expect_modules_under: if given, the packages the tests imported must come from this folder; a test
     session that imported them from anywhere else (an installed copy) is a grader error, raised.
     """
-    python = python or sys.executable
     results: dict[str, TestResult] = {}
     queue: list[tuple[list[str], float]] = [(list(nodeids), startup_limit)]
     while queue:
         group, group_startup_limit = queue.pop(0)
         session = _run_session(root, group, time_limit=time_limit, startup_limit=group_startup_limit,
-                               python=python, extra_env=extra_env, untrusted=untrusted)
+                               extra_env=extra_env, untrusted=untrusted)
         if expect_modules_under is not None:
             for name, path in session.modules.items():
                 if path and not Path(path).resolve().is_relative_to(Path(expect_modules_under).resolve()):
@@ -334,11 +333,9 @@ def run_tests(root: Path, nodeids: list[str], *, time_limit: float = 30.0, start
     return results
 
 
-def collect(root: Path, paths: list[str], *, python: str | None = None, startup_limit: float = 180.0,
-            extra_env: dict | None = None) -> tuple[list[dict], dict[str, str]]:
+def collect(root: Path, paths: list[str]) -> tuple[list[dict], dict[str, str]]:
     """Collect tests under `paths` without running them: (items with their markers, collection errors)."""
-    session = _run_session(root, paths, time_limit=60.0, startup_limit=startup_limit,
-                           python=python or sys.executable, collect_only=True, extra_env=extra_env)
+    session = _run_session(root, paths, time_limit=60.0, startup_limit=180.0, collect_only=True)
     if session.ended != "normal" and not session.collected:
         raise RuntimeError(f"collecting {paths} in {root} failed ({session.ended}):\n{session.output}")
     return session.collected, session.collect_errors

@@ -14,6 +14,7 @@ One supervisor per child rather than the grader as the subreaper: the grader may
 once in one process (the tests do), and a subreaper cannot tell whose orphans it adopted.
 """
 
+import contextlib
 import ctypes
 import os
 import pwd
@@ -23,42 +24,24 @@ import subprocess
 import sys
 import time
 
+import psutil
+
 PR_SET_CHILD_SUBREAPER = 36
 NPROC = 512  # processes the child's user may hold (a fork bomb stops there); only where the user is its own
 SWEEP_S = 10.0  # a tree that keeps forking under SIGKILL for this long is left (it cannot write results)
-
-
-def children() -> list[int]:
-    """This process's children, from /proc (the subreaper makes every leftover descendant one)."""
-    me, found = str(os.getpid()), []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[1].decode() == me:
-                found.append(int(name))
-    return found
 
 
 def sweep() -> None:
     """SIGKILL and reap every child until none is left (an orphan's own orphans arrive meanwhile)."""
     deadline = time.monotonic() + SWEEP_S
     while time.monotonic() < deadline:
-        pids = children()
+        pids = [child.pid for child in psutil.Process().children()]  # every leftover descendant, adopted
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+        with contextlib.suppress(ChildProcessError):  # reap those that have ended
+            while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
         if not pids:
             return
         time.sleep(0.01)
@@ -66,11 +49,9 @@ def sweep() -> None:
 
 def oom_score(value: str) -> None:
     """The kernel's OOM killer takes the child first: it inherits 1000; the supervisor goes back to 0."""
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write(value)
-    except OSError:  # lowering it needs privileges the supervisor may not have
-        pass
+    # Lowering it needs privileges the supervisor may not have.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write(value)
 
 
 def limit_processes() -> None:  # in the child, after the user change, before exec
@@ -92,10 +73,8 @@ def main(argv: list[str]) -> int:
     oom_score("0")
 
     def stop(signum, frame):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     signal.signal(signal.SIGTERM, stop)
     while True:  # reap adopted orphans as they end, until the child itself does
