@@ -1,48 +1,18 @@
 """The results.json that the grader writes: a JSON Schema for Gradescope's format, and a validator.
 
-Gradescope's specification: https://gradescope-autograders.readthedocs.io/en/latest/specs/ . We write
-the subset below (every field named there that we use, with its type); `validate` checks a dictionary
-against it without third-party packages (tests also check it with the `jsonschema` package).
+Gradescope's specification: https://gradescope-autograders.readthedocs.io/en/latest/specs/ . We write the
+subset in results.schema.json (every field named there that we use, with its type); `validate` checks a
+dictionary against it without third-party packages (tests also check it with the `jsonschema` package).
 
 Read next: handout.py.
 """
 
 from __future__ import annotations
 
-VISIBILITY = {"type": "string", "enum": ["visible", "hidden", "after_due_date", "after_published"]}
+import json
+from pathlib import Path
 
-SCHEMA: dict = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "Gradescope autograder results.json (as written by python -m grading.grade)",
-    "type": "object",
-    "required": ["score", "execution_time", "output", "visibility", "stdout_visibility", "tests"],
-    "additionalProperties": False,
-    "properties": {
-        "score": {"type": "number", "minimum": 0},
-        "execution_time": {"type": "integer", "minimum": 0},
-        "output": {"type": "string"},
-        "visibility": VISIBILITY,
-        "stdout_visibility": VISIBILITY,
-        "tests": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "number", "score", "max_score", "status", "output", "visibility"],
-                "additionalProperties": False,
-                "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    "number": {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)*$"},
-                    "score": {"type": "number", "minimum": 0},
-                    "max_score": {"type": "number", "minimum": 0},
-                    "status": {"type": "string", "enum": ["passed", "failed"]},
-                    "output": {"type": "string"},
-                    "visibility": VISIBILITY,
-                    "tags": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-        },
-    },
-}
+SCHEMA: dict = json.loads((Path(__file__).parent / "results.schema.json").read_text(encoding="utf-8"))
 
 
 class SchemaError(ValueError):
