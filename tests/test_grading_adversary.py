@@ -1,4 +1,4 @@
-"""An adversary pass over the grader by someone who did not write it (issue 57, item 4).
+"""An adversary pass over the grader by someone who did not write it (2026-12-02, commit ae71283).
 
 Three kinds of case, each reusing the machinery of the files that hold the earlier ones:
 - hostile submissions (tests/test_grading_hostile.py's `submission`: the handout, one trick, zeros): tricks
